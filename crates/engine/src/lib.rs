@@ -1,0 +1,36 @@
+//! The hybridkv storage engine: per-namespace primary index, record log and journal, each on the
+//! memory tier the operator chose, with group commit and restart without index rebuild.
+//!
+//! Reading order: `config` → `digest` → `log/record` (record format) → `log/block` →
+//! `log/record_log` (appends, group commit) → `index/` (persistent hash index) → `journal/`
+//! (records in DRAM) → `namespace` (write and read paths) → `recovery` → `database`.
+
+mod config;
+mod database;
+mod digest;
+mod error;
+mod index;
+mod journal;
+mod log;
+mod namespace;
+mod recovery;
+mod stats;
+
+pub use config::{
+    default_shmem_dir, parse_size_bytes, Config, Durability, NamespaceConfig, GIB, KEY_BYTES_MAX, KIB, MIB,
+    NAMESPACES_MAX,
+};
+pub use database::Database;
+pub use error::{EngineError, Result};
+pub use hybridkv_media::{DurabilityPath, Tier};
+pub use namespace::{BatchOp, Namespace, ScanPage, Transaction, Value};
+pub use recovery::{RestartKind, RestartReport};
+pub use stats::{NamespaceStats, TierUsage};
+
+/// Milliseconds since the Unix epoch: the clock of expiry times.
+pub fn now_unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_millis() as u64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,13 @@
+//! Record storage: the record format, write blocks and the append-only record log.
+
+pub(crate) mod block;
+pub(crate) mod location;
+pub(crate) mod record;
+pub(crate) mod record_log;
+
+pub(crate) use block::{BlockHeader, BLOCK_HEADER_BYTES};
+pub(crate) use location::Location;
+pub(crate) use record::RecordView;
+pub(crate) use record_log::{
+    position, position_offset, position_seq, walk_records, Appended, NewRecord, RecordLog, Writer,
+};

@@ -1,0 +1,519 @@
+//! The record log: append-only write blocks on a medium, the active block, block rotation, reads,
+//! and the two halves of a flush (collecting what to make durable, then making it durable).
+//!
+//! Region media (dram, pmem, journaled DRAM) receive records at append time and are persisted by
+//! range. Block files (ssd) receive records in an in-memory copy of the active block; a flush
+//! writes its changed pages out. Either way a record is readable as soon as `append` returns.
+//!
+//! `RecordLog<P>` also keeps, in append order and under the append lock, one publication `P` per
+//! append, so that the layer above can publish index entries in log order after a flush.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use hybridkv_media::{Medium, PAGE_BYTES};
+use parking_lot::{Mutex, RwLock};
+
+use crate::error::{EngineError, Result};
+use crate::log::block::{BlockHeader, BLOCK_HEADER_BYTES};
+use crate::log::location::{Location, BLOCK_SLOTS_MAX};
+use crate::log::record::{self, decode_header, RecordHeader, RecordView, RECORD_HEADER_BYTES};
+
+/// Blocks kept free for defragmentation, so that it can always make progress on a full device.
+pub(crate) const BLOCKS_RESERVED_FOR_DEFRAG: usize = 2;
+/// First read of a record: most records fit, so one read usually suffices.
+const RECORD_READ_AHEAD_BYTES: usize = 1024;
+
+/// A log position: block sequence number in the high 32 bits, offset in the block in the low 32.
+/// Positions grow with every append and never repeat.
+pub(crate) fn position(seq: u64, offset: u64) -> u64 {
+    assert!(seq < 1 << 32 && offset < 1 << 32);
+    (seq << 32) | offset
+}
+
+pub(crate) fn position_seq(position: u64) -> u64 {
+    position >> 32
+}
+
+pub(crate) fn position_offset(position: u64) -> u64 {
+    position & 0xffff_ffff
+}
+
+/// A record to append; `lsn` is `None` for a new write and the original LSN for a moved record.
+pub(crate) struct NewRecord<'a> {
+    pub(crate) key: &'a [u8],
+    pub(crate) value: &'a [u8],
+    pub(crate) tombstone: bool,
+    pub(crate) expiry_unix_ms: u64,
+    pub(crate) generation: u32,
+    pub(crate) lsn: Option<u64>,
+}
+
+pub(crate) struct Appended {
+    pub(crate) location: Location,
+    pub(crate) lsn: u64,
+    pub(crate) record_bytes: usize,
+}
+
+/// Who asks for space: client writes may not dip into the blocks reserved for defragmentation.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Writer {
+    Client,
+    Defrag,
+}
+
+struct BlockSlot {
+    /// Sequence number of the block in this slot; 0 when free.
+    seq: AtomicU64,
+    live_bytes: AtomicU64,
+}
+
+struct AppendState<P> {
+    active_slot: u32,
+    active_seq: u64,
+    write_offset: u64,
+    next_lsn: u64,
+    next_seq: u64,
+    free_slots: BTreeSet<u32>,
+    /// Region media: medium ranges written since the last flush, [start, end).
+    unflushed_ranges: Vec<(u64, u64)>,
+    /// Block files: offset in the active block below which the file already has the bytes.
+    written_out_offset: u64,
+    publications: Vec<P>,
+}
+
+/// The in-memory copy of the active block of a block file.
+struct ActiveBuffer {
+    slot: u32,
+    bytes: Vec<u8>,
+}
+
+/// What one flush must make durable, taken atomically with respect to appends.
+pub(crate) struct FlushWork<P> {
+    /// Every record before this position is covered by this flush.
+    pub(crate) upto_position: u64,
+    pub(crate) publications: Vec<P>,
+    ranges: Vec<(u64, u64)>,
+}
+
+pub(crate) struct RecordLog<P> {
+    medium: Arc<dyn Medium>,
+    block_bytes: u64,
+    fingerprint: u64,
+    buffered: bool,
+    slots: Vec<BlockSlot>,
+    state: Mutex<AppendState<P>>,
+    buffer: RwLock<ActiveBuffer>,
+    bytes_appended: AtomicU64,
+}
+
+impl<P> RecordLog<P> {
+    /// Reads every block header; returns the log (with no active block yet) and the blocks in use,
+    /// ordered by sequence number.
+    pub(crate) fn open(
+        medium: Arc<dyn Medium>,
+        block_bytes: u64,
+        fingerprint: u64,
+    ) -> Result<(RecordLog<P>, Vec<BlockHeader>)> {
+        let slot_count = medium.len_bytes() / block_bytes;
+        assert!(slot_count >= 4 && slot_count < BLOCK_SLOTS_MAX, "validated by the configuration");
+        let mut in_use = Vec::new();
+        let mut free_slots = BTreeSet::new();
+        let mut header_bytes = [0u8; BLOCK_HEADER_BYTES];
+        for slot in 0..slot_count as u32 {
+            medium.read_at(slot as u64 * block_bytes, &mut header_bytes)?;
+            match BlockHeader::decode(&header_bytes, slot, block_bytes, fingerprint) {
+                Some(header) => in_use.push(header),
+                None => {
+                    free_slots.insert(slot);
+                }
+            }
+        }
+        in_use.sort_by_key(|header| header.seq);
+        let slots = (0..slot_count)
+            .map(|slot| BlockSlot {
+                seq: AtomicU64::new(in_use.iter().find(|h| h.slot as u64 == slot).map_or(0, |h| h.seq)),
+                live_bytes: AtomicU64::new(0),
+            })
+            .collect();
+        let buffered = medium.write_alignment_bytes() > 1;
+        let state = AppendState {
+            active_slot: u32::MAX,
+            active_seq: 0,
+            write_offset: 0,
+            next_lsn: 1,
+            next_seq: in_use.last().map_or(1, |header| header.seq + 1),
+            free_slots,
+            unflushed_ranges: Vec::new(),
+            written_out_offset: 0,
+            publications: Vec::new(),
+        };
+        let buffer_bytes = if buffered { vec![0u8; block_bytes as usize] } else { Vec::new() };
+        let log = RecordLog {
+            medium,
+            block_bytes,
+            fingerprint,
+            buffered,
+            slots,
+            state: Mutex::new(state),
+            buffer: RwLock::new(ActiveBuffer { slot: u32::MAX, bytes: buffer_bytes }),
+            bytes_appended: AtomicU64::new(0),
+        };
+        Ok((log, in_use))
+    }
+
+    pub(crate) fn block_bytes(&self) -> u64 {
+        self.block_bytes
+    }
+
+    pub(crate) fn medium(&self) -> &Arc<dyn Medium> {
+        &self.medium
+    }
+
+    pub(crate) fn bytes_appended(&self) -> u64 {
+        self.bytes_appended.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn used_bytes(&self) -> u64 {
+        let free = self.state.lock().free_slots.len() as u64;
+        (self.slots.len() as u64 - free) * self.block_bytes
+    }
+
+    pub(crate) fn block_seq(&self, slot: u32) -> u64 {
+        self.slots[slot as usize].seq.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn add_live_bytes(&self, slot: u32, bytes: usize) {
+        self.slots[slot as usize].live_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn remove_live_bytes(&self, slot: u32, bytes: usize) {
+        let live = &self.slots[slot as usize].live_bytes;
+        let _ = live.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |current| {
+            Some(current.saturating_sub(bytes as u64))
+        });
+    }
+
+    pub(crate) fn live_bytes(&self, slot: u32) -> u64 {
+        self.slots[slot as usize].live_bytes.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_live_bytes(&self, slot: u32, bytes: u64) {
+        self.slots[slot as usize].live_bytes.store(bytes, Ordering::Relaxed);
+    }
+
+    /// Sets the LSN the next new record gets (recovery knows the largest one seen).
+    pub(crate) fn set_next_lsn(&self, next_lsn: u64) {
+        let mut state = self.state.lock();
+        state.next_lsn = state.next_lsn.max(next_lsn);
+    }
+
+    pub(crate) fn next_lsn(&self) -> u64 {
+        self.state.lock().next_lsn
+    }
+
+    /// The position the next append gets: every record appended so far lies before it.
+    pub(crate) fn append_position(&self) -> u64 {
+        let state = self.state.lock();
+        position(state.active_seq, state.write_offset)
+    }
+
+    /// The active block and its sequence number.
+    pub(crate) fn active_block(&self) -> (u32, u64) {
+        let state = self.state.lock();
+        (state.active_slot, state.active_seq)
+    }
+
+    /// Blocks in use other than the active one, with their sequence numbers, oldest first.
+    pub(crate) fn sealed_blocks(&self) -> Vec<(u32, u64)> {
+        let active = self.state.lock().active_slot;
+        let mut blocks: Vec<(u32, u64)> = (0..self.slots.len() as u32)
+            .filter(|&slot| slot != active)
+            .map(|slot| (slot, self.block_seq(slot)))
+            .filter(|&(_, seq)| seq != 0)
+            .collect();
+        blocks.sort_by_key(|&(_, seq)| seq);
+        blocks
+    }
+
+    /// Continues appending in a block that recovery found cleanly ended at `end_offset`.
+    pub(crate) fn resume_block(&self, header: &BlockHeader, end_offset: u64) -> Result<()> {
+        let mut state = self.state.lock();
+        if self.buffered {
+            let mut buffer = self.buffer.write();
+            let readable = end_offset.next_multiple_of(PAGE_BYTES).min(self.block_bytes) as usize;
+            buffer.bytes.fill(0);
+            self.medium.read_at(self.block_base(header.slot), &mut buffer.bytes[..readable])?;
+            buffer.bytes[end_offset as usize..readable].fill(0);
+            buffer.slot = header.slot;
+        }
+        state.active_slot = header.slot;
+        state.active_seq = header.seq;
+        state.write_offset = end_offset;
+        state.written_out_offset = end_offset;
+        Ok(())
+    }
+
+    /// Starts a fresh active block (at open, or after a crash left the last block's tail unknown).
+    pub(crate) fn start_new_block(&self) -> Result<()> {
+        let mut state = self.state.lock();
+        self.rotate(&mut state, Writer::Defrag)
+    }
+
+    fn block_base(&self, slot: u32) -> u64 {
+        slot as u64 * self.block_bytes
+    }
+
+    /// Appends `records` contiguously in one block (a batch never spans blocks), queues
+    /// `publication`, and returns where each record went. Nothing is written when it fails.
+    pub(crate) fn append(
+        &self,
+        records: &[NewRecord<'_>],
+        batch: bool,
+        writer: Writer,
+        publication: impl FnOnce(&[Appended]) -> P,
+    ) -> Result<Vec<Appended>> {
+        let total: usize = records.iter().map(|r| record::record_bytes(r.key.len(), r.value.len())).sum();
+        let capacity = (self.block_bytes as usize) - BLOCK_HEADER_BYTES;
+        if total > capacity {
+            return Err(EngineError::BatchTooLarge { len_bytes: total, limit_bytes: capacity });
+        }
+        let mut state = self.state.lock();
+        if state.write_offset + total as u64 > self.block_bytes || state.active_slot == u32::MAX {
+            self.rotate(&mut state, writer)?;
+        }
+        let mut encoded = Vec::with_capacity(total);
+        let mut appended = Vec::with_capacity(records.len());
+        let start_offset = state.write_offset;
+        for (position_in_batch, new) in records.iter().enumerate() {
+            let is_last = position_in_batch + 1 == records.len();
+            let lsn = new.lsn.unwrap_or_else(|| {
+                let lsn = state.next_lsn;
+                state.next_lsn += 1;
+                lsn
+            });
+            let mut flags = 0;
+            if new.tombstone {
+                flags |= record::FLAG_TOMBSTONE;
+            }
+            if batch {
+                flags |= record::FLAG_BATCH_MEMBER;
+                if is_last {
+                    flags |= record::FLAG_BATCH_END;
+                }
+            }
+            let header = RecordHeader {
+                value_len: new.value.len() as u32,
+                key_len: new.key.len() as u16,
+                flags,
+                block_seq_low: state.active_seq as u32,
+                lsn,
+                expiry_unix_ms: new.expiry_unix_ms,
+                generation: new.generation,
+                batch_len: if batch && is_last { records.len() as u32 } else { 0 },
+            };
+            let offset = start_offset + encoded.len() as u64;
+            record::encode(&header, new.key, new.value, &mut encoded);
+            let record_bytes = (start_offset + encoded.len() as u64 - offset) as usize;
+            appended.push(Appended { location: Location::new(state.active_slot, offset, record_bytes), lsn, record_bytes });
+        }
+        debug_assert_eq!(encoded.len(), total);
+        self.write_into_active(&mut state, &encoded)?;
+        self.bytes_appended.fetch_add(total as u64, Ordering::Relaxed);
+        let queued = publication(&appended);
+        state.publications.push(queued);
+        Ok(appended)
+    }
+
+    fn write_into_active(&self, state: &mut AppendState<P>, bytes: &[u8]) -> Result<()> {
+        let offset = state.write_offset;
+        if self.buffered {
+            let mut buffer = self.buffer.write();
+            debug_assert_eq!(buffer.slot, state.active_slot);
+            buffer.bytes[offset as usize..offset as usize + bytes.len()].copy_from_slice(bytes);
+        } else {
+            let start = self.block_base(state.active_slot) + offset;
+            self.medium.write_at(start, bytes)?;
+            Self::note_unflushed(&mut state.unflushed_ranges, start, start + bytes.len() as u64);
+        }
+        state.write_offset += bytes.len() as u64;
+        Ok(())
+    }
+
+    fn note_unflushed(ranges: &mut Vec<(u64, u64)>, start: u64, end: u64) {
+        match ranges.last_mut() {
+            Some(last) if last.1 == start => last.1 = end,
+            _ => ranges.push((start, end)),
+        }
+    }
+
+    /// Seals the active block and opens a new one in the lowest free slot.
+    fn rotate(&self, state: &mut AppendState<P>, writer: Writer) -> Result<()> {
+        let reserve = if writer == Writer::Client { BLOCKS_RESERVED_FOR_DEFRAG } else { 0 };
+        if state.free_slots.len() <= reserve {
+            return Err(EngineError::DataFull {
+                namespace: String::new(),
+                capacity_bytes: self.slots.len() as u64 * self.block_bytes,
+            });
+        }
+        let slot = *state.free_slots.first().expect("checked above");
+        let header = BlockHeader {
+            slot,
+            seq: state.next_seq,
+            block_bytes: self.block_bytes,
+            fingerprint: self.fingerprint,
+            created_unix_ms: crate::now_unix_ms(),
+        };
+        if self.buffered {
+            let mut buffer = self.buffer.write();
+            if state.active_slot != u32::MAX {
+                self.write_out_pages(state, &buffer)?;
+            }
+            buffer.bytes.fill(0);
+            buffer.bytes[..BLOCK_HEADER_BYTES].copy_from_slice(&header.encode());
+            buffer.slot = slot;
+        } else {
+            let start = self.block_base(slot);
+            self.medium.write_at(start, &header.encode())?;
+            Self::note_unflushed(&mut state.unflushed_ranges, start, start + BLOCK_HEADER_BYTES as u64);
+        }
+        state.free_slots.remove(&slot);
+        self.slots[slot as usize].seq.store(header.seq, Ordering::Release);
+        self.slots[slot as usize].live_bytes.store(0, Ordering::Relaxed);
+        state.next_seq += 1;
+        state.active_slot = slot;
+        state.active_seq = header.seq;
+        state.write_offset = BLOCK_HEADER_BYTES as u64;
+        state.written_out_offset = 0;
+        Ok(())
+    }
+
+    /// Writes the pages of the active block changed since the last write-out (block files).
+    /// The partly filled last page is rewritten whole each time.
+    fn write_out_pages(&self, state: &mut AppendState<P>, buffer: &ActiveBuffer) -> Result<()> {
+        let start = state.written_out_offset / PAGE_BYTES * PAGE_BYTES;
+        let end = state.write_offset.next_multiple_of(PAGE_BYTES).min(self.block_bytes);
+        let pages = &buffer.bytes[start as usize..end as usize];
+        self.medium.write_at(self.block_base(state.active_slot) + start, pages)?;
+        state.written_out_offset = state.write_offset;
+        Ok(())
+    }
+
+    /// Takes what the next flush must make durable: everything appended so far. For block files
+    /// the changed pages are written out here, under the append lock, so that no older copy of a
+    /// page can ever overwrite a newer one. The work is returned even when that write fails, so
+    /// that the caller can withdraw its publications.
+    pub(crate) fn take_flush_work(&self) -> (FlushWork<P>, Result<()>) {
+        let mut state = self.state.lock();
+        let upto_position = position(state.active_seq, state.write_offset);
+        let publications = std::mem::take(&mut state.publications);
+        let ranges = std::mem::take(&mut state.unflushed_ranges);
+        let mut written = self.medium.write_back().map_err(EngineError::from);
+        if written.is_ok() && self.buffered && state.active_slot != u32::MAX && state.write_offset > state.written_out_offset {
+            let buffer = self.buffer.read();
+            written = self.write_out_pages(&mut state, &buffer);
+        }
+        (FlushWork { upto_position, publications, ranges }, written)
+    }
+
+    /// Makes the bytes of `work` durable.
+    pub(crate) fn persist(&self, work: &FlushWork<P>) -> Result<()> {
+        if self.buffered {
+            self.medium.persist(0, self.medium.len_bytes())?;
+        } else {
+            for &(start, end) in &work.ranges {
+                self.medium.persist(start, end - start)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the whole record at `location` into `out` (without verifying it).
+    pub(crate) fn read_record(&self, location: Location, out: &mut Vec<u8>) -> Result<()> {
+        assert!(location.is_record());
+        let block_end = self.block_bytes - location.offset();
+        let first = match location.record_bytes() {
+            Some(bytes) => bytes,
+            None => RECORD_READ_AHEAD_BYTES.min(block_end as usize),
+        };
+        out.resize(first, 0);
+        self.read_block_bytes(location.slot(), location.offset(), out)?;
+        if location.record_bytes().is_none() {
+            let header = decode_header(out).map_err(|_| corrupt(location, "bad header"))?;
+            let full = header.record_bytes();
+            if full as u64 > block_end {
+                return Err(corrupt(location, "record runs past its block"));
+            }
+            if full > out.len() {
+                let already = out.len();
+                out.resize(full, 0);
+                self.read_block_bytes(location.slot(), location.offset() + already as u64, &mut out[already..])?;
+            }
+            out.truncate(full);
+        }
+        Ok(())
+    }
+
+    fn read_block_bytes(&self, slot: u32, offset: u64, out: &mut [u8]) -> Result<()> {
+        if self.buffered {
+            let buffer = self.buffer.read();
+            if buffer.slot == slot {
+                out.copy_from_slice(&buffer.bytes[offset as usize..offset as usize + out.len()]);
+                return Ok(());
+            }
+        }
+        Ok(self.medium.read_at(self.block_base(slot) + offset, out)?)
+    }
+
+    /// Reads and verifies the record at `location`.
+    pub(crate) fn read_verified<'a>(&self, location: Location, out: &'a mut Vec<u8>) -> Result<RecordView<'a>> {
+        self.read_record(location, out)?;
+        let seq = self.block_seq(location.slot());
+        record::decode(out, seq as u32).map_err(|error| corrupt(location, &format!("{error:?}")))
+    }
+
+    /// Reads block `slot` from `from_offset` to the end into `out` (for scans and recovery).
+    pub(crate) fn read_block_from(&self, slot: u32, from_offset: u64, out: &mut Vec<u8>) -> Result<()> {
+        out.resize((self.block_bytes - from_offset) as usize, 0);
+        self.read_block_bytes(slot, from_offset, out)
+    }
+
+    /// Frees a block whose live records have all been moved and made durable: its header is
+    /// zeroed durably, so no later recovery sees its stale records.
+    pub(crate) fn free_block(&self, slot: u32) -> Result<()> {
+        assert_ne!(self.state.lock().active_slot, slot, "the active block is never freed");
+        let base = self.block_base(slot);
+        if self.buffered {
+            self.medium.write_at(base, &vec![0u8; PAGE_BYTES as usize])?;
+            self.medium.persist(base, PAGE_BYTES)?;
+        } else {
+            self.medium.write_at(base, &[0u8; BLOCK_HEADER_BYTES])?;
+            self.medium.persist(base, BLOCK_HEADER_BYTES as u64)?;
+        }
+        self.slots[slot as usize].seq.store(0, Ordering::Release);
+        self.slots[slot as usize].live_bytes.store(0, Ordering::Relaxed);
+        self.state.lock().free_slots.insert(slot);
+        Ok(())
+    }
+}
+
+fn corrupt(location: Location, detail: &str) -> EngineError {
+    EngineError::Corrupt {
+        what: format!("record at block {} offset {}", location.slot(), location.offset()),
+        detail: detail.to_string(),
+    }
+}
+
+/// Walks the records of a block image from its start until the first invalid record; returns the
+/// end offset (relative to the image start) of the last valid record.
+pub(crate) fn walk_records(image: &[u8], block_seq: u64, mut visit: impl FnMut(u64, &RecordView<'_>)) -> u64 {
+    let mut offset = 0usize;
+    while offset + RECORD_HEADER_BYTES <= image.len() {
+        let Ok(view) = record::decode(&image[offset..], block_seq as u32) else { break };
+        let size = view.header.record_bytes();
+        visit(offset as u64, &view);
+        offset += size;
+    }
+    offset as u64
+}

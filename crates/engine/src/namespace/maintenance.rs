@@ -1,0 +1,261 @@
+//! Background work of a namespace, on one thread: periodic flushes (durability `periodic` and
+//! `none`), checkpoints that bound replay, defragmentation of blocks under the low-water mark,
+//! reclaiming expired keys, and the live-byte audit after a warm start.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use super::Namespace;
+use crate::config::Durability;
+use crate::error::Result;
+use crate::index::{Index, PendingEntry};
+use crate::log::{position, walk_records, Location, NewRecord, RecordView, Writer, BLOCK_HEADER_BYTES};
+
+const MAINTENANCE_TICK: Duration = Duration::from_millis(5);
+/// How often durability `none` hands buffered writes to the operating system.
+const NONE_WRITE_BACK_INTERVAL_MS: u64 = 100;
+/// Partitions examined for expired keys per tick: a full pass takes 4096 / 32 ticks.
+const EXPIRY_PARTITIONS_PER_TICK: usize = 32;
+
+impl Namespace {
+    /// Called once recovery is done: counts, a first checkpoint (which also marks the index
+    /// open, i.e. not clean), and whether live-byte accounting must be audited.
+    pub(crate) fn finish_open(&self, accounting_rebuilt: bool) -> Result<()> {
+        self.key_count.store(self.index.table_entry_count() as i64, Ordering::Relaxed);
+        let position = self.log.append_position();
+        self.commit.lock().durable_position = position;
+        self.index.checkpoint(position, self.log.next_lsn(), false)?;
+        self.last_checkpoint_unix_ms.store(crate::now_unix_ms(), Ordering::Relaxed);
+        self.accounting_ready.store(accounting_rebuilt, Ordering::Relaxed);
+        Ok(())
+    }
+
+    pub(crate) fn start_maintenance(self: &Arc<Self>) {
+        let weak = Arc::downgrade(self);
+        let stopping = self.stopping.clone();
+        let name = format!("hkv-maint-{}", self.config.name);
+        let handle = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || maintenance_loop(weak, stopping))
+            .expect("spawning the maintenance thread");
+        *self.maintenance.lock() = Some(handle);
+    }
+
+    pub(crate) fn stop_maintenance(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+        if let Some(handle) = self.maintenance.lock().take() {
+            let _ = handle.join();
+        }
+    }
+
+    /// Makes everything durable and checkpoints the index (and the journal, for records in
+    /// DRAM); `clean` marks a clean shutdown.
+    pub(crate) fn checkpoint(&self, clean: bool) -> Result<()> {
+        let _one_at_a_time = self.checkpoint_lock.lock();
+        let position = self.log.append_position();
+        self.wait_durable_with(position, true)?;
+        if let Some(journal) = &self.journal {
+            journal.checkpoint()?;
+        }
+        self.index.checkpoint(position, self.log.next_lsn(), clean)?;
+        self.last_checkpoint_unix_ms.store(crate::now_unix_ms(), Ordering::Relaxed);
+        self.log_bytes_at_checkpoint.store(self.log.bytes_appended(), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Clean shutdown: no writes may run concurrently.
+    pub(crate) fn close(&self) -> Result<()> {
+        self.stop_maintenance();
+        self.checkpoint(true)
+    }
+
+    /// One round of background work, flush included, whatever the timers say.
+    pub(crate) fn maintain_once(&self) -> Result<()> {
+        let mut state = self.manual_maintenance.lock();
+        state.last_flush = Instant::now() - Duration::from_secs(3600);
+        self.maintain(&mut state)
+    }
+
+    fn maintain(&self, state: &mut LoopState) -> Result<()> {
+        let since_flush_ms = state.last_flush.elapsed().as_millis() as u64;
+        let flush_due = match self.durability() {
+            Durability::Always => false,
+            Durability::Periodic => since_flush_ms >= self.config.periodic_ms,
+            Durability::None => since_flush_ms >= NONE_WRITE_BACK_INTERVAL_MS,
+        };
+        if flush_due {
+            state.last_flush = Instant::now();
+            let persist = self.durability() == Durability::Periodic;
+            self.wait_durable_with(self.log.append_position(), persist)?;
+        }
+        let since_checkpoint = self.log.bytes_appended() - self.log_bytes_at_checkpoint.load(Ordering::Relaxed);
+        if since_checkpoint >= self.config.checkpoint_interval_bytes {
+            self.checkpoint(false)?;
+        }
+        if !self.accounting_ready.load(Ordering::Relaxed) {
+            self.audit_live_bytes()?;
+            self.accounting_ready.store(true, Ordering::Relaxed);
+        }
+        self.reclaim_expired(state)?;
+        self.defragment_one_block()?;
+        Ok(())
+    }
+
+    /// Recomputes each block's live bytes from the index (after a warm start, where they are not
+    /// known). Approximate under concurrent writes: defragmentation re-checks every record.
+    fn audit_live_bytes(&self) -> Result<()> {
+        let mut blocks = self.log.sealed_blocks();
+        blocks.push(self.log.active_block());
+        for (slot, seq) in blocks {
+            let mut image = Vec::new();
+            self.log.read_block_from(slot, BLOCK_HEADER_BYTES as u64, &mut image)?;
+            let mut live = 0u64;
+            walk_records(&image, seq, |offset, view| {
+                let location = Namespace::location_of(slot, BLOCK_HEADER_BYTES as u64 + offset, view);
+                if view.header.is_tombstone() || self.points_at(view, location) {
+                    live += view.header.record_bytes() as u64;
+                }
+            });
+            self.log.set_live_bytes(slot, live);
+        }
+        Ok(())
+    }
+
+    fn points_at(&self, view: &RecordView<'_>, location: Location) -> bool {
+        let digest = self.digest(view.key);
+        let partition = self.index.partition(self.index.partition_of(digest)).read();
+        matches!(self.index.lookup(&partition, digest), Ok(Some(entry)) if entry.location == location)
+    }
+
+    /// Deletes keys whose expiry has passed, a few partitions per call, so their space can be
+    /// reclaimed (a tombstone keeps an older version from coming back after a rebuild).
+    fn reclaim_expired(&self, state: &mut LoopState) -> Result<()> {
+        let now = crate::now_unix_ms();
+        for _ in 0..EXPIRY_PARTITIONS_PER_TICK {
+            let number = state.expiry_cursor;
+            state.expiry_cursor = (state.expiry_cursor + 1) % crate::index::PARTITION_COUNT;
+            let expired: Vec<Location> = {
+                let partition = self.index.partition(number).read();
+                self.index.entries(&partition)?.into_iter().filter(|e| e.is_expired(now)).map(|e| e.location).collect()
+            };
+            for location in expired {
+                let mut buffer = Vec::new();
+                let Ok(view) = self.log.read_verified(location, &mut buffer) else { continue };
+                let key = view.key.to_vec();
+                self.transaction(&[&key], |transaction| transaction.delete_if_expired(&key, now))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves the live records of the emptiest block under the low-water mark to the head of the
+    /// log, waits until the moves are durable and published, then frees the block.
+    fn defragment_one_block(&self) -> Result<()> {
+        if !self.accounting_ready.load(Ordering::Relaxed) || self.check_writable().is_err() {
+            return Ok(());
+        }
+        let low_water = self.log.block_bytes() * self.config.defrag_low_water_percent as u64 / 100;
+        let sealed = self.log.sealed_blocks();
+        let candidate =
+            sealed.iter().copied().filter(|&(slot, _)| self.log.live_bytes(slot) < low_water).min_by_key(|&(slot, _)| self.log.live_bytes(slot));
+        let Some((slot, seq)) = candidate else { return Ok(()) };
+        let oldest = sealed.first().map(|&(_, oldest)| oldest) == Some(seq);
+        let mut image = Vec::new();
+        self.log.read_block_from(slot, BLOCK_HEADER_BYTES as u64, &mut image)?;
+        let mut last_position = None;
+        let mut outcome = Ok(());
+        walk_records(&image, seq, |offset, view| {
+            if outcome.is_err() {
+                return;
+            }
+            let location = Namespace::location_of(slot, BLOCK_HEADER_BYTES as u64 + offset, view);
+            match self.move_if_live(view, location, oldest) {
+                Ok(Some(position)) => last_position = Some(position),
+                Ok(None) => {}
+                Err(error) => outcome = Err(error),
+            }
+        });
+        outcome?;
+        if let Some(position) = last_position {
+            self.wait_durable_with(position, true)?;
+        }
+        self.log.free_block(slot)?;
+        self.counters.defragmented_blocks.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Re-appends the record at `location` when the index still points at it (a tombstone when
+    /// no older block could hold a version it hides); an expired record becomes a tombstone.
+    fn move_if_live(&self, view: &RecordView<'_>, location: Location, oldest: bool) -> Result<Option<u64>> {
+        let digest = self.digest(view.key);
+        let number = self.index.partition_of(digest);
+        let mut partition = self.index.partition(number).write();
+        let current = self.index.lookup(&partition, digest)?;
+        let header = &view.header;
+        let (tombstone, lsn) = if header.is_tombstone() {
+            if current.is_some() || oldest {
+                return Ok(None);
+            }
+            (true, Some(header.lsn))
+        } else {
+            match current {
+                Some(entry) if entry.location == location => {
+                    if entry.is_expired(crate::now_unix_ms()) {
+                        self.key_count.fetch_sub(1, Ordering::Relaxed);
+                        (true, None)
+                    } else {
+                        (false, Some(header.lsn))
+                    }
+                }
+                _ => return Ok(None),
+            }
+        };
+        if !tombstone {
+            self.index.reserve_one(&mut partition, number)?;
+        }
+        let record = NewRecord {
+            key: view.key,
+            value: if tombstone { &[] } else { view.value },
+            tombstone,
+            expiry_unix_ms: if tombstone { 0 } else { header.expiry_unix_ms },
+            generation: header.generation,
+            lsn,
+        };
+        let publication = |appended: &[crate::log::Appended]| super::Publication {
+            items: vec![self.publish_item(digest, &record, &appended[0])],
+        };
+        let appended = self.log.append(std::slice::from_ref(&record), false, Writer::Defrag, publication)?;
+        let item = self.publish_item(digest, &record, &appended[0]);
+        Index::push_pending(&mut partition, PendingEntry { entry: item.entry, lsn: item.lsn });
+        self.unpublished_records.fetch_add(1, Ordering::Relaxed);
+        let end = appended[0].location.offset() + appended[0].record_bytes as u64;
+        Ok(Some(position(self.log.block_seq(appended[0].location.slot()), end)))
+    }
+}
+
+pub(crate) struct LoopState {
+    last_flush: Instant,
+    expiry_cursor: usize,
+}
+
+impl LoopState {
+    pub(crate) fn new() -> LoopState {
+        LoopState { last_flush: Instant::now(), expiry_cursor: 0 }
+    }
+}
+
+fn maintenance_loop(namespace: Weak<Namespace>, stopping: Arc<std::sync::atomic::AtomicBool>) {
+    let mut state = LoopState::new();
+    let mut last_error_report = Instant::now() - Duration::from_secs(60);
+    while !stopping.load(Ordering::Relaxed) {
+        std::thread::sleep(MAINTENANCE_TICK);
+        let Some(namespace) = namespace.upgrade() else { return };
+        if let Err(error) = namespace.maintain(&mut state) {
+            if last_error_report.elapsed() >= Duration::from_secs(10) {
+                last_error_report = Instant::now();
+                tracing::warn!(namespace = %namespace.config.name, %error, "background maintenance failed; retrying");
+            }
+        }
+    }
+}

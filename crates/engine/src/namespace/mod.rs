@@ -1,0 +1,355 @@
+//! A namespace: one primary index, one record log (and, for records in DRAM, one journal), the
+//! read path, and the public API the server calls. The write path (transactions, group commit,
+//! publication) is in `write`, background work (flushes, checkpoints, defragmentation, expiry)
+//! in `maintenance`, and start-up in `crate::recovery`.
+
+mod maintenance;
+mod write;
+
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use hybridkv_media::{MediaProvider, Medium, Tier};
+use parking_lot::{Condvar, Mutex};
+
+use crate::config::{Durability, NamespaceConfig, KEY_BYTES_MAX};
+use crate::digest::{namespace_seed, Digest};
+use crate::error::{EngineError, Result};
+use crate::index::{Entry, Index};
+use crate::journal::JournaledMemory;
+use crate::log::{Location, RecordLog, RecordView};
+use crate::recovery::RestartReport;
+use crate::stats::{NamespaceStats, TierUsage};
+
+pub use write::Transaction;
+pub(crate) use write::Publication;
+
+/// A value as stored, with its expiry and a version that changes on every write of the key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Value {
+    pub bytes: Vec<u8>,
+    /// Unix ms; 0 = no expiry.
+    pub expiry_unix_ms: u64,
+    /// The record's LSN: equal versions mean the key was not written in between.
+    pub version: u64,
+}
+
+pub enum BatchOp {
+    Put { key: Vec<u8>, value: Vec<u8>, expiry_unix_ms: u64 },
+    Delete { key: Vec<u8> },
+}
+
+pub struct ScanPage {
+    pub keys: Vec<Vec<u8>>,
+    /// 0 when the scan is complete.
+    pub next_cursor: u64,
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) gets: AtomicU64,
+    pub(crate) hits: AtomicU64,
+    pub(crate) misses: AtomicU64,
+    pub(crate) writes: AtomicU64,
+    pub(crate) flushes: AtomicU64,
+    pub(crate) log_writes: AtomicU64,
+    pub(crate) defragmented_blocks: AtomicU64,
+    pub(crate) corrupt_records: AtomicU64,
+}
+
+/// Group-commit state: one flusher at a time; everyone else waits for `durable_position`.
+pub(crate) struct CommitState {
+    pub(crate) durable_position: u64,
+    pub(crate) flushing: bool,
+}
+
+pub struct Namespace {
+    pub(crate) config: NamespaceConfig,
+    pub(crate) seed: u64,
+    pub(crate) index: Index,
+    pub(crate) log: RecordLog<Publication>,
+    pub(crate) journal: Option<Arc<JournaledMemory>>,
+    pub(crate) commit: Mutex<CommitState>,
+    pub(crate) committed: Condvar,
+    pub(crate) key_count: AtomicI64,
+    /// Records appended but not yet published (bounded by flushing early).
+    pub(crate) unpublished_records: AtomicUsize,
+    pub(crate) counters: Counters,
+    pub(crate) poisoned: Mutex<Option<String>>,
+    pub(crate) last_checkpoint_unix_ms: AtomicU64,
+    pub(crate) log_bytes_at_checkpoint: AtomicU64,
+    pub(crate) checkpoint_lock: Mutex<()>,
+    /// Live-byte accounting is trustworthy (rebuilt, or audited after a warm start).
+    pub(crate) accounting_ready: AtomicBool,
+    pub(crate) stopping: Arc<AtomicBool>,
+    pub(crate) maintenance: Mutex<Option<JoinHandle<()>>>,
+    pub(crate) manual_maintenance: Mutex<maintenance::LoopState>,
+}
+
+/// A fingerprint of what makes an index belong to a record log: the namespace and the data
+/// placement. An index region with another fingerprint is rebuilt.
+pub(crate) fn fingerprint_of(config: &NamespaceConfig) -> u64 {
+    let text = format!("{}|{}|{}|{}", config.name, config.data, config.data_bytes, config.write_block_bytes);
+    xxhash_rust::xxh3::xxh3_64(text.as_bytes())
+}
+
+impl Namespace {
+    /// Opens the namespace's media and recovers it (see `crate::recovery`).
+    pub(crate) fn open(config: NamespaceConfig, provider: Arc<dyn MediaProvider>) -> Result<(Arc<Namespace>, RestartReport)> {
+        config.validate()?;
+        let name = &config.name;
+        let journal = match config.data {
+            Tier::Dram => Some(Arc::new(JournaledMemory::open(
+                provider.clone(),
+                name,
+                config.journal,
+                config.data_bytes,
+                config.write_block_bytes,
+                config.journal_segment_bytes,
+            )?)),
+            _ => None,
+        };
+        let data: Arc<dyn Medium> = match &journal {
+            Some(journal) => journal.clone(),
+            None => provider.open(&format!("{name}.data"), config.data, config.data_bytes)?.medium,
+        };
+        let index_medium = provider.open(&format!("{name}.index"), config.index, config.index_bytes)?;
+        crate::recovery::open_namespace(config, data, index_medium, journal)
+    }
+
+    pub(crate) fn assemble(config: NamespaceConfig, index: Index, log: RecordLog<Publication>, journal: Option<Arc<JournaledMemory>>) -> Namespace {
+        Namespace {
+            seed: namespace_seed(&config.name),
+            config,
+            index,
+            log,
+            journal,
+            commit: Mutex::new(CommitState { durable_position: 0, flushing: false }),
+            committed: Condvar::new(),
+            key_count: AtomicI64::new(0),
+            unpublished_records: AtomicUsize::new(0),
+            counters: Counters::default(),
+            poisoned: Mutex::new(None),
+            last_checkpoint_unix_ms: AtomicU64::new(0),
+            log_bytes_at_checkpoint: AtomicU64::new(0),
+            checkpoint_lock: Mutex::new(()),
+            accounting_ready: AtomicBool::new(false),
+            stopping: Arc::new(AtomicBool::new(false)),
+            maintenance: Mutex::new(None),
+            manual_maintenance: Mutex::new(maintenance::LoopState::new()),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    pub fn config(&self) -> &NamespaceConfig {
+        &self.config
+    }
+
+    pub(crate) fn digest(&self, key: &[u8]) -> Digest {
+        Digest::of(self.seed, key)
+    }
+
+    pub(crate) fn check_key(key: &[u8]) -> Result<()> {
+        if key.is_empty() || key.len() > KEY_BYTES_MAX {
+            return Err(EngineError::KeyTooLarge { len_bytes: key.len(), limit_bytes: KEY_BYTES_MAX });
+        }
+        Ok(())
+    }
+
+    /// Reads and verifies the record of `entry`; None when it belongs to another key (a digest
+    /// collision). A damaged record is counted, logged and reported, never served.
+    pub(crate) fn read_entry(&self, entry: &Entry, key: &[u8]) -> Result<Option<Value>> {
+        let mut buffer = Vec::new();
+        let view = match self.log.read_verified(entry.location, &mut buffer) {
+            Ok(view) => view,
+            Err(error) => {
+                if matches!(error, EngineError::Corrupt { .. }) {
+                    self.counters.corrupt_records.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(namespace = %self.config.name, %error, "damaged record not served");
+                }
+                return Err(error);
+            }
+        };
+        if view.key != key {
+            return Ok(None);
+        }
+        Ok(Some(value_of(&view)))
+    }
+
+    pub fn get(&self, key: &[u8]) -> Result<Option<Value>> {
+        Self::check_key(key)?;
+        self.counters.gets.fetch_add(1, Ordering::Relaxed);
+        let digest = self.digest(key);
+        let partition = self.index.partition(self.index.partition_of(digest)).read();
+        let found = match self.index.lookup(&partition, digest)? {
+            Some(entry) if !entry.is_expired(crate::now_unix_ms()) => self.read_entry(&entry, key)?,
+            _ => None,
+        };
+        drop(partition);
+        let counter = if found.is_some() { &self.counters.hits } else { &self.counters.misses };
+        counter.fetch_add(1, Ordering::Relaxed);
+        Ok(found)
+    }
+
+    pub fn put(&self, key: &[u8], value: &[u8], expiry_unix_ms: u64) -> Result<()> {
+        self.transaction(&[key], |transaction| transaction.put(key, value, expiry_unix_ms))
+    }
+
+    pub fn delete(&self, key: &[u8]) -> Result<bool> {
+        self.transaction(&[key], |transaction| transaction.delete(key))
+    }
+
+    /// Applies every operation or, after a crash, none of them.
+    pub fn apply_batch(&self, operations: Vec<BatchOp>) -> Result<()> {
+        let keys: Vec<&[u8]> = operations
+            .iter()
+            .map(|operation| match operation {
+                BatchOp::Put { key, .. } | BatchOp::Delete { key } => key.as_slice(),
+            })
+            .collect();
+        self.transaction(&keys, |transaction| {
+            for operation in &operations {
+                match operation {
+                    BatchOp::Put { key, value, expiry_unix_ms } => transaction.put(key, value, *expiry_unix_ms)?,
+                    BatchOp::Delete { key } => {
+                        transaction.delete(key)?;
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Keys of one or more whole partitions from `cursor` on. Every key present for the whole scan
+    /// is returned at least once, as Redis's SCAN promises.
+    pub fn scan(&self, cursor: u64, count_hint: usize) -> Result<ScanPage> {
+        let partition_count = crate::index::PARTITION_COUNT as u64;
+        let mut number = cursor;
+        let mut keys = Vec::new();
+        let now = crate::now_unix_ms();
+        while number < partition_count && keys.len() < count_hint.max(1) {
+            self.keys_of_partition(number as usize, now, &mut keys)?;
+            number += 1;
+        }
+        Ok(ScanPage { keys, next_cursor: if number >= partition_count { 0 } else { number } })
+    }
+
+    fn keys_of_partition(&self, number: usize, now: u64, keys: &mut Vec<Vec<u8>>) -> Result<()> {
+        let partition = self.index.partition(number).read();
+        let mut buffer = Vec::new();
+        for entry in self.index.entries(&partition)? {
+            if entry.is_expired(now) {
+                continue;
+            }
+            match self.log.read_verified(entry.location, &mut buffer) {
+                Ok(view) => keys.push(view.key.to_vec()),
+                Err(EngineError::Corrupt { .. }) => {
+                    self.counters.corrupt_records.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(())
+    }
+
+    pub fn random_key(&self) -> Result<Option<Vec<u8>>> {
+        let partition_count = crate::index::PARTITION_COUNT;
+        let start = (crate::now_unix_ms() as usize).wrapping_mul(2654435761) % partition_count;
+        let now = crate::now_unix_ms();
+        for step in 0..partition_count {
+            let mut keys = Vec::new();
+            self.keys_of_partition((start + step) % partition_count, now, &mut keys)?;
+            if !keys.is_empty() {
+                let choice = (now as usize).wrapping_mul(40503) % keys.len();
+                return Ok(Some(keys.swap_remove(choice)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Keys stored, including expired ones not yet reclaimed (as Redis's DBSIZE).
+    pub fn key_count(&self) -> u64 {
+        self.key_count.load(Ordering::Relaxed).max(0) as u64
+    }
+
+    /// Deletes every key (FLUSHDB): tombstones, partition by partition.
+    pub fn clear(&self) -> Result<()> {
+        const KEYS_PER_BATCH_MAX: usize = 256;
+        for number in 0..crate::index::PARTITION_COUNT {
+            let mut keys = Vec::new();
+            // A clock of 0 makes expired keys count too: they go as well.
+            self.keys_of_partition(number, 0, &mut keys)?;
+            for chunk in keys.chunks(KEYS_PER_BATCH_MAX) {
+                let operations = chunk.iter().map(|key| BatchOp::Delete { key: key.clone() }).collect();
+                self.apply_batch(operations)?;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn stats(&self) -> NamespaceStats {
+        let counter = |value: &AtomicU64| value.load(Ordering::Relaxed);
+        let data_medium = self.log.medium();
+        let journal = self.journal.as_ref().map(|journal| {
+            let info = journal.journal_info();
+            TierUsage {
+                tier: info.tier,
+                durability: info.durability,
+                used_bytes: journal.journal_bytes(),
+                capacity_bytes: self.config.checkpoint_interval_bytes + self.config.journal_segment_bytes,
+            }
+        });
+        let journal_writes = self.journal.as_ref().map_or(counter(&self.counters.log_writes), |j| j.journal_writes());
+        NamespaceStats {
+            name: self.config.name.clone(),
+            keys: self.key_count(),
+            durability: self.config.durability,
+            index: TierUsage {
+                tier: self.config.index,
+                durability: self.index.medium().info().durability,
+                used_bytes: self.index.used_bytes(),
+                capacity_bytes: self.index.capacity_bytes(),
+            },
+            data: TierUsage {
+                tier: self.config.data,
+                durability: data_medium.info().durability,
+                used_bytes: self.log.used_bytes(),
+                capacity_bytes: data_medium.len_bytes(),
+            },
+            journal,
+            flushes: counter(&self.counters.flushes),
+            journal_writes,
+            log_bytes_written: self.log.bytes_appended(),
+            gets: counter(&self.counters.gets),
+            hits: counter(&self.counters.hits),
+            misses: counter(&self.counters.misses),
+            writes: counter(&self.counters.writes),
+            defragmented_blocks: counter(&self.counters.defragmented_blocks),
+            corrupt_records: counter(&self.counters.corrupt_records),
+            last_checkpoint_unix_ms: counter(&self.last_checkpoint_unix_ms),
+        }
+    }
+
+    pub(crate) fn durability(&self) -> Durability {
+        self.config.durability
+    }
+
+    /// Where a verified record view sits, for the accounting of moves and recovery.
+    pub(crate) fn location_of(slot: u32, offset: u64, view: &RecordView<'_>) -> Location {
+        Location::new(slot, offset, view.header.record_bytes())
+    }
+}
+
+pub(crate) fn value_of(view: &RecordView<'_>) -> Value {
+    Value { bytes: view.value.to_vec(), expiry_unix_ms: view.header.expiry_unix_ms, version: view.header.lsn }
+}
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        self.stopping.store(true, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,322 @@
+//! The write path.
+//!
+//! 1. Lock the partitions of the declared keys (write locks, in partition order: no deadlock).
+//! 2. Run the caller's body; its writes are buffered in the transaction.
+//! 3. Reserve index space, append all records as one batch, and push a pending index entry per
+//!    record (reads see it at once).
+//! 4. Unlock, and (durability `always`) wait until a flush covers the batch: one thread flushes
+//!    for everyone waiting (group commit), then publishes the entries into the index in log
+//!    order, which is what makes a record durable before the index entry that points to it.
+
+use std::sync::atomic::Ordering;
+
+use parking_lot::RwLockWriteGuard;
+
+use super::{Namespace, Value};
+use crate::config::Durability;
+use crate::digest::Digest;
+use crate::error::{EngineError, Result};
+use crate::index::{Entry, Index, Partition, PendingEntry, EXPIRY_UNIX_MS_MAX};
+use crate::log::{position, Appended, Location, NewRecord, Writer};
+
+/// One record's index change, published once the record is durable.
+pub(crate) struct PublishItem {
+    pub(crate) partition: usize,
+    /// `location` is DELETED for a tombstone.
+    pub(crate) entry: Entry,
+    pub(crate) lsn: u64,
+    pub(crate) record_bytes: usize,
+    pub(crate) record_location: Location,
+}
+
+pub(crate) struct Publication {
+    pub(crate) items: Vec<PublishItem>,
+}
+
+/// Records waiting for publication beyond which writers flush themselves.
+const PENDING_RECORDS_MAX: usize = 100_000;
+
+struct BufferedWrite {
+    key: Vec<u8>,
+    digest: Digest,
+    /// None for a deletion.
+    value: Option<(Vec<u8>, u64)>,
+}
+
+pub struct Transaction<'a> {
+    namespace: &'a Namespace,
+    guards: Vec<(usize, RwLockWriteGuard<'a, Partition>)>,
+    writes: Vec<BufferedWrite>,
+}
+
+impl Transaction<'_> {
+    fn guard(&mut self, digest: Digest) -> Result<&mut Partition> {
+        let number = self.namespace.index.partition_of(digest);
+        let position = self.guards.iter().position(|(held, _)| *held == number).ok_or(EngineError::UndeclaredKey)?;
+        Ok(&mut self.guards[position].1)
+    }
+
+    /// The key's current entry as the transaction sees it (its own writes first).
+    fn current(&mut self, key: &[u8]) -> Result<Option<Value>> {
+        Namespace::check_key(key)?;
+        let digest = self.namespace.digest(key);
+        if let Some(write) = self.writes.iter().rev().find(|write| write.key == key) {
+            return Ok(write.value.as_ref().map(|(bytes, expiry)| Value {
+                bytes: bytes.clone(),
+                expiry_unix_ms: *expiry,
+                version: 0,
+            }));
+        }
+        let namespace = self.namespace;
+        let partition = self.guard(digest)?;
+        match namespace.index.lookup(partition, digest)? {
+            Some(entry) if !entry.is_expired(crate::now_unix_ms()) => namespace.read_entry(&entry, key),
+            _ => Ok(None),
+        }
+    }
+
+    pub fn get(&mut self, key: &[u8]) -> Result<Option<Value>> {
+        self.current(key)
+    }
+
+    pub fn put(&mut self, key: &[u8], value: &[u8], expiry_unix_ms: u64) -> Result<()> {
+        Namespace::check_key(key)?;
+        let limit = self.namespace.config.value_bytes_max as usize;
+        if value.len() > limit {
+            return Err(EngineError::ValueTooLarge { len_bytes: value.len(), limit_bytes: limit });
+        }
+        let expiry_unix_ms = expiry_unix_ms.min(EXPIRY_UNIX_MS_MAX);
+        let digest = self.namespace.digest(key);
+        self.guard(digest)?;
+        self.writes.push(BufferedWrite { key: key.to_vec(), digest, value: Some((value.to_vec(), expiry_unix_ms)) });
+        Ok(())
+    }
+
+    /// Deletes the key if its expiry has passed by `now_unix_ms` (background reclaim).
+    pub(crate) fn delete_if_expired(&mut self, key: &[u8], now_unix_ms: u64) -> Result<()> {
+        let digest = self.namespace.digest(key);
+        let namespace = self.namespace;
+        let partition = self.guard(digest)?;
+        if namespace.index.lookup(partition, digest)?.is_some_and(|entry| entry.is_expired(now_unix_ms)) {
+            self.writes.push(BufferedWrite { key: key.to_vec(), digest, value: None });
+        }
+        Ok(())
+    }
+
+    /// Deletes the key; true when a live (unexpired) value was there.
+    pub fn delete(&mut self, key: &[u8]) -> Result<bool> {
+        let existed = self.current(key)?.is_some();
+        let digest = self.namespace.digest(key);
+        self.writes.push(BufferedWrite { key: key.to_vec(), digest, value: None });
+        Ok(existed)
+    }
+}
+
+impl Namespace {
+    /// Runs `body` atomically over the declared keys and commits its writes as one batch.
+    pub fn transaction<T>(&self, keys: &[&[u8]], body: impl FnOnce(&mut Transaction<'_>) -> Result<T>) -> Result<T> {
+        let mut numbers: Vec<usize> = keys.iter().map(|key| self.index.partition_of(self.digest(key))).collect();
+        numbers.sort_unstable();
+        numbers.dedup();
+        let guards = numbers.into_iter().map(|number| (number, self.index.partition(number).write())).collect();
+        let mut transaction = Transaction { namespace: self, guards, writes: Vec::new() };
+        let result = body(&mut transaction)?;
+        if transaction.writes.is_empty() {
+            return Ok(result);
+        }
+        self.check_writable()?;
+        let Transaction { mut guards, writes, .. } = transaction;
+        let end_position = self.append_writes(&mut guards, writes)?;
+        drop(guards);
+        self.counters.writes.fetch_add(1, Ordering::Relaxed);
+        if self.durability() == Durability::Always || self.log_backlog() > PENDING_RECORDS_MAX {
+            self.wait_durable_with(end_position, self.durability() != Durability::None)?;
+        }
+        Ok(result)
+    }
+
+    pub(crate) fn check_writable(&self) -> Result<()> {
+        match &*self.poisoned.lock() {
+            Some(reason) => Err(EngineError::Poisoned { namespace: self.config.name.clone(), reason: reason.clone() }),
+            None => Ok(()),
+        }
+    }
+
+    fn log_backlog(&self) -> usize {
+        self.unpublished_records.load(Ordering::Relaxed)
+    }
+
+    /// Appends the (deduplicated) writes as one batch and makes them visible as pending entries.
+    fn append_writes(
+        &self,
+        guards: &mut [(usize, RwLockWriteGuard<'_, Partition>)],
+        mut writes: Vec<BufferedWrite>,
+    ) -> Result<u64> {
+        // Only the last write of each key matters.
+        let mut seen = std::collections::HashSet::new();
+        writes.reverse();
+        writes.retain(|write| seen.insert(write.key.clone()));
+        writes.reverse();
+        let mut olds = Vec::with_capacity(writes.len());
+        for write in &writes {
+            let number = self.index.partition_of(write.digest);
+            let partition = &mut guards.iter_mut().find(|(held, _)| *held == number).expect("declared").1;
+            if write.value.is_some() {
+                self.index.reserve_one(partition, number)?;
+            }
+            olds.push(self.index.lookup(partition, write.digest)?);
+        }
+        let records: Vec<NewRecord<'_>> = writes
+            .iter()
+            .zip(&olds)
+            .map(|(write, old)| NewRecord {
+                key: &write.key,
+                value: write.value.as_ref().map_or(&[][..], |(value, _)| value),
+                tombstone: write.value.is_none(),
+                expiry_unix_ms: write.value.as_ref().map_or(0, |(_, expiry)| *expiry),
+                generation: old.map_or(1, |entry| entry.generation.wrapping_add(1) as u32),
+                lsn: None,
+            })
+            .collect();
+        let items = |appended: &[Appended]| Publication {
+            items: writes
+                .iter()
+                .zip(&records)
+                .zip(appended)
+                .map(|((write, record), done)| self.publish_item(write.digest, record, done))
+                .collect(),
+        };
+        let appended = self
+            .log
+            .append(&records, records.len() > 1, Writer::Client, items)
+            .map_err(|error| self.name_error(error))?;
+        for (((write, old), record), done) in writes.iter().zip(&olds).zip(&records).zip(&appended) {
+            let item = self.publish_item(write.digest, record, done);
+            let partition = &mut guards.iter_mut().find(|(held, _)| *held == item.partition).expect("declared").1;
+            Index::push_pending(partition, PendingEntry { entry: item.entry, lsn: done.lsn });
+            let delta = match (old.is_some(), write.value.is_some()) {
+                (false, true) => 1,
+                (true, false) => -1,
+                _ => 0,
+            };
+            self.key_count.fetch_add(delta, Ordering::Relaxed);
+        }
+        self.unpublished_records.fetch_add(appended.len(), Ordering::Relaxed);
+        let last = appended.last().expect("at least one write");
+        Ok(position(self.log.block_seq(last.location.slot()), last.location.offset() + last.record_bytes as u64))
+    }
+
+    pub(crate) fn publish_item(&self, digest: Digest, record: &NewRecord<'_>, done: &Appended) -> PublishItem {
+        let location = if record.tombstone { Location::DELETED } else { done.location };
+        PublishItem {
+            partition: self.index.partition_of(digest),
+            entry: Entry { digest, location, expiry_unix_ms: record.expiry_unix_ms, generation: record.generation as u16 },
+            lsn: done.lsn,
+            record_bytes: done.record_bytes,
+            record_location: done.location,
+        }
+    }
+
+    pub(crate) fn name_error(&self, error: EngineError) -> EngineError {
+        match error {
+            EngineError::DataFull { capacity_bytes, .. } => {
+                EngineError::DataFull { namespace: self.config.name.clone(), capacity_bytes }
+            }
+            other => other,
+        }
+    }
+
+    /// Returns once every record before `target` is flushed (made durable when `persist`) and
+    /// published, flushing if no one else is: concurrent writers share one flush (group commit).
+    pub(crate) fn wait_durable_with(&self, target: u64, persist: bool) -> Result<()> {
+        let mut commit = self.commit.lock();
+        loop {
+            if commit.durable_position >= target {
+                return Ok(());
+            }
+            self.check_writable()?;
+            if !commit.flushing {
+                commit.flushing = true;
+                drop(commit);
+                let flushed = self.flush(persist);
+                commit = self.commit.lock();
+                commit.flushing = false;
+                if let Ok(upto) = flushed {
+                    commit.durable_position = commit.durable_position.max(upto);
+                }
+                self.committed.notify_all();
+                flushed?;
+                continue;
+            }
+            self.committed.wait(&mut commit);
+        }
+    }
+
+    /// One flush: hand everything appended so far to the medium, make it durable when
+    /// `persist`, then publish its index entries in log order. Returns the position covered.
+    /// A failure withdraws the pending entries and poisons the namespace.
+    pub(crate) fn flush(&self, persist: bool) -> Result<u64> {
+        let (work, written) = self.log.take_flush_work();
+        let result = written.and_then(|()| if persist { self.log.persist(&work) } else { Ok(()) });
+        let items = work.publications.iter().flat_map(|publication| publication.items.iter());
+        if let Err(error) = result {
+            for item in items {
+                let mut partition = self.index.partition(item.partition).write();
+                Index::drop_pending(&mut partition, item.entry.digest, item.lsn);
+            }
+            self.poison(&error);
+            return Err(error);
+        }
+        let mut published = 0;
+        for item in items {
+            self.publish(item)?;
+            published += 1;
+        }
+        let _ = self.unpublished_records.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |current| {
+            Some(current.saturating_sub(published))
+        });
+        if persist {
+            self.counters.flushes.fetch_add(1, Ordering::Relaxed);
+        }
+        if !work.publications.is_empty() {
+            self.counters.log_writes.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(work.upto_position)
+    }
+
+    fn publish(&self, item: &PublishItem) -> Result<()> {
+        let mut partition = self.index.partition(item.partition).write();
+        let old = if item.entry.location.is_record() {
+            self.index.table_put(&mut partition, item.partition, item.entry)?
+        } else {
+            self.index.table_remove(&mut partition, item.partition, item.entry.digest)?
+        };
+        Index::drop_pending(&mut partition, item.entry.digest, item.lsn);
+        drop(partition);
+        if let Some(old) = old {
+            self.forget_live_bytes(old.location);
+        }
+        self.log.add_live_bytes(item.record_location.slot(), item.record_bytes);
+        Ok(())
+    }
+
+    /// Subtracts a superseded record from its block's live bytes.
+    pub(crate) fn forget_live_bytes(&self, location: Location) {
+        let bytes = match location.record_bytes() {
+            Some(bytes) => bytes,
+            None => {
+                let mut buffer = Vec::new();
+                match self.log.read_record(location, &mut buffer) {
+                    Ok(()) => buffer.len(),
+                    Err(_) => return,
+                }
+            }
+        };
+        self.log.remove_live_bytes(location.slot(), bytes);
+    }
+
+    pub(crate) fn poison(&self, error: &EngineError) {
+        tracing::error!(namespace = %self.config.name, %error, "flush failed: refusing writes until restart");
+        self.poisoned.lock().get_or_insert_with(|| error.to_string());
+    }
+}

@@ -1,0 +1,364 @@
+//! Start-up: decide between a warm attach, an attach after a crash, and a cold rebuild, then do
+//! it. See docs/design/recovery.md for the protocol and its invariants.
+//!
+//! - Warm: the index header says "clean"; it reflects every record before its consistent
+//!   position, which is the end of the log. Only the header is touched: time does not grow with
+//!   the number of keys.
+//! - After a crash: the header is valid but not clean. Records from the consistent position on
+//!   (the log tail, bounded by the checkpoint interval) are re-applied in log order, each only if
+//!   it is newer (by LSN) than what the index holds; the partitions the tail touched are recounted.
+//! - Cold: no usable index (in DRAM, missing, damaged, another configuration, or a machine restart
+//!   after an unclean stop with durability other than `always`): every block is scanned, in
+//!   parallel, and the newest version of each key (by LSN, tombstones included) wins.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hybridkv_media::{Medium, OpenedMedium, Tier};
+use parking_lot::Mutex;
+
+use crate::config::{Durability, NamespaceConfig};
+use crate::digest::Digest;
+use crate::error::Result;
+use crate::index::{current_boot_id, Entry, Index};
+use crate::journal::JournaledMemory;
+use crate::log::{position_offset, position_seq, walk_records, BlockHeader, Location, RecordLog, BLOCK_HEADER_BYTES};
+use crate::namespace::{fingerprint_of, Namespace};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RestartKind {
+    /// Nothing stored yet.
+    Fresh,
+    /// Clean shutdown: the index was attached as it was.
+    Warm,
+    /// Unclean stop: the index was attached and the log tail re-applied.
+    AfterCrash,
+    /// The index was rebuilt by scanning every write block.
+    Cold,
+}
+
+impl RestartKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            RestartKind::Fresh => "fresh",
+            RestartKind::Warm => "warm",
+            RestartKind::AfterCrash => "after-crash",
+            RestartKind::Cold => "cold",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct RestartReport {
+    pub namespace: String,
+    pub kind: RestartKind,
+    /// Why a cold rebuild was needed, when it was.
+    pub reason: String,
+    pub elapsed_ms: u64,
+    pub records_replayed: u64,
+    pub blocks_scanned: u64,
+}
+
+/// How often a cold rebuild logs its progress.
+const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
+
+enum Decision {
+    Attach(Index, RestartKind),
+    Rebuild(String),
+}
+
+struct Recovered {
+    digest: Digest,
+    location: Location,
+    lsn: u64,
+    tombstone: bool,
+    expiry_unix_ms: u64,
+    generation: u16,
+    record_bytes: usize,
+}
+
+#[derive(Default)]
+struct Progress {
+    blocks: AtomicUsize,
+    records: AtomicU64,
+    max_lsn: AtomicU64,
+}
+
+pub(crate) fn open_namespace(
+    config: NamespaceConfig,
+    data: Arc<dyn Medium>,
+    index_medium: OpenedMedium,
+    journal: Option<Arc<JournaledMemory>>,
+) -> Result<(Arc<Namespace>, RestartReport)> {
+    let started = Instant::now();
+    let fingerprint = fingerprint_of(&config);
+    let (log, in_use) = RecordLog::open(data, config.write_block_bytes, fingerprint)?;
+    let decision = decide(&config, index_medium.existed, index_medium.medium.clone(), fingerprint, &in_use)?;
+    let (index, kind, reason) = match decision {
+        Decision::Attach(index, kind) => (index, kind, String::new()),
+        Decision::Rebuild(reason) => {
+            let index = Index::create(index_medium.medium, fingerprint, &config.name)?;
+            let kind = if in_use.is_empty() { RestartKind::Fresh } else { RestartKind::Cold };
+            (index, kind, reason)
+        }
+    };
+    let consistent_position = index.header().consistent_position;
+    let header_next_lsn = index.header().next_lsn;
+    let namespace = Namespace::assemble(config, index, log, journal);
+    let progress = Progress::default();
+    match kind {
+        RestartKind::Warm | RestartKind::AfterCrash => {
+            namespace.replay_tail(&in_use, consistent_position, kind == RestartKind::Warm, &progress)?
+        }
+        RestartKind::Cold => {
+            tracing::info!(namespace = %namespace.config.name, reason = %reason, blocks = in_use.len(), "cold start: rebuilding the index");
+            namespace.rebuild(&in_use, &progress)?;
+            namespace.log.start_new_block()?;
+        }
+        RestartKind::Fresh => namespace.log.start_new_block()?,
+    }
+    let records = progress.records.load(Ordering::Relaxed);
+    if records > 0 {
+        // Re-applied records may have reached the log's medium only in the page cache: make them
+        // durable before the index checkpoint below claims them.
+        namespace.log.medium().persist(0, namespace.log.medium().len_bytes())?;
+    }
+    namespace.log.set_next_lsn(header_next_lsn.max(progress.max_lsn.load(Ordering::Relaxed) + 1));
+    namespace.finish_open(kind != RestartKind::Warm && kind != RestartKind::AfterCrash)?;
+    let report = RestartReport {
+        namespace: namespace.config.name.clone(),
+        kind,
+        reason,
+        elapsed_ms: started.elapsed().as_millis() as u64,
+        records_replayed: records,
+        blocks_scanned: progress.blocks.load(Ordering::Relaxed) as u64,
+    };
+    tracing::info!(namespace = %report.namespace, kind = report.kind.name(), elapsed_ms = report.elapsed_ms, records = report.records_replayed, "namespace open");
+    Ok((Arc::new(namespace), report))
+}
+
+fn decide(
+    config: &NamespaceConfig,
+    existed: bool,
+    medium: Arc<dyn Medium>,
+    fingerprint: u64,
+    in_use: &[BlockHeader],
+) -> Result<Decision> {
+    if config.index == Tier::Dram {
+        return Ok(Decision::Rebuild("the index is in DRAM".into()));
+    }
+    if !existed {
+        return Ok(Decision::Rebuild("no index region".into()));
+    }
+    let index = match Index::attach(medium, fingerprint, &config.name)? {
+        Ok(index) => index,
+        Err(reason) => return Ok(Decision::Rebuild(reason)),
+    };
+    let header = index.header();
+    let newest_seq = in_use.last().map_or(0, |block| block.seq);
+    if position_seq(header.consistent_position) > newest_seq {
+        return Ok(Decision::Rebuild("the index is ahead of the record log".into()));
+    }
+    if header.clean {
+        return Ok(Decision::Attach(index, RestartKind::Warm));
+    }
+    if header.boot_id != current_boot_id() && config.durability != Durability::Always {
+        return Ok(Decision::Rebuild(
+            "the machine restarted after an unclean stop and durability is not 'always': the index may point past the durable log".into(),
+        ));
+    }
+    Ok(Decision::Attach(index, RestartKind::AfterCrash))
+}
+
+impl Namespace {
+    /// Re-applies the log from `consistent_position` on; resumes the last block after a clean
+    /// stop, starts a new one otherwise (the last block's tail may hold torn records).
+    fn replay_tail(&self, in_use: &[BlockHeader], consistent_position: u64, clean: bool, progress: &Progress) -> Result<()> {
+        let first_seq = position_seq(consistent_position);
+        let mut touched = BTreeSet::new();
+        let mut last_end = None;
+        for block in in_use.iter().filter(|block| block.seq >= first_seq) {
+            let from = if block.seq == first_seq {
+                position_offset(consistent_position).max(BLOCK_HEADER_BYTES as u64)
+            } else {
+                BLOCK_HEADER_BYTES as u64
+            };
+            let end = self.replay_block(block, from, None, progress, &mut touched)?;
+            last_end = Some((block, end));
+        }
+        // Entries the tail touched may exist only in memory that survived the process (not
+        // durable): the next checkpoint must write them whether or not replay changed them.
+        for number in touched {
+            let mut partition = self.index.partition(number).write();
+            self.index.recount(&mut partition)?;
+            self.index.mark_dirty(number);
+        }
+        match last_end {
+            Some((block, end)) if clean => self.log.resume_block(block, end)?,
+            _ => self.log.start_new_block()?,
+        }
+        Ok(())
+    }
+
+    /// Scans every block in parallel into the (empty) index.
+    fn rebuild(&self, in_use: &[BlockHeader], progress: &Progress) -> Result<()> {
+        let started = Instant::now();
+        let next = AtomicUsize::new(0);
+        let tombstones = Mutex::new(HashMap::new());
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(in_use.len()).max(1);
+        let results: Vec<Result<()>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads)
+                .map(|worker| {
+                    let (next, tombstones) = (&next, &tombstones);
+                    scope.spawn(move || -> Result<()> {
+                        let mut touched = BTreeSet::new();
+                        let mut last_report = Instant::now();
+                        loop {
+                            let position = next.fetch_add(1, Ordering::Relaxed);
+                            let Some(block) = in_use.get(position) else { return Ok(()) };
+                            self.replay_block(block, BLOCK_HEADER_BYTES as u64, Some(tombstones), progress, &mut touched)?;
+                            touched.clear();
+                            if worker == 0 && last_report.elapsed() >= PROGRESS_INTERVAL {
+                                last_report = Instant::now();
+                                tracing::info!(
+                                    namespace = %self.config.name,
+                                    blocks = progress.blocks.load(Ordering::Relaxed),
+                                    of = in_use.len(),
+                                    records = progress.records.load(Ordering::Relaxed),
+                                    "rebuilding index"
+                                );
+                            }
+                        }
+                    })
+                })
+                .collect();
+            workers.into_iter().map(|worker| worker.join().expect("rebuild worker panicked")).collect()
+        });
+        results.into_iter().collect::<Result<Vec<()>>>()?;
+        self.apply_late_tombstones(tombstones.into_inner())?;
+        let records = progress.records.load(Ordering::Relaxed);
+        let seconds = started.elapsed().as_secs_f64().max(1e-9);
+        tracing::info!(
+            namespace = %self.config.name,
+            records,
+            blocks = in_use.len(),
+            seconds = format!("{seconds:.3}"),
+            records_per_second = format!("{:.0}", records as f64 / seconds),
+            "index rebuilt"
+        );
+        Ok(())
+    }
+
+    /// Tombstones met before an older version of their key (blocks are scanned in any order).
+    fn apply_late_tombstones(&self, tombstones: HashMap<Digest, u64>) -> Result<()> {
+        for (digest, lsn) in tombstones {
+            let number = self.index.partition_of(digest);
+            let mut partition = self.index.partition(number).write();
+            let Some(current) = self.index.table_lookup(&partition, digest)? else { continue };
+            if self.lsn_at(current.location) < lsn {
+                self.index.table_remove(&mut partition, number, digest)?;
+                drop(partition);
+                self.forget_live_bytes(current.location);
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies the valid records of one block from `from` on; a batch applies only whole.
+    /// Returns the offset after the last valid record.
+    fn replay_block(
+        &self,
+        block: &BlockHeader,
+        from: u64,
+        tombstones: Option<&Mutex<HashMap<Digest, u64>>>,
+        progress: &Progress,
+        touched: &mut BTreeSet<usize>,
+    ) -> Result<u64> {
+        let mut image = Vec::new();
+        self.log.read_block_from(block.slot, from, &mut image)?;
+        let mut batch: Vec<Recovered> = Vec::new();
+        let mut outcome = Ok(());
+        let mut apply = |record: &Recovered, touched: &mut BTreeSet<usize>| {
+            if outcome.is_ok() {
+                touched.insert(self.index.partition_of(record.digest));
+                outcome = self.apply_recovered(record, tombstones);
+                progress.records.fetch_add(1, Ordering::Relaxed);
+            }
+        };
+        let end = walk_records(&image, block.seq, |offset, view| {
+            progress.max_lsn.fetch_max(view.header.lsn, Ordering::Relaxed);
+            let record = Recovered {
+                digest: self.digest(view.key),
+                location: Namespace::location_of(block.slot, from + offset, view),
+                lsn: view.header.lsn,
+                tombstone: view.header.is_tombstone(),
+                expiry_unix_ms: view.header.expiry_unix_ms,
+                generation: view.header.generation as u16,
+                record_bytes: view.header.record_bytes(),
+            };
+            if !view.header.is_batch_member() {
+                // A batch interrupted by a record of its own kind never got its end: torn.
+                batch.clear();
+                apply(&record, touched);
+                return;
+            }
+            batch.push(record);
+            if view.header.is_batch_end() {
+                if batch.len() == view.header.batch_len as usize {
+                    for member in &batch {
+                        apply(member, touched);
+                    }
+                }
+                batch.clear();
+            }
+        });
+        outcome?;
+        progress.blocks.fetch_add(1, Ordering::Relaxed);
+        Ok(from + end)
+    }
+
+    /// Applies one recovered record if it is newer than what the index holds for its key.
+    fn apply_recovered(&self, record: &Recovered, tombstones: Option<&Mutex<HashMap<Digest, u64>>>) -> Result<()> {
+        let number = self.index.partition_of(record.digest);
+        let mut partition = self.index.partition(number).write();
+        if let Some(current) = self.index.table_lookup(&partition, record.digest)? {
+            if self.lsn_at(current.location) >= record.lsn {
+                return Ok(());
+            }
+        }
+        if let Some(tombstones) = tombstones {
+            let mut tombstones = tombstones.lock();
+            if record.tombstone {
+                let newest = tombstones.entry(record.digest).or_insert(record.lsn);
+                *newest = (*newest).max(record.lsn);
+            } else if tombstones.get(&record.digest).is_some_and(|&deleted| deleted > record.lsn) {
+                return Ok(());
+            }
+        }
+        let old = if record.tombstone {
+            self.index.table_remove(&mut partition, number, record.digest)?
+        } else {
+            let entry = Entry {
+                digest: record.digest,
+                location: record.location,
+                expiry_unix_ms: record.expiry_unix_ms.min(crate::index::EXPIRY_UNIX_MS_MAX),
+                generation: record.generation,
+            };
+            self.index.table_put(&mut partition, number, entry)?
+        };
+        drop(partition);
+        if let Some(old) = old {
+            self.forget_live_bytes(old.location);
+        }
+        self.log.add_live_bytes(record.location.slot(), record.record_bytes);
+        Ok(())
+    }
+
+    /// The LSN of the valid record at `location`, or 0 when it is not valid (anything beats it).
+    pub(crate) fn lsn_at(&self, location: Location) -> u64 {
+        let mut buffer = Vec::new();
+        self.log.read_verified(location, &mut buffer).map_or(0, |view| view.header.lsn)
+    }
+}

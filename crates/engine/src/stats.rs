@@ -1,0 +1,35 @@
+use hybridkv_media::{DurabilityPath, Tier};
+
+use crate::config::Durability;
+
+/// Bytes used and available on one tier, as INFO memory reports it.
+#[derive(Clone, Debug)]
+pub struct TierUsage {
+    pub tier: Tier,
+    pub durability: DurabilityPath,
+    pub used_bytes: u64,
+    pub capacity_bytes: u64,
+}
+
+/// A namespace's figures for INFO and the metrics endpoint. Counters are totals since start.
+#[derive(Clone, Debug)]
+pub struct NamespaceStats {
+    pub name: String,
+    pub keys: u64,
+    pub durability: Durability,
+    pub index: TierUsage,
+    pub data: TierUsage,
+    pub journal: Option<TierUsage>,
+    /// Calls that made log or journal bytes durable (one per group commit).
+    pub flushes: u64,
+    /// Appends to the journal (records in DRAM only).
+    pub journal_writes: u64,
+    pub log_bytes_written: u64,
+    pub gets: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub writes: u64,
+    pub defragmented_blocks: u64,
+    pub corrupt_records: u64,
+    pub last_checkpoint_unix_ms: u64,
+}

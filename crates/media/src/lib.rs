@@ -1,0 +1,21 @@
+//! Media layer: the only place that touches memory mappings, files and CPU cache-line flushes.
+//!
+//! Everything above sees media through [`Medium`] (a fixed-length byte space with an explicit
+//! "make durable" call) and [`MediaProvider`] (opens named media of a tier). The simulated
+//! implementation ([`sim`]) keeps written and durable bytes apart so that every layer above can be
+//! tested for power cuts, torn writes and I/O errors.
+
+mod block_file;
+mod error;
+mod flush;
+mod medium;
+mod provider;
+mod region;
+pub mod sim;
+
+pub use block_file::BlockFile;
+pub use error::MediaError;
+pub use flush::{cache_flush_instruction, CacheFlushInstruction};
+pub use medium::{DurabilityPath, Medium, MediumInfo, Tier, PAGE_BYTES};
+pub use provider::{FsProvider, MediaProvider, OpenedMedium};
+pub use region::{MmapRegion, PmemMapping};

@@ -1,0 +1,247 @@
+//! Byte-addressable regions: anonymous memory (dram), a tmpfs file (shmem) and a mapped file made
+//! durable by cache-line flushes under MAP_SYNC or by msync (pmem).
+
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use memmap2::{MmapMut, MmapOptions, MmapRaw};
+
+use crate::flush::{cache_flush_instruction, write_back_lines, CacheFlushInstruction};
+use crate::medium::{assert_in_range, assert_u64_aligned, DurabilityPath, Medium, MediumInfo, Tier};
+use crate::MediaError;
+
+/// What mapping a pmem file really got on this machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PmemMapping {
+    MapSync(CacheFlushInstruction),
+    MsyncFallback,
+}
+
+enum Mapping {
+    /// Kept only to own the mapping; accessed through `MmapRegion::base`.
+    Anonymous(#[allow(dead_code)] MmapMut),
+    File { map: MmapRaw, _file: File },
+    /// A MAP_SYNC mapping made with libc (memmap2 cannot pass MAP_SYNC); unmapped on drop.
+    MapSync { address: *mut libc::c_void, len_bytes: usize, _file: File },
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        if let Mapping::MapSync { address, len_bytes, .. } = *self {
+            // SAFETY: the mapping was created by `map_sync` with exactly this address and length,
+            // and `MmapRegion` hands out no reference that outlives it.
+            unsafe { libc::munmap(address, len_bytes) };
+        }
+    }
+}
+
+pub struct MmapRegion {
+    mapping: Mapping,
+    base: *mut u8,
+    len_bytes: u64,
+    info: MediumInfo,
+    pmem: Option<PmemMapping>,
+}
+
+// SAFETY: the region is a plain byte mapping; the `Medium` contract makes callers serialise
+// overlapping accesses, and `store_u64`/`load_u64` use atomics.
+unsafe impl Send for MmapRegion {}
+// SAFETY: see `Send`.
+unsafe impl Sync for MmapRegion {}
+
+impl MmapRegion {
+    /// Anonymous memory reserved lazily: pages cost RAM only once written.
+    pub fn anonymous(len_bytes: u64) -> Result<MmapRegion, MediaError> {
+        let mut map = MmapOptions::new()
+            .len(len_bytes as usize)
+            .map_anon()
+            .map_err(|error| MediaError::from_io("anonymous region", error))?;
+        let base = map.as_mut_ptr();
+        let info = MediumInfo { tier: Tier::Dram, path: None, durability: DurabilityPath::Volatile };
+        Ok(MmapRegion { mapping: Mapping::Anonymous(map), base, len_bytes, info, pmem: None })
+    }
+
+    /// A file mapping for the shmem or pmem tier; the file is created sparse at `len_bytes`.
+    pub fn file(path: &Path, tier: Tier, len_bytes: u64) -> Result<MmapRegion, MediaError> {
+        assert!(matches!(tier, Tier::Shmem | Tier::Pmem), "file regions are shmem or pmem");
+        let what = path.display().to_string();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|error| MediaError::from_io(&what, error))?;
+        let current_len = file.metadata().map_err(|error| MediaError::from_io(&what, error))?.len();
+        if current_len < len_bytes {
+            file.set_len(len_bytes).map_err(|error| MediaError::from_io(&what, error))?;
+        }
+        let instruction = cache_flush_instruction();
+        if tier == Tier::Pmem && instruction != CacheFlushInstruction::Unavailable {
+            if let Some(address) = Self::map_sync(&file, len_bytes) {
+                let mapping = Mapping::MapSync { address, len_bytes: len_bytes as usize, _file: file };
+                let info = MediumInfo {
+                    tier,
+                    path: Some(path.to_path_buf()),
+                    durability: DurabilityPath::MapSyncCacheFlush,
+                };
+                let pmem = Some(PmemMapping::MapSync(instruction));
+                return Ok(MmapRegion { mapping, base: address as *mut u8, len_bytes, info, pmem });
+            }
+            tracing::info!(file = %what, "pmem: MAP_SYNC not supported here (no DAX); using the msync fallback");
+        }
+        let map = MmapOptions::new()
+            .len(len_bytes as usize)
+            .map_raw(&file)
+            .map_err(|error| MediaError::from_io(&what, error))?;
+        let (durability, pmem) = match tier {
+            Tier::Pmem => (DurabilityPath::MsyncFallback, Some(PmemMapping::MsyncFallback)),
+            _ => (DurabilityPath::SharedMemory, None),
+        };
+        let base = map.as_mut_ptr();
+        let info = MediumInfo { tier, path: Some(path.to_path_buf()), durability };
+        Ok(MmapRegion { mapping: Mapping::File { map, _file: file }, base, len_bytes, info, pmem })
+    }
+
+    /// Tries MAP_SHARED_VALIDATE|MAP_SYNC, which only a DAX filesystem accepts (others answer
+    /// EOPNOTSUPP or EINVAL, and the caller falls back to an ordinary mapping plus msync).
+    fn map_sync(file: &File, len_bytes: u64) -> Option<*mut libc::c_void> {
+        const MAP_SHARED_VALIDATE: libc::c_int = 0x03;
+        const MAP_SYNC: libc::c_int = 0x80000;
+        // SAFETY: a fresh mapping request with a null hint; the result is checked, and on success
+        // it is owned by `Mapping::MapSync`, which unmaps it exactly once.
+        let address = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len_bytes as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                MAP_SHARED_VALIDATE | MAP_SYNC,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        (address != libc::MAP_FAILED).then_some(address)
+    }
+
+    pub fn pmem_mapping(&self) -> Option<PmemMapping> {
+        self.pmem
+    }
+
+    fn msync(&self, offset: u64, len: u64) -> Result<(), MediaError> {
+        let Mapping::File { map, .. } = &self.mapping else { return Ok(()) };
+        let page = crate::PAGE_BYTES;
+        let start = offset / page * page;
+        let end = (offset + len).div_ceil(page) * page;
+        let end = end.min(self.len_bytes);
+        map.flush_range(start as usize, (end - start) as usize)
+            .map_err(|error| MediaError::from_io(self.describe(), error))
+    }
+
+    fn describe(&self) -> String {
+        self.info.path.as_ref().map_or_else(|| "anonymous region".to_string(), |path| path.display().to_string())
+    }
+
+    fn atomic_at(&self, offset: u64) -> &AtomicU64 {
+        assert_in_range(self.len_bytes, offset, 8);
+        assert_u64_aligned(offset);
+        // SAFETY: in range and 8-aligned (mappings are page-aligned), and the mapping lives as
+        // long as `self`; AtomicU64 has the layout of u64.
+        unsafe { &*(self.base.add(offset as usize) as *const AtomicU64) }
+    }
+}
+
+impl Medium for MmapRegion {
+    fn info(&self) -> &MediumInfo {
+        &self.info
+    }
+
+    fn len_bytes(&self) -> u64 {
+        self.len_bytes
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), MediaError> {
+        assert_in_range(self.len_bytes, offset, buf.len() as u64);
+        // SAFETY: in range of the live mapping; the Medium contract excludes concurrent writes to
+        // this range.
+        unsafe { std::ptr::copy_nonoverlapping(self.base.add(offset as usize), buf.as_mut_ptr(), buf.len()) };
+        Ok(())
+    }
+
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), MediaError> {
+        assert_in_range(self.len_bytes, offset, data.len() as u64);
+        // SAFETY: in range of the live, writable mapping; the Medium contract excludes concurrent
+        // access to this range.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.add(offset as usize), data.len()) };
+        Ok(())
+    }
+
+    fn load_u64(&self, offset: u64) -> Result<u64, MediaError> {
+        Ok(u64::from_le(self.atomic_at(offset).load(Ordering::Acquire)))
+    }
+
+    fn store_u64(&self, offset: u64, value: u64) -> Result<(), MediaError> {
+        self.atomic_at(offset).store(value.to_le(), Ordering::Release);
+        Ok(())
+    }
+
+    fn persist(&self, offset: u64, len: u64) -> Result<(), MediaError> {
+        assert_in_range(self.len_bytes, offset, len);
+        match self.pmem {
+            Some(PmemMapping::MapSync(instruction)) => {
+                // SAFETY: the range was checked against the live mapping above.
+                unsafe { write_back_lines(instruction, self.base.add(offset as usize), len as usize) };
+                Ok(())
+            }
+            Some(PmemMapping::MsyncFallback) => self.msync(offset, len),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exercise(region: &MmapRegion) {
+        region.write_at(100, b"hello").unwrap();
+        let mut buf = [0u8; 5];
+        region.read_at(100, &mut buf).unwrap();
+        assert_eq!(&buf, b"hello");
+        region.store_u64(4096, 0xdead_beef).unwrap();
+        assert_eq!(region.load_u64(4096).unwrap(), 0xdead_beef);
+        region.persist(0, 8192).unwrap();
+    }
+
+    #[test]
+    fn anonymous_region_reads_what_was_written() {
+        let region = MmapRegion::anonymous(1 << 20).unwrap();
+        exercise(&region);
+        assert_eq!(region.info().durability, DurabilityPath::Volatile);
+    }
+
+    #[test]
+    fn pmem_file_reports_its_durability_path_and_keeps_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("region");
+        {
+            let region = MmapRegion::file(&path, Tier::Pmem, 1 << 20).unwrap();
+            exercise(&region);
+            // ext4 and tmpfs have no DAX: the fallback must be detected, not assumed.
+            assert!(matches!(
+                region.info().durability,
+                DurabilityPath::MsyncFallback | DurabilityPath::MapSyncCacheFlush
+            ));
+        }
+        let region = MmapRegion::file(&path, Tier::Pmem, 1 << 20).unwrap();
+        assert_eq!(region.load_u64(4096).unwrap(), 0xdead_beef);
+    }
+
+    #[test]
+    #[should_panic(expected = "out of range")]
+    fn access_past_the_end_is_a_programmer_error() {
+        let region = MmapRegion::anonymous(4096).unwrap();
+        region.write_at(4090, b"too long").unwrap();
+    }
+}

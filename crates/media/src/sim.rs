@@ -1,0 +1,459 @@
+//! The simulated medium: keeps written bytes apart from durable ones, cuts power (dropping what
+//! was not made durable and tearing unflushed writes at 8 bytes for regions and 4 KiB for block
+//! files, in any order), simulates a process crash, and injects I/O errors and ENOSPC.
+//!
+//! A crash is simulated in three steps: `freeze` (every later operation fails, as if the process
+//! were gone), dropping whatever used the media, then `crash_process` or `power_cut` ("reboot").
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::medium::{assert_in_range, assert_u64_aligned, DurabilityPath, Medium, MediumInfo, Tier, PAGE_BYTES};
+use crate::provider::{MediaProvider, OpenedMedium};
+use crate::MediaError;
+
+/// Failure atomicity of stores to a byte-addressable region.
+pub const REGION_TEAR_BYTES: u64 = 8;
+/// Failure atomicity of a block-file write.
+pub const BLOCK_TEAR_BYTES: u64 = PAGE_BYTES;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultKind {
+    Eio,
+    NoSpace,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultOn {
+    Write,
+    Persist,
+    Any,
+}
+
+/// An injected fault: operation number `at_op` (counted over all media of the store) and, when
+/// `repeat`, every later matching operation fails with `kind` until `clear_faults`.
+#[derive(Clone, Copy, Debug)]
+pub struct FaultPlan {
+    pub at_op: u64,
+    pub kind: FaultKind,
+    pub on: FaultOn,
+    pub repeat: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Operation {
+    Write,
+    Persist,
+}
+
+struct Control {
+    operations: u64,
+    cut_at_op: Option<u64>,
+    frozen: bool,
+    fault: Option<FaultPlan>,
+    rng: StdRng,
+}
+
+enum Verdict {
+    Proceed,
+    Fail(MediaError),
+    /// Power is cut during this operation: apply a random part of it, then fail.
+    CutDuring,
+}
+
+struct Shared {
+    control: Mutex<Control>,
+    media: Mutex<HashMap<(Tier, String), Arc<SimMedium>>>,
+}
+
+impl Shared {
+    fn admit(&self, operation: Operation, what: &str) -> Verdict {
+        let mut control = self.control.lock();
+        if control.frozen {
+            return Verdict::Fail(MediaError::PowerLost);
+        }
+        control.operations += 1;
+        let number = control.operations;
+        if control.cut_at_op == Some(number) {
+            control.frozen = true;
+            return Verdict::CutDuring;
+        }
+        let Some(plan) = control.fault else { return Verdict::Proceed };
+        let matches = match plan.on {
+            FaultOn::Any => true,
+            FaultOn::Write => operation == Operation::Write,
+            FaultOn::Persist => operation == Operation::Persist,
+        };
+        let due = if plan.repeat { number >= plan.at_op } else { number == plan.at_op };
+        if !(matches && due) {
+            return Verdict::Proceed;
+        }
+        let what = format!("simulated {what}");
+        Verdict::Fail(match plan.kind {
+            FaultKind::NoSpace => MediaError::NoSpace { what },
+            FaultKind::Eio => MediaError::Io { what, source: std::io::Error::from_raw_os_error(libc::EIO) },
+        })
+    }
+
+    fn random_bool(&self) -> bool {
+        self.control.lock().rng.gen_bool(0.5)
+    }
+}
+
+/// A set of named simulated media sharing one operation counter, fault plan and power supply.
+#[derive(Clone)]
+pub struct SimStore {
+    shared: Arc<Shared>,
+}
+
+impl SimStore {
+    pub fn new(seed: u64) -> SimStore {
+        let control = Control {
+            operations: 0,
+            cut_at_op: None,
+            frozen: false,
+            fault: None,
+            rng: StdRng::seed_from_u64(seed),
+        };
+        SimStore {
+            shared: Arc::new(Shared { control: Mutex::new(control), media: Mutex::new(HashMap::new()) }),
+        }
+    }
+
+    /// Operations (writes, 8-byte stores, persists) counted so far.
+    pub fn operations(&self) -> u64 {
+        self.shared.control.lock().operations
+    }
+
+    /// Cuts power during operation number `at_op`: that write lands partly, and from then on
+    /// every operation fails with `PowerLost` until `power_cut` reboots.
+    pub fn cut_power_at(&self, at_op: u64) {
+        self.shared.control.lock().cut_at_op = Some(at_op);
+    }
+
+    pub fn inject(&self, plan: FaultPlan) {
+        self.shared.control.lock().fault = Some(plan);
+    }
+
+    pub fn clear_faults(&self) {
+        self.shared.control.lock().fault = None;
+    }
+
+    /// Makes every later operation fail, as if the process had died at this instant.
+    pub fn freeze(&self) {
+        self.shared.control.lock().frozen = true;
+    }
+
+    pub fn is_frozen(&self) -> bool {
+        self.shared.control.lock().frozen
+    }
+
+    /// Reboot after a process crash: anonymous memory is gone, everything written elsewhere
+    /// (page cache, tmpfs, mappings) survives.
+    pub fn crash_process(&self) {
+        self.shared.media.lock().retain(|(tier, _), _| tier.survives_process_crash());
+        self.thaw();
+    }
+
+    /// Reboot after a power cut: dram and shmem are gone; on pmem and ssd each unflushed chunk
+    /// independently either reached the media or did not.
+    pub fn power_cut(&self) {
+        let mut media = self.shared.media.lock();
+        media.retain(|(tier, _), _| tier.survives_power_cut());
+        for medium in media.values() {
+            medium.lose_unflushed(&self.shared);
+        }
+        drop(media);
+        self.thaw();
+    }
+
+    fn thaw(&self) {
+        let mut control = self.shared.control.lock();
+        control.frozen = false;
+        control.cut_at_op = None;
+    }
+
+    /// Flips the byte at `offset` of a stored medium, in both its written and durable images.
+    pub fn corrupt(&self, name: &str, tier: Tier, offset: u64) -> bool {
+        let media = self.shared.media.lock();
+        let Some(medium) = media.get(&(tier, name.to_string())) else { return false };
+        let mut bytes = medium.bytes.lock();
+        let index = offset as usize;
+        bytes.written[index] ^= 0xff;
+        bytes.durable[index] ^= 0xff;
+        true
+    }
+}
+
+struct Bytes {
+    written: Vec<u8>,
+    durable: Vec<u8>,
+    /// Indices of tear-granularity chunks written since they were last made durable.
+    dirty_chunks: BTreeSet<u64>,
+}
+
+pub struct SimMedium {
+    info: MediumInfo,
+    len_bytes: u64,
+    tear_bytes: u64,
+    shared: std::sync::Weak<Shared>,
+    bytes: Mutex<Bytes>,
+}
+
+impl SimMedium {
+    fn shared(&self) -> Arc<Shared> {
+        self.shared.upgrade().expect("simulated medium outlived its store")
+    }
+
+    fn chunks(&self, offset: u64, len: u64) -> std::ops::Range<u64> {
+        offset / self.tear_bytes..(offset + len).div_ceil(self.tear_bytes)
+    }
+
+    fn apply_write(&self, offset: u64, data: &[u8], shared: Option<&Shared>) {
+        let mut bytes = self.bytes.lock();
+        for chunk in self.chunks(offset, data.len() as u64) {
+            // A write cut by power lands chunk by chunk, each independently.
+            if shared.is_some_and(|shared| shared.random_bool()) {
+                continue;
+            }
+            let chunk_start = (chunk * self.tear_bytes).max(offset);
+            let chunk_end = ((chunk + 1) * self.tear_bytes).min(offset + data.len() as u64);
+            let source = &data[(chunk_start - offset) as usize..(chunk_end - offset) as usize];
+            bytes.written[chunk_start as usize..chunk_end as usize].copy_from_slice(source);
+            bytes.dirty_chunks.insert(chunk);
+        }
+    }
+
+    fn lose_unflushed(&self, shared: &Shared) {
+        let mut bytes = self.bytes.lock();
+        let dirty = std::mem::take(&mut bytes.dirty_chunks);
+        for chunk in dirty {
+            let start = (chunk * self.tear_bytes) as usize;
+            let end = (start + self.tear_bytes as usize).min(self.len_bytes as usize);
+            if shared.random_bool() {
+                let landed = bytes.written[start..end].to_vec();
+                bytes.durable[start..end].copy_from_slice(&landed);
+            }
+        }
+        let durable = bytes.durable.clone();
+        bytes.written = durable;
+    }
+
+    fn verdict(&self, operation: Operation) -> Result<bool, MediaError> {
+        let name = self.info.path.as_ref().map(|path| path.display().to_string()).unwrap_or_default();
+        match self.shared().admit(operation, &name) {
+            Verdict::Proceed => Ok(false),
+            Verdict::Fail(error) => Err(error),
+            Verdict::CutDuring => Ok(true),
+        }
+    }
+}
+
+impl Medium for SimMedium {
+    fn info(&self) -> &MediumInfo {
+        &self.info
+    }
+
+    fn len_bytes(&self) -> u64 {
+        self.len_bytes
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), MediaError> {
+        assert_in_range(self.len_bytes, offset, buf.len() as u64);
+        let bytes = self.bytes.lock();
+        buf.copy_from_slice(&bytes.written[offset as usize..offset as usize + buf.len()]);
+        Ok(())
+    }
+
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), MediaError> {
+        assert_in_range(self.len_bytes, offset, data.len() as u64);
+        if self.info.tier == Tier::Ssd {
+            assert!(
+                offset % PAGE_BYTES == 0 && data.len() as u64 % PAGE_BYTES == 0,
+                "block file writes are whole pages: offset {offset}, len {}",
+                data.len()
+            );
+        }
+        if self.verdict(Operation::Write)? {
+            self.apply_write(offset, data, Some(&self.shared()));
+            return Err(MediaError::PowerLost);
+        }
+        self.apply_write(offset, data, None);
+        Ok(())
+    }
+
+    fn load_u64(&self, offset: u64) -> Result<u64, MediaError> {
+        assert_u64_aligned(offset);
+        let mut bytes = [0u8; 8];
+        self.read_at(offset, &mut bytes)?;
+        Ok(u64::from_le_bytes(bytes))
+    }
+
+    fn store_u64(&self, offset: u64, value: u64) -> Result<(), MediaError> {
+        assert_u64_aligned(offset);
+        assert!(self.info.tier != Tier::Ssd, "8-byte publication is for regions");
+        // An aligned 8-byte store is one tear chunk: it lands whole or not at all.
+        if self.verdict(Operation::Write)? {
+            return Err(MediaError::PowerLost);
+        }
+        self.apply_write(offset, &value.to_le_bytes(), None);
+        Ok(())
+    }
+
+    fn persist(&self, offset: u64, len: u64) -> Result<(), MediaError> {
+        assert_in_range(self.len_bytes, offset, len);
+        if self.verdict(Operation::Persist)? {
+            return Err(MediaError::PowerLost);
+        }
+        if !self.info.tier.survives_power_cut() {
+            return Ok(());
+        }
+        let mut bytes = self.bytes.lock();
+        // A block-file fdatasync makes the whole file durable; a region flush only its range.
+        let range = if self.info.tier == Tier::Ssd { 0..u64::MAX } else { self.chunks(offset, len) };
+        let flushed: Vec<u64> = bytes.dirty_chunks.range(range).copied().collect();
+        for chunk in flushed {
+            let start = (chunk * self.tear_bytes) as usize;
+            let end = (start + self.tear_bytes as usize).min(self.len_bytes as usize);
+            let landed = bytes.written[start..end].to_vec();
+            bytes.durable[start..end].copy_from_slice(&landed);
+            bytes.dirty_chunks.remove(&chunk);
+        }
+        Ok(())
+    }
+
+    fn write_alignment_bytes(&self) -> u64 {
+        if self.info.tier == Tier::Ssd {
+            PAGE_BYTES
+        } else {
+            1
+        }
+    }
+}
+
+impl MediaProvider for SimStore {
+    fn open(&self, name: &str, tier: Tier, len_bytes: u64) -> Result<OpenedMedium, MediaError> {
+        let mut media = self.shared.media.lock();
+        let key = (tier, name.to_string());
+        if let Some(existing) = media.get(&key) {
+            if existing.len_bytes >= len_bytes {
+                return Ok(OpenedMedium { medium: existing.clone(), existed: true });
+            }
+        }
+        let tear_bytes = if tier == Tier::Ssd { BLOCK_TEAR_BYTES } else { REGION_TEAR_BYTES };
+        let medium = Arc::new(SimMedium {
+            info: MediumInfo {
+                tier,
+                path: Some(format!("sim:{tier}/{name}").into()),
+                durability: DurabilityPath::Simulated,
+            },
+            len_bytes,
+            tear_bytes,
+            shared: Arc::downgrade(&self.shared),
+            bytes: Mutex::new(Bytes {
+                written: vec![0; len_bytes as usize],
+                durable: vec![0; len_bytes as usize],
+                dirty_chunks: BTreeSet::new(),
+            }),
+        });
+        // Dram is anonymous: it is never found again.
+        if tier != Tier::Dram {
+            media.insert(key, medium.clone());
+        }
+        Ok(OpenedMedium { medium, existed: false })
+    }
+
+    fn remove(&self, name: &str, tier: Tier) -> Result<(), MediaError> {
+        if self.shared.control.lock().frozen {
+            return Err(MediaError::PowerLost);
+        }
+        self.shared.media.lock().remove(&(tier, name.to_string()));
+        Ok(())
+    }
+
+    fn list(&self, prefix: &str, tier: Tier) -> Result<Vec<String>, MediaError> {
+        let media = self.shared.media.lock();
+        let mut names: Vec<String> = media
+            .keys()
+            .filter(|(medium_tier, name)| *medium_tier == tier && name.starts_with(prefix))
+            .map(|(_, name)| name.clone())
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    fn sync_names(&self, _tier: Tier) -> Result<(), MediaError> {
+        // Creation and removal are durable at once in the simulation.
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn power_cut_keeps_persisted_bytes_and_drops_or_tears_the_rest() {
+        let store = SimStore::new(7);
+        let medium = store.open("region", Tier::Pmem, 4096).unwrap().medium;
+        medium.write_at(0, &[1u8; 64]).unwrap();
+        medium.persist(0, 64).unwrap();
+        medium.write_at(64, &[2u8; 512]).unwrap();
+        store.freeze();
+        assert!(matches!(medium.write_at(0, &[9]), Err(MediaError::PowerLost)));
+        store.power_cut();
+        let medium = store.open("region", Tier::Pmem, 4096).unwrap().medium;
+        let mut buf = vec![0u8; 576];
+        medium.read_at(0, &mut buf).unwrap();
+        assert!(buf[..64].iter().all(|&byte| byte == 1));
+        // Unflushed 8-byte chunks each landed whole or not at all.
+        for chunk in buf[64..].chunks(8) {
+            assert!(chunk.iter().all(|&byte| byte == 2) || chunk.iter().all(|&byte| byte == 0));
+        }
+    }
+
+    #[test]
+    fn process_crash_keeps_shmem_and_drops_dram() {
+        let store = SimStore::new(1);
+        store.open("volatile", Tier::Dram, 64).unwrap().medium.write_at(0, &[1]).unwrap();
+        store.open("shared", Tier::Shmem, 64).unwrap().medium.write_at(0, &[1]).unwrap();
+        store.freeze();
+        store.crash_process();
+        let shared = store.open("shared", Tier::Shmem, 64).unwrap();
+        assert!(shared.existed);
+        let mut byte = [0u8];
+        shared.medium.read_at(0, &mut byte).unwrap();
+        assert_eq!(byte, [1]);
+        assert!(!store.open("volatile", Tier::Dram, 64).unwrap().existed);
+    }
+
+    #[test]
+    fn injected_faults_fail_the_chosen_operation() {
+        let store = SimStore::new(3);
+        let medium = store.open("blocks", Tier::Ssd, 8 * PAGE_BYTES).unwrap().medium;
+        let next = store.operations() + 2;
+        store.inject(FaultPlan { at_op: next, kind: FaultKind::NoSpace, on: FaultOn::Any, repeat: false });
+        medium.write_at(0, &[0u8; 4096]).unwrap();
+        assert!(medium.persist(0, 4096).unwrap_err().is_no_space());
+        medium.persist(0, 4096).unwrap();
+    }
+
+    #[test]
+    fn cut_during_a_block_write_tears_it_at_page_granularity() {
+        let store = SimStore::new(11);
+        let medium = store.open("blocks", Tier::Ssd, 64 * PAGE_BYTES).unwrap().medium;
+        store.cut_power_at(store.operations() + 1);
+        assert!(medium.write_at(0, &vec![5u8; 16 * PAGE_BYTES as usize]).is_err());
+        store.power_cut();
+        let medium = store.open("blocks", Tier::Ssd, 64 * PAGE_BYTES).unwrap().medium;
+        let mut buf = vec![0u8; 16 * PAGE_BYTES as usize];
+        medium.read_at(0, &mut buf).unwrap();
+        for page in buf.chunks(PAGE_BYTES as usize) {
+            assert!(page.iter().all(|&byte| byte == 5) || page.iter().all(|&byte| byte == 0));
+        }
+    }
+}
