@@ -188,11 +188,13 @@ impl Namespace {
             let end = self.replay_block(block, from, None, progress, &mut touched)?;
             last_end = Some((block, end));
         }
-        // Entries the tail touched may exist only in memory that survived the process (not
-        // durable): the next checkpoint must write them whether or not replay changed them.
+        // An entry written after the checkpoint may be torn (its location stored, its digest
+        // not): any entry pointing into the tail must point at a valid record of its own key.
+        // Entries the tail touched may also exist only in memory that survived the process (not
+        // durable): the next checkpoint writes them whether or not replay changed them.
         for number in touched {
             let mut partition = self.index.partition(number).write();
-            self.index.recount(&mut partition)?;
+            self.index.repair(&mut partition, |entry| self.entry_is_sound(entry, first_seq))?;
             self.index.mark_dirty(number);
         }
         match last_end {
@@ -354,6 +356,17 @@ impl Namespace {
         }
         self.log.add_live_bytes(record.location.slot(), record.record_bytes);
         Ok(())
+    }
+
+    /// Whether an entry that may have been written after the checkpoint at block `first_seq`
+    /// points at a valid record of its own key (older entries were durable at the checkpoint).
+    fn entry_is_sound(&self, entry: &Entry, first_seq: u64) -> bool {
+        let seq = self.log.block_seq(entry.location.slot());
+        if seq != 0 && seq < first_seq {
+            return true;
+        }
+        let mut buffer = Vec::new();
+        self.log.read_verified(entry.location, &mut buffer).is_ok_and(|view| self.digest(view.key) == entry.digest)
     }
 
     /// The LSN of the valid record at `location`, or 0 when it is not valid (anything beats it).

@@ -391,8 +391,20 @@ impl Index {
         self.dirty[number].store(true, Ordering::Relaxed);
     }
 
-    /// Recomputes a partition's counts from its table (after a crash left them stale).
-    pub(crate) fn recount(&self, partition: &mut Partition) -> Result<()> {
+    /// Marks deleted every entry for which `keep` is false (entries torn by a crash), then
+    /// recomputes the partition's counts from its table (a crash leaves them stale).
+    pub(crate) fn repair(&self, partition: &mut Partition, mut keep: impl FnMut(&Entry) -> bool) -> Result<()> {
+        for slot in 0..partition.capacity {
+            let entry = self.read_slot(partition, slot)?;
+            if entry.location.is_record() && !keep(&entry) {
+                self.medium.store_u64(Self::slot_offset(partition, slot) + LOCATION_OFFSET, Location::DELETED.0)?;
+            }
+        }
+        self.recount(partition)
+    }
+
+    /// Recomputes a partition's counts from its table.
+    fn recount(&self, partition: &mut Partition) -> Result<()> {
         let (mut live, mut tombstones) = (0, 0);
         for slot in 0..partition.capacity {
             match self.read_slot(partition, slot)?.location {

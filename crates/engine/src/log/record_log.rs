@@ -180,8 +180,9 @@ impl<P> RecordLog<P> {
         (self.slots.len() as u64 - free) * self.block_bytes
     }
 
+    /// The sequence number of the block in `slot`; 0 when free or beyond the log.
     pub(crate) fn block_seq(&self, slot: u32) -> u64 {
-        self.slots[slot as usize].seq.load(Ordering::Acquire)
+        self.slots.get(slot as usize).map_or(0, |block| block.seq.load(Ordering::Acquire))
     }
 
     pub(crate) fn add_live_bytes(&self, slot: u32, bytes: usize) {
@@ -431,9 +432,16 @@ impl<P> RecordLog<P> {
 
     /// Reads the whole record at `location` into `out` (without verifying it).
     pub(crate) fn read_record(&self, location: Location, out: &mut Vec<u8>) -> Result<()> {
-        assert!(location.is_record());
+        // Locations come from media: a damaged one is an operating error, not a bug.
+        let in_range = location.is_record()
+            && (location.slot() as usize) < self.slots.len()
+            && location.offset() + RECORD_HEADER_BYTES as u64 <= self.block_bytes;
+        if !in_range {
+            return Err(corrupt(location, "location outside the record log"));
+        }
         let block_end = self.block_bytes - location.offset();
         let first = match location.record_bytes() {
+            Some(bytes) if bytes as u64 > block_end => return Err(corrupt(location, "record runs past its block")),
             Some(bytes) => bytes,
             None => RECORD_READ_AHEAD_BYTES.min(block_end as usize),
         };

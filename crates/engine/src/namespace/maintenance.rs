@@ -23,7 +23,8 @@ impl Namespace {
     /// open, i.e. not clean), and whether live-byte accounting must be audited.
     pub(crate) fn finish_open(&self, accounting_rebuilt: bool) -> Result<()> {
         self.key_count.store(self.index.table_entry_count() as i64, Ordering::Relaxed);
-        let position = self.log.append_position();
+        // The new active block's header must be durable before the index names its position.
+        let position = self.flush(true)?;
         self.commit.lock().durable_position = position;
         self.index.checkpoint(position, self.log.next_lsn(), false)?;
         self.last_checkpoint_unix_ms.store(crate::now_unix_ms(), Ordering::Relaxed);
@@ -150,7 +151,7 @@ impl Namespace {
     }
 
     /// Moves the live records of the emptiest block under the low-water mark to the head of the
-    /// log, waits until the moves are durable and published, then frees the block.
+    /// log, waits until the moves are durable and published, checkpoints, then frees the block.
     fn defragment_one_block(&self) -> Result<()> {
         if !self.accounting_ready.load(Ordering::Relaxed) || self.check_writable().is_err() {
             return Ok(());
@@ -180,6 +181,9 @@ impl Namespace {
         if let Some(position) = last_position {
             self.wait_durable_with(position, true)?;
         }
+        // The index must stop depending on this block's records (dropped tombstones included)
+        // durably before the block goes: a checkpoint after the moves, then the free.
+        self.checkpoint(false)?;
         self.log.free_block(slot)?;
         self.counters.defragmented_blocks.fetch_add(1, Ordering::Relaxed);
         Ok(())
