@@ -4,7 +4,7 @@
 //! record is served, the index and the records agree (scan, get and key count), and the
 //! operation cut in flight — a batch included — is applied entirely or not at all.
 //!
-//! `HYBRIDKV_POWER_CUTS` sets the number of cut points (default 1500); `HYBRIDKV_POWER_CUT_SEED`
+//! `HYBRIDKV_POWER_CUTS` sets the number of cut points (default 2000); `HYBRIDKV_POWER_CUT_SEED`
 //! replays one seed.
 
 mod common;
@@ -174,7 +174,7 @@ fn acknowledged_writes_survive_power_cuts_at_random_points() {
         run(seed.parse().expect("a seed number"));
         return;
     }
-    let cuts: u64 = std::env::var("HYBRIDKV_POWER_CUTS").ok().and_then(|text| text.parse().ok()).unwrap_or(1500);
+    let cuts: u64 = std::env::var("HYBRIDKV_POWER_CUTS").ok().and_then(|text| text.parse().ok()).unwrap_or(2000);
     for seed in 0..cuts {
         run(seed);
     }

@@ -5,7 +5,7 @@
 //! A crash is simulated in three steps: `freeze` (every later operation fails, as if the process
 //! were gone), dropping whatever used the media, then `crash_process` or `power_cut` ("reboot").
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -192,8 +192,44 @@ impl SimStore {
 struct Bytes {
     written: Vec<u8>,
     durable: Vec<u8>,
-    /// Indices of tear-granularity chunks written since they were last made durable.
-    dirty_chunks: BTreeSet<u64>,
+    /// One bit per tear-granularity chunk written since it was last made durable.
+    dirty_chunks: ChunkSet,
+}
+
+/// A bit set of chunk numbers.
+struct ChunkSet {
+    words: Vec<u64>,
+}
+
+impl ChunkSet {
+    fn new(chunks: u64) -> ChunkSet {
+        ChunkSet { words: vec![0; chunks.div_ceil(64) as usize] }
+    }
+
+    fn insert(&mut self, chunk: u64) {
+        self.words[(chunk / 64) as usize] |= 1 << (chunk % 64);
+    }
+
+    /// Removes and returns the members in `range`, in order.
+    fn take_range(&mut self, range: std::ops::Range<u64>) -> Vec<u64> {
+        let mut taken = Vec::new();
+        let end = range.end.min(self.words.len() as u64 * 64);
+        let mut chunk = range.start;
+        while chunk < end {
+            let word = &mut self.words[(chunk / 64) as usize];
+            if *word == 0 && chunk % 64 == 0 {
+                chunk += 64;
+                continue;
+            }
+            let bit = 1 << (chunk % 64);
+            if *word & bit != 0 {
+                *word &= !bit;
+                taken.push(chunk);
+            }
+            chunk += 1;
+        }
+        taken
+    }
 }
 
 pub struct SimMedium {
@@ -229,18 +265,16 @@ impl SimMedium {
     }
 
     fn lose_unflushed(&self, shared: &Shared) {
-        let mut bytes = self.bytes.lock();
-        let dirty = std::mem::take(&mut bytes.dirty_chunks);
-        for chunk in dirty {
+        let mut guard = self.bytes.lock();
+        let Bytes { written, durable, dirty_chunks } = &mut *guard;
+        for chunk in dirty_chunks.take_range(0..u64::MAX) {
             let start = (chunk * self.tear_bytes) as usize;
             let end = (start + self.tear_bytes as usize).min(self.len_bytes as usize);
             if shared.random_bool() {
-                let landed = bytes.written[start..end].to_vec();
-                bytes.durable[start..end].copy_from_slice(&landed);
+                durable[start..end].copy_from_slice(&written[start..end]);
             }
         }
-        let durable = bytes.durable.clone();
-        bytes.written = durable;
+        written.copy_from_slice(durable);
     }
 
     fn verdict(&self, operation: Operation) -> Result<bool, MediaError> {
@@ -312,16 +346,14 @@ impl Medium for SimMedium {
         if !self.info.tier.survives_power_cut() {
             return Ok(());
         }
-        let mut bytes = self.bytes.lock();
+        let mut guard = self.bytes.lock();
+        let Bytes { written, durable, dirty_chunks } = &mut *guard;
         // A block-file fdatasync makes the whole file durable; a region flush only its range.
         let range = if self.info.tier == Tier::Ssd { 0..u64::MAX } else { self.chunks(offset, len) };
-        let flushed: Vec<u64> = bytes.dirty_chunks.range(range).copied().collect();
-        for chunk in flushed {
+        for chunk in dirty_chunks.take_range(range) {
             let start = (chunk * self.tear_bytes) as usize;
             let end = (start + self.tear_bytes as usize).min(self.len_bytes as usize);
-            let landed = bytes.written[start..end].to_vec();
-            bytes.durable[start..end].copy_from_slice(&landed);
-            bytes.dirty_chunks.remove(&chunk);
+            durable[start..end].copy_from_slice(&written[start..end]);
         }
         Ok(())
     }
@@ -357,7 +389,7 @@ impl MediaProvider for SimStore {
             bytes: Mutex::new(Bytes {
                 written: vec![0; len_bytes as usize],
                 durable: vec![0; len_bytes as usize],
-                dirty_chunks: BTreeSet::new(),
+                dirty_chunks: ChunkSet::new(len_bytes.div_ceil(tear_bytes)),
             }),
         });
         // Dram is anonymous: it is never found again.

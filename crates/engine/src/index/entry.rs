@@ -55,6 +55,11 @@ impl Entry {
         bytes
     }
 
+    /// Reads the clock only for entries that have an expiry.
+    pub(crate) fn is_expired_now(&self) -> bool {
+        self.expiry_unix_ms != 0 && self.is_expired(crate::now_unix_ms())
+    }
+
     pub(crate) fn is_expired(&self, now_unix_ms: u64) -> bool {
         self.expiry_unix_ms != 0 && self.expiry_unix_ms <= now_unix_ms
     }

@@ -81,6 +81,9 @@ pub(crate) struct Index {
     allocator: Mutex<ExtentAllocator>,
     header: Mutex<IndexHeader>,
     namespace: String,
+    /// Whether grown tables replace old ones only at checkpoints (media that survive power cuts).
+    switch_tables_at_checkpoint: bool,
+    deferred_free: Mutex<Vec<(u64, u64)>>,
 }
 
 impl Index {
@@ -97,7 +100,7 @@ impl Index {
             let bytes = TABLE_SLOTS_MIN as u64 * ENTRY_BYTES;
             let offset = allocator.allocate(bytes).ok_or_else(|| index_full(namespace, region_bytes))?;
             medium.write_at(offset, &vec![0u8; bytes as usize])?;
-            let directory = DIRECTORY_OFFSET + number as u64 * DIRECTORY_ENTRY_BYTES;
+            let directory = directory_offset(number);
             medium.write_at(directory, &[0u8; DIRECTORY_ENTRY_BYTES as usize])?;
             medium.store_u64(directory, table_word(offset, TABLE_SLOTS_MIN))?;
             partitions.push(RwLock::new(Partition {
@@ -180,12 +183,14 @@ impl Index {
         dirty: bool,
     ) -> Index {
         Index {
+            switch_tables_at_checkpoint: medium.info().tier.survives_power_cut(),
             medium,
             partitions: partitions.into_boxed_slice(),
             dirty: (0..PARTITION_COUNT).map(|_| AtomicBool::new(dirty)).collect(),
             allocator: Mutex::new(allocator),
             header: Mutex::new(header),
             namespace: namespace.to_string(),
+            deferred_free: Mutex::new(Vec::new()),
         }
     }
 
@@ -271,6 +276,10 @@ impl Index {
         Ok(())
     }
 
+    /// Moves the partition to a larger table (dropping deleted slots). On a medium that survives
+    /// power cuts, the durable directory keeps naming the old table, which is not reused, until
+    /// a checkpoint has made the new one durable: growth costs no flush, and a power cut leaves
+    /// either table intact. Elsewhere the switch is immediate.
     fn grow(&self, partition: &mut Partition, number: usize) -> Result<()> {
         let keep = partition.live as u64 + partition.pending.len() as u64 + 1;
         let capacity = (keep * 100).div_ceil(LOAD_PERCENT_AFTER_GROWTH).max(TABLE_SLOTS_MIN as u64);
@@ -280,36 +289,43 @@ impl Index {
         let capacity = capacity as u32;
         let bytes = capacity as u64 * ENTRY_BYTES;
         let offset = self.allocator.lock().allocate(bytes).ok_or_else(|| index_full(&self.namespace, self.medium.len_bytes()))?;
-        let mut grown = Partition { table_offset: offset, capacity, live: 0, tombstones: 0, pending: Vec::new() };
+        let old_extent = (partition.table_offset, partition.capacity as u64 * ENTRY_BYTES);
+        let mut old = vec![0u8; old_extent.1 as usize];
+        self.medium.read_at(old_extent.0, &mut old)?;
         let mut table = vec![0u8; bytes as usize];
-        for slot in 0..partition.capacity {
-            let entry = self.read_slot(partition, slot)?;
-            if entry.location.is_record() {
-                let mut target = entry.digest.home_slot(capacity);
-                while table[(target as u64 * ENTRY_BYTES + LOCATION_OFFSET) as usize..][..8] != [0u8; 8] {
-                    target = if target + 1 == capacity { 0 } else { target + 1 };
-                }
-                let at = (target as u64 * ENTRY_BYTES) as usize;
-                table[at..at + LOCATION_OFFSET as usize].copy_from_slice(&entry.prefix());
-                table[at + LOCATION_OFFSET as usize..at + ENTRY_BYTES as usize]
-                    .copy_from_slice(&entry.location.0.to_le_bytes());
-                grown.live += 1;
+        let mut live = 0;
+        for entry_bytes in old.chunks_exact(ENTRY_BYTES as usize) {
+            let entry = Entry::decode(entry_bytes.try_into().expect("entry-sized chunk"));
+            if !entry.location.is_record() {
+                continue;
             }
+            let mut target = entry.digest.home_slot(capacity);
+            while table[(target as u64 * ENTRY_BYTES + LOCATION_OFFSET) as usize..][..8] != [0u8; 8] {
+                target = if target + 1 == capacity { 0 } else { target + 1 };
+            }
+            let at = (target as u64 * ENTRY_BYTES) as usize;
+            table[at..at + LOCATION_OFFSET as usize].copy_from_slice(&entry.prefix());
+            table[at + LOCATION_OFFSET as usize..at + ENTRY_BYTES as usize].copy_from_slice(&entry.location.0.to_le_bytes());
+            live += 1;
         }
-        // The new table is durable before the directory points at it, and the directory word is
-        // durable before the old table can be reused.
         self.medium.write_at(offset, &table)?;
-        self.medium.persist(offset, bytes)?;
-        let directory = DIRECTORY_OFFSET + number as u64 * DIRECTORY_ENTRY_BYTES;
-        self.medium.store_u64(directory, table_word(offset, capacity))?;
-        self.medium.persist(directory, 8)?;
-        self.allocator.lock().release(partition.table_offset, partition.capacity as u64 * ENTRY_BYTES);
-        partition.table_offset = grown.table_offset;
-        partition.capacity = grown.capacity;
-        partition.live = grown.live;
+        if self.switch_tables_at_checkpoint {
+            self.deferred_free.lock().push(old_extent);
+        } else {
+            self.medium.store_u64(directory_offset(number), table_word(offset, capacity))?;
+            self.allocator.lock().release(old_extent.0, old_extent.1);
+        }
+        partition.table_offset = offset;
+        partition.capacity = capacity;
+        partition.live = live;
         partition.tombstones = 0;
         self.dirty[number].store(true, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Bytes of old tables waiting for a checkpoint before they can be reused.
+    pub(crate) fn deferred_free_bytes(&self) -> u64 {
+        self.deferred_free.lock().iter().map(|&(_, len)| len).sum()
     }
 
     /// Writes `entry` into the table (insert or replace); returns the entry it replaced.
@@ -422,12 +438,15 @@ impl Index {
     /// and records it in the header, with `clean` for a clean shutdown.
     pub(crate) fn checkpoint(&self, consistent_position: u64, next_lsn: u64, clean: bool) -> Result<()> {
         let whole_region = self.medium.info().durability == DurabilityPath::MsyncFallback;
+        // Only tables replaced before this point have their successors made durable below.
+        let releasable = std::mem::take(&mut *self.deferred_free.lock());
         for number in 0..PARTITION_COUNT {
             if !self.dirty[number].swap(false, Ordering::Relaxed) {
                 continue;
             }
             let partition = self.partitions[number].read();
-            let directory = DIRECTORY_OFFSET + number as u64 * DIRECTORY_ENTRY_BYTES;
+            let directory = directory_offset(number);
+            self.medium.store_u64(directory, table_word(partition.table_offset, partition.capacity))?;
             self.medium.store_u64(directory + 8, partition.live as u64 | (partition.tombstones as u64) << 32)?;
             if !whole_region {
                 self.medium.persist(partition.table_offset, partition.capacity as u64 * ENTRY_BYTES)?;
@@ -443,7 +462,12 @@ impl Index {
             header.next_lsn = next_lsn;
             header.clean = clean;
             header.checkpoint_unix_ms = crate::now_unix_ms();
-        })
+        })?;
+        let mut allocator = self.allocator.lock();
+        for (offset, len) in releasable {
+            allocator.release(offset, len);
+        }
+        Ok(())
     }
 
     fn write_header(&self, change: impl FnOnce(&mut IndexHeader)) -> Result<()> {
@@ -458,6 +482,10 @@ impl Index {
         *header = next;
         Ok(())
     }
+}
+
+fn directory_offset(number: usize) -> u64 {
+    DIRECTORY_OFFSET + number as u64 * DIRECTORY_ENTRY_BYTES
 }
 
 fn table_word(offset: u64, capacity: u32) -> u64 {

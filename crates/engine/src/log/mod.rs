@@ -7,7 +7,7 @@ pub(crate) mod record_log;
 
 pub(crate) use block::{BlockHeader, BLOCK_HEADER_BYTES};
 pub(crate) use location::Location;
-pub(crate) use record::RecordView;
+pub(crate) use record::{RecordView, RECORD_HEADER_BYTES};
 pub(crate) use record_log::{
     position, position_offset, position_seq, walk_records, Appended, NewRecord, RecordLog, Writer,
 };

@@ -17,6 +17,8 @@ const MAINTENANCE_TICK: Duration = Duration::from_millis(5);
 const NONE_WRITE_BACK_INTERVAL_MS: u64 = 100;
 /// Partitions examined for expired keys per tick: a full pass takes 4096 / 32 ticks.
 const EXPIRY_PARTITIONS_PER_TICK: usize = 32;
+/// A checkpoint is taken early when old index tables waiting for one pass 1/N of the region.
+const INDEX_DEFERRED_FRACTION_MAX: u64 = 8;
 
 impl Namespace {
     /// Called once recovery is done: counts, a first checkpoint (which also marks the index
@@ -91,7 +93,9 @@ impl Namespace {
             self.wait_durable_with(self.log.append_position(), persist)?;
         }
         let since_checkpoint = self.log.bytes_appended() - self.log_bytes_at_checkpoint.load(Ordering::Relaxed);
-        if since_checkpoint >= self.config.checkpoint_interval_bytes {
+        // Old index tables are reused only after a checkpoint: do not let them fill the region.
+        let index_waiting = self.index.deferred_free_bytes() > self.index.capacity_bytes() / INDEX_DEFERRED_FRACTION_MAX;
+        if since_checkpoint >= self.config.checkpoint_interval_bytes || index_waiting {
             self.checkpoint(false)?;
         }
         if !self.accounting_ready.load(Ordering::Relaxed) {

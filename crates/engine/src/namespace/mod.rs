@@ -18,7 +18,7 @@ use crate::digest::{namespace_seed, Digest};
 use crate::error::{EngineError, Result};
 use crate::index::{Entry, Index};
 use crate::journal::JournaledMemory;
-use crate::log::{Location, RecordLog, RecordView};
+use crate::log::{Location, RecordLog, RecordView, RECORD_HEADER_BYTES};
 use crate::recovery::RestartReport;
 use crate::stats::{NamespaceStats, TierUsage};
 
@@ -164,8 +164,14 @@ impl Namespace {
     /// collision). A damaged record is counted, logged and reported, never served.
     pub(crate) fn read_entry(&self, entry: &Entry, key: &[u8]) -> Result<Option<Value>> {
         let mut buffer = Vec::new();
-        let view = match self.log.read_verified(entry.location, &mut buffer) {
-            Ok(view) => view,
+        let (value_start, value_len, expiry_unix_ms, version) = match self.log.read_verified(entry.location, &mut buffer) {
+            Ok(view) if view.key != key => return Ok(None),
+            Ok(view) => (
+                RECORD_HEADER_BYTES + view.key.len(),
+                view.value.len(),
+                view.header.expiry_unix_ms,
+                view.header.lsn,
+            ),
             Err(error) => {
                 if matches!(error, EngineError::Corrupt { .. }) {
                     self.counters.corrupt_records.fetch_add(1, Ordering::Relaxed);
@@ -174,10 +180,10 @@ impl Namespace {
                 return Err(error);
             }
         };
-        if view.key != key {
-            return Ok(None);
-        }
-        Ok(Some(value_of(&view)))
+        // The value becomes the buffer itself: one allocation per read.
+        buffer.copy_within(value_start..value_start + value_len, 0);
+        buffer.truncate(value_len);
+        Ok(Some(Value { bytes: buffer, expiry_unix_ms, version }))
     }
 
     pub fn get(&self, key: &[u8]) -> Result<Option<Value>> {
@@ -186,7 +192,7 @@ impl Namespace {
         let digest = self.digest(key);
         let partition = self.index.partition(self.index.partition_of(digest)).read();
         let found = match self.index.lookup(&partition, digest)? {
-            Some(entry) if !entry.is_expired(crate::now_unix_ms()) => self.read_entry(&entry, key)?,
+            Some(entry) if !entry.is_expired_now() => self.read_entry(&entry, key)?,
             _ => None,
         };
         drop(partition);
@@ -342,10 +348,6 @@ impl Namespace {
     pub(crate) fn location_of(slot: u32, offset: u64, view: &RecordView<'_>) -> Location {
         Location::new(slot, offset, view.header.record_bytes())
     }
-}
-
-pub(crate) fn value_of(view: &RecordView<'_>) -> Value {
-    Value { bytes: view.value.to_vec(), expiry_unix_ms: view.header.expiry_unix_ms, version: view.header.lsn }
 }
 
 impl Drop for Namespace {

@@ -70,7 +70,7 @@ impl Transaction<'_> {
         let namespace = self.namespace;
         let partition = self.guard(digest)?;
         match namespace.index.lookup(partition, digest)? {
-            Some(entry) if !entry.is_expired(crate::now_unix_ms()) => namespace.read_entry(&entry, key),
+            Some(entry) if !entry.is_expired_now() => namespace.read_entry(&entry, key),
             _ => Ok(None),
         }
     }
