@@ -52,12 +52,16 @@ unsafe impl Send for MmapRegion {}
 unsafe impl Sync for MmapRegion {}
 
 impl MmapRegion {
-    /// Anonymous memory reserved lazily: pages cost RAM only once written.
+    /// Anonymous memory reserved lazily: pages cost RAM only once written. Transparent huge
+    /// pages are requested: random reads over a large index or record space are dominated by TLB
+    /// misses on 4 KiB pages.
     pub fn anonymous(len_bytes: u64) -> Result<MmapRegion, MediaError> {
         let mut map = MmapOptions::new()
             .len(len_bytes as usize)
             .map_anon()
             .map_err(|error| MediaError::from_io("anonymous region", error))?;
+        // Advice only: where THP is off the mapping works the same with small pages.
+        let _ = map.advise(memmap2::Advice::HugePage);
         let base = map.as_mut_ptr();
         let info = MediumInfo { tier: Tier::Dram, path: None, durability: DurabilityPath::Volatile };
         Ok(MmapRegion { mapping: Mapping::Anonymous(map), base, len_bytes, info, pmem: None })
@@ -76,7 +80,13 @@ impl MmapRegion {
             .map_err(|error| MediaError::from_io(&what, error))?;
         let current_len = file.metadata().map_err(|error| MediaError::from_io(&what, error))?.len();
         if current_len < len_bytes {
-            file.set_len(len_bytes).map_err(|error| MediaError::from_io(&what, error))?;
+            // Reserve the space now: a store into a mapped hole on a full filesystem kills the
+            // process with SIGBUS, where an error here is reported and survived.
+            // SAFETY: posix_fallocate on a descriptor this function owns; no memory is involved.
+            let status = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len_bytes as libc::off_t) };
+            if status != 0 {
+                return Err(MediaError::from_io(&what, std::io::Error::from_raw_os_error(status)));
+            }
         }
         let instruction = cache_flush_instruction();
         if tier == Tier::Pmem && instruction != CacheFlushInstruction::Unavailable {
@@ -165,7 +175,11 @@ impl Medium for MmapRegion {
         assert_in_range(self.len_bytes, offset, buf.len() as u64);
         // SAFETY: in range of the live mapping; the Medium contract excludes concurrent writes to
         // this range.
-        unsafe { std::ptr::copy_nonoverlapping(self.base.add(offset as usize), buf.as_mut_ptr(), buf.len()) };
+        unsafe {
+            let source = self.base.add(offset as usize);
+            prefetch_lines(source, buf.len());
+            std::ptr::copy_nonoverlapping(source, buf.as_mut_ptr(), buf.len());
+        }
         Ok(())
     }
 
@@ -196,6 +210,27 @@ impl Medium for MmapRegion {
             }
             Some(PmemMapping::MsyncFallback) => self.msync(offset, len),
             None => Ok(()),
+        }
+    }
+}
+
+/// Asks for every cache line of a multi-line read at once, so that their misses overlap instead
+/// of following one another (a random record read is bound by memory latency).
+#[inline]
+fn prefetch_lines(start: *const u8, len: usize) {
+    const LINE_BYTES: usize = 64;
+    const PREFETCH_BYTES_MAX: usize = 4096;
+    if len <= LINE_BYTES || len > PREFETCH_BYTES_MAX {
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        let mut line = start as usize & !(LINE_BYTES - 1);
+        let end = start as usize + len;
+        while line < end {
+            // SAFETY: prefetch is a hint that never faults, whatever the address.
+            unsafe { core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(line as *const i8) };
+            line += LINE_BYTES;
         }
     }
 }

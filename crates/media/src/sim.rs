@@ -177,6 +177,13 @@ impl SimStore {
         control.cut_at_op = None;
     }
 
+    /// Names of every stored medium, sorted.
+    pub fn list_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.shared.media.lock().keys().map(|(_, name)| name.clone()).collect();
+        names.sort();
+        names
+    }
+
     /// Flips the byte at `offset` of a stored medium, in both its written and durable images.
     pub fn corrupt(&self, name: &str, tier: Tier, offset: u64) -> bool {
         let media = self.shared.media.lock();

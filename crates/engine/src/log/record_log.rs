@@ -22,6 +22,8 @@ use crate::log::record::{self, decode_header, RecordHeader, RecordView, RECORD_H
 
 /// Blocks kept free for defragmentation, so that it can always make progress on a full device.
 pub(crate) const BLOCKS_RESERVED_FOR_DEFRAG: usize = 2;
+/// One more block kept for deletions, so that a full device can still be emptied.
+pub(crate) const BLOCKS_RESERVED_FOR_DELETIONS: usize = 1;
 /// First read of a record: most records fit, so one read usually suffices.
 const RECORD_READ_AHEAD_BYTES: usize = 1024;
 
@@ -56,11 +58,23 @@ pub(crate) struct Appended {
     pub(crate) record_bytes: usize,
 }
 
-/// Who asks for space: client writes may not dip into the blocks reserved for defragmentation.
+/// Who asks for space: writes that add data may not dip into the blocks reserved for deletions
+/// and defragmentation, deletions not into those reserved for defragmentation.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Writer {
     Client,
+    Deletion,
     Defrag,
+}
+
+impl Writer {
+    fn reserved_blocks(self) -> usize {
+        match self {
+            Writer::Client => BLOCKS_RESERVED_FOR_DEFRAG + BLOCKS_RESERVED_FOR_DELETIONS,
+            Writer::Deletion => BLOCKS_RESERVED_FOR_DEFRAG,
+            Writer::Defrag => 0,
+        }
+    }
 }
 
 struct BlockSlot {
@@ -351,8 +365,7 @@ impl<P> RecordLog<P> {
 
     /// Seals the active block and opens a new one in the lowest free slot.
     fn rotate(&self, state: &mut AppendState<P>, writer: Writer) -> Result<()> {
-        let reserve = if writer == Writer::Client { BLOCKS_RESERVED_FOR_DEFRAG } else { 0 };
-        if state.free_slots.len() <= reserve {
+        if state.free_slots.len() <= writer.reserved_blocks() {
             return Err(EngineError::DataFull {
                 namespace: String::new(),
                 capacity_bytes: self.slots.len() as u64 * self.block_bytes,

@@ -13,6 +13,8 @@ use crate::index::{Index, PendingEntry};
 use crate::log::{position, walk_records, Location, NewRecord, RecordView, Writer, BLOCK_HEADER_BYTES};
 
 const MAINTENANCE_TICK: Duration = Duration::from_millis(5);
+/// Expiry reclaim, defragmentation and the other work that need not run at every tick.
+const HOUSEKEEPING_INTERVAL: Duration = Duration::from_millis(50);
 /// How often durability `none` hands buffered writes to the operating system.
 const NONE_WRITE_BACK_INTERVAL_MS: u64 = 100;
 /// Partitions examined for expired keys per tick: a full pass takes 4096 / 32 ticks.
@@ -77,6 +79,7 @@ impl Namespace {
     pub(crate) fn maintain_once(&self) -> Result<()> {
         let mut state = self.manual_maintenance.lock();
         state.last_flush = Instant::now() - Duration::from_secs(3600);
+        state.last_housekeeping = state.last_flush;
         self.maintain(&mut state)
     }
 
@@ -98,6 +101,10 @@ impl Namespace {
         if since_checkpoint >= self.config.checkpoint_interval_bytes || index_waiting {
             self.checkpoint(false)?;
         }
+        if state.last_housekeeping.elapsed() < HOUSEKEEPING_INTERVAL {
+            return Ok(());
+        }
+        state.last_housekeeping = Instant::now();
         if !self.accounting_ready.load(Ordering::Relaxed) {
             self.audit_live_bytes()?;
             self.accounting_ready.store(true, Ordering::Relaxed);
@@ -244,12 +251,13 @@ impl Namespace {
 
 pub(crate) struct LoopState {
     last_flush: Instant,
+    last_housekeeping: Instant,
     expiry_cursor: usize,
 }
 
 impl LoopState {
     pub(crate) fn new() -> LoopState {
-        LoopState { last_flush: Instant::now(), expiry_cursor: 0 }
+        LoopState { last_flush: Instant::now(), last_housekeeping: Instant::now(), expiry_cursor: 0 }
     }
 }
 

@@ -186,9 +186,10 @@ impl Namespace {
                 .map(|((write, record), done)| self.publish_item(write.digest, record, done))
                 .collect(),
         };
+        let writer = if writes.iter().all(|write| write.value.is_none()) { Writer::Deletion } else { Writer::Client };
         let appended = self
             .log
-            .append(&records, records.len() > 1, Writer::Client, items)
+            .append(&records, records.len() > 1, writer, items)
             .map_err(|error| self.name_error(error))?;
         for (((write, old), record), done) in writes.iter().zip(&olds).zip(&records).zip(&appended) {
             let item = self.publish_item(write.digest, record, done);

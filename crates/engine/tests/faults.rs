@@ -1,0 +1,194 @@
+//! Limits and faults: a full device, failed and full syncs, oversized input, damaged media.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use hybridkv_engine::{BatchOp, Database, Durability, EngineError, RestartKind, Tier, KIB};
+use hybridkv_media::sim::{FaultKind, FaultOn, FaultPlan, SimStore};
+
+fn sim_database(index: Tier, data: Tier) -> (SimStore, Arc<SimStore>, hybridkv_engine::Config) {
+    let store = SimStore::new(5);
+    let provider = Arc::new(store.clone());
+    let config = config_for(std::path::Path::new("/sim"), vec![small_namespace("ns", index, data, Durability::Always)]);
+    (store, provider, config)
+}
+
+#[test]
+fn a_full_device_refuses_writes_clearly_and_recovers_after_deletes() {
+    let (_store, provider, config) = sim_database(Tier::Pmem, Tier::Ssd);
+    let database = Database::open_with(config, provider).unwrap();
+    let namespace = database.namespace(0).unwrap();
+    let value = vec![7u8; 8 * KIB as usize];
+    let mut stored = 0;
+    let error = loop {
+        match namespace.put(&key(stored), &value, 0) {
+            Ok(()) => stored += 1,
+            Err(error) => break error,
+        }
+    };
+    assert!(matches!(error, EngineError::DataFull { .. }), "{error}");
+    assert!(error.is_out_of_space());
+    assert!(error.to_string().contains("namespace 'ns'"), "{error}");
+    assert!(stored > 300, "the device held {stored} values before it was full");
+    for number in 0..stored {
+        assert_eq!(namespace.get(&key(number)).unwrap().unwrap().bytes, value, "key {number} harmed");
+    }
+    for number in (0..stored).filter(|number| number % 4 != 0) {
+        namespace.delete(&key(number)).unwrap();
+    }
+    for _ in 0..64 {
+        database.run_maintenance_once().unwrap();
+    }
+    assert!(namespace.stats().defragmented_blocks > 0);
+    namespace.put(b"after", &value, 0).expect("space was reclaimed");
+    for number in (0..stored).step_by(4) {
+        assert_eq!(namespace.get(&key(number)).unwrap().unwrap().bytes, value, "key {number} lost by defrag");
+    }
+}
+
+#[test]
+fn a_failed_sync_fails_the_write_poisons_writes_and_loses_nothing_acknowledged() {
+    for kind in [FaultKind::Eio, FaultKind::NoSpace] {
+        let (store, provider, config) = sim_database(Tier::Pmem, Tier::Ssd);
+        let database = Database::open_with(config.clone(), provider.clone()).unwrap();
+        let namespace = database.namespace(0).unwrap();
+        namespace.put(b"kept", b"1", 0).unwrap();
+        store.inject(FaultPlan { at_op: store.operations() + 1, kind, on: FaultOn::Persist, repeat: true });
+        let error = namespace.put(b"lost", b"2", 0).unwrap_err();
+        assert_eq!(error.is_out_of_space(), kind == FaultKind::NoSpace, "{error}");
+        assert_eq!(namespace.get(b"lost").unwrap(), None, "an unacknowledged write stays invisible");
+        let refused = namespace.put(b"later", b"3", 0).unwrap_err();
+        assert!(matches!(refused, EngineError::Poisoned { .. }), "{refused}");
+        assert_eq!(namespace.get(b"kept").unwrap().unwrap().bytes, b"1", "reads keep working");
+        drop(database);
+        store.clear_faults();
+        let database = Database::open_with(config, provider).unwrap();
+        let namespace = database.namespace(0).unwrap();
+        assert_eq!(namespace.get(b"kept").unwrap().unwrap().bytes, b"1");
+        namespace.put(b"later", b"3", 0).expect("a restart clears the poison");
+    }
+}
+
+#[test]
+fn oversized_keys_values_and_batches_are_refused() {
+    let (_store, provider, config) = sim_database(Tier::Dram, Tier::Dram);
+    let database = Database::open_with(config, provider).unwrap();
+    let namespace = database.namespace(0).unwrap();
+    let huge_key = vec![b'k'; hybridkv_engine::KEY_BYTES_MAX + 1];
+    assert!(matches!(namespace.put(&huge_key, b"v", 0), Err(EngineError::KeyTooLarge { .. })));
+    assert!(matches!(namespace.put(b"", b"v", 0), Err(EngineError::KeyTooLarge { .. })));
+    let big_value = vec![0u8; 16 * KIB as usize + 1];
+    assert!(matches!(namespace.put(b"k", &big_value, 0), Err(EngineError::ValueTooLarge { .. })));
+    let batch = (0..8)
+        .map(|number| BatchOp::Put { key: key(number), value: vec![1u8; 15 * KIB as usize], expiry_unix_ms: 0 })
+        .collect();
+    assert!(matches!(namespace.apply_batch(batch), Err(EngineError::BatchTooLarge { .. })));
+    assert_eq!(namespace.key_count(), 0, "a refused batch writes nothing");
+    let error = namespace.transaction(&[b"a"], |transaction| transaction.put(b"b", b"v", 0)).unwrap_err();
+    assert!(matches!(error, EngineError::UndeclaredKey), "{error}");
+}
+
+#[test]
+fn a_damaged_record_is_reported_never_served_and_others_still_are() {
+    let (store, provider, config) = sim_database(Tier::Pmem, Tier::Pmem);
+    let database = Database::open_with(config.clone(), provider.clone()).unwrap();
+    let namespace = database.namespace(0).unwrap();
+    for number in 0..50 {
+        namespace.put(&key(number), &value(number, 1, 100), 0).unwrap();
+    }
+    database.close().unwrap();
+    // The first record of the first block: flip a byte of its value.
+    assert!(store.corrupt("ns.data", Tier::Pmem, 64 + 40 + 12 + 5));
+    let database = Database::open_with(config, provider).unwrap();
+    let namespace = database.namespace(0).unwrap();
+    let mut damaged = 0;
+    for number in 0..50 {
+        match namespace.get(&key(number)) {
+            Ok(found) => assert_eq!(found.unwrap().bytes, value(number, 1, 100)),
+            Err(EngineError::Corrupt { .. }) => damaged += 1,
+            Err(other) => panic!("unexpected error {other}"),
+        }
+    }
+    assert_eq!(damaged, 1);
+    assert_eq!(namespace.stats().corrupt_records, 1);
+}
+
+#[test]
+fn a_damaged_index_region_leads_to_a_cold_rebuild() {
+    let (store, provider, config) = sim_database(Tier::Pmem, Tier::Ssd);
+    let database = Database::open_with(config.clone(), provider.clone()).unwrap();
+    for number in 0..100 {
+        database.namespace(0).unwrap().put(&key(number), b"v", 0).unwrap();
+    }
+    database.close().unwrap();
+    for offset in [10, 2048 + 10] {
+        store.corrupt("ns.index", Tier::Pmem, offset);
+    }
+    let database = Database::open_with(config, provider).unwrap();
+    assert_eq!(database.restart_reports()[0].kind, RestartKind::Cold);
+    assert_eq!(database.namespace(0).unwrap().key_count(), 100);
+}
+
+#[test]
+fn concurrent_writers_share_flushes_and_every_write_survives() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut namespace_config = small_namespace("ns", Tier::Pmem, Tier::Ssd, Durability::Always);
+    namespace_config.data_bytes = 64 * hybridkv_engine::MIB;
+    let config = config_for(dir.path(), vec![namespace_config]);
+    let database = Database::open(config.clone()).unwrap();
+    let namespace = database.namespace(0).unwrap().clone();
+    const THREADS: u64 = 8;
+    const WRITES: u64 = 200;
+    std::thread::scope(|scope| {
+        for thread in 0..THREADS {
+            let namespace = namespace.clone();
+            scope.spawn(move || {
+                for number in 0..WRITES {
+                    let id = thread * WRITES + number;
+                    namespace.put(&key(id), &value(id, 1, 64), 0).unwrap();
+                    assert!(namespace.get(&key(id)).unwrap().is_some());
+                }
+            });
+        }
+    });
+    let stats = namespace.stats();
+    assert_eq!(stats.writes, THREADS * WRITES);
+    assert!(stats.flushes < stats.writes, "group commit: {} flushes for {} writes", stats.flushes, stats.writes);
+    drop(namespace);
+    drop(database);
+    let database = Database::open(config).unwrap();
+    let namespace = database.namespace(0).unwrap();
+    for id in 0..THREADS * WRITES {
+        assert_eq!(namespace.get(&key(id)).unwrap().unwrap().bytes, value(id, 1, 64));
+    }
+}
+
+#[test]
+fn expired_keys_are_reclaimed_and_records_in_dram_survive_checkpoints() {
+    let (store, provider, config) = sim_database(Tier::Shmem, Tier::Dram);
+    let database = Database::open_with(config.clone(), provider.clone()).unwrap();
+    let namespace = database.namespace(0).unwrap();
+    let soon = hybridkv_engine::now_unix_ms() + 50;
+    for number in 0..400 {
+        let expiry = if number % 2 == 0 { soon } else { 0 };
+        namespace.put(&key(number), &value(number, 1, 1000), expiry).unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(80));
+    for _ in 0..200 {
+        database.run_maintenance_once().unwrap();
+    }
+    assert_eq!(namespace.key_count(), 200, "expired keys were reclaimed");
+    assert!(namespace.stats().defragmented_blocks > 0, "their space was reclaimed");
+    assert!(store.list_names().iter().filter(|name| name.contains("journal")).count() <= 2, "covered segments deleted");
+    store.freeze();
+    drop(database);
+    store.crash_process();
+    let database = Database::open_with(config, provider).unwrap();
+    let namespace = database.namespace(0).unwrap();
+    for number in 0..400 {
+        let found = namespace.get(&key(number)).unwrap();
+        assert_eq!(found.map(|value| value.bytes), (number % 2 == 1).then(|| value(number, 1, 1000)), "key {number}");
+    }
+}
