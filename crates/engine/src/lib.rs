@@ -9,6 +9,8 @@ mod config;
 mod database;
 mod digest;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 mod index;
 mod journal;
 mod log;

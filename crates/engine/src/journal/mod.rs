@@ -2,7 +2,7 @@
 //! bound replay. `JournaledMemory` is a `Medium`: the record log above it cannot tell it from a
 //! persistent region.
 
-mod format;
+pub(crate) mod format;
 mod journaled_memory;
 
 pub(crate) use journaled_memory::JournaledMemory;

@@ -1,0 +1,57 @@
+//! Entry points for the fuzz targets in `fuzz/`: every decoder of bytes that come from media, fed
+//! arbitrary input. Each must return (accepting or rejecting the input), never panic.
+
+use std::sync::Arc;
+
+use hybridkv_media::sim::SimStore;
+use hybridkv_media::{MediaProvider, Tier};
+
+use crate::config::INDEX_BYTES_MIN;
+use crate::digest::Digest;
+use crate::index::{Index, PARTITION_COUNT};
+use crate::journal::format;
+use crate::log::{record, walk_records, BlockHeader};
+
+/// Walks arbitrary bytes as the records of a block.
+pub fn records(bytes: &[u8]) {
+    let seq = bytes.first().copied().unwrap_or(0) as u64;
+    walk_records(bytes, seq, |_, view| {
+        assert!(view.key.len() == view.header.key_len as usize);
+    });
+    let _ = record::decode(bytes, seq as u32);
+    let _ = BlockHeader::decode(bytes, 0, 1 << 20, 0);
+}
+
+/// Decodes arbitrary bytes as journal segment headers, entries and image headers.
+pub fn journal(bytes: &[u8]) {
+    let _ = format::decode_segment_header(bytes);
+    let _ = format::decode_image_header(bytes);
+    let mut offset = 0;
+    while let Some((_, data)) = format::decode_entry(&bytes[offset..], 0) {
+        offset += format::entry_bytes(data.len());
+        if offset >= bytes.len() {
+            break;
+        }
+    }
+}
+
+/// Loads arbitrary bytes as the start of an index region (header slots, directory, tables) and,
+/// when it is accepted, looks keys up in every partition.
+pub fn index_region(bytes: &[u8]) {
+    let store = SimStore::new(0);
+    let medium = store.open("index", Tier::Pmem, INDEX_BYTES_MIN).expect("simulated medium").medium;
+    let len = bytes.len().min(INDEX_BYTES_MIN as usize);
+    medium.write_at(0, &bytes[..len]).expect("simulated write");
+    let fingerprint = bytes.get(24..32).map_or(0, |word| u64::from_le_bytes(word.try_into().expect("8 bytes")));
+    let Ok(Ok(index)) = Index::attach(Arc::clone(&medium), fingerprint, "fuzz") else { return };
+    for number in (0..PARTITION_COUNT).step_by(97) {
+        let partition = index.partition(number).read();
+        let _ = index.lookup(&partition, Digest((number as u128) << 116));
+        let _ = index.entries(&partition);
+    }
+}
+
+/// Parses arbitrary text as a configuration file.
+pub fn config(text: &str) {
+    let _ = crate::config::Config::from_toml(text);
+}
