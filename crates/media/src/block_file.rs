@@ -6,7 +6,7 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
-use crate::medium::{assert_in_range, assert_u64_aligned, DurabilityPath, Medium, MediumInfo, Tier, PAGE_BYTES};
+use crate::medium::{assert_in_range, DurabilityPath, Medium, MediumInfo, Tier, PAGE_BYTES};
 use crate::MediaError;
 
 pub struct BlockFile {
@@ -141,13 +141,6 @@ impl Medium for BlockFile {
             self.file.write_all_at(data, offset)
         };
         result.map_err(|error| MediaError::from_io(self.describe(), error))
-    }
-
-    fn load_u64(&self, offset: u64) -> Result<u64, MediaError> {
-        assert_u64_aligned(offset);
-        let mut bytes = [0u8; 8];
-        self.read_at(offset, &mut bytes)?;
-        Ok(u64::from_le_bytes(bytes))
     }
 
     fn store_u64(&self, _offset: u64, _value: u64) -> Result<(), MediaError> {

@@ -100,7 +100,7 @@ pub struct MediumInfo {
 ///
 /// Concurrency contract: callers never write the same byte range from two threads at once, and
 /// never read a range while another thread writes it (the engine's locks guarantee this); the
-/// aligned 8-byte `store_u64`/`load_u64` pair is the one exception: it is atomic and may race.
+/// aligned 8-byte `store_u64` is atomic: never torn by a crash or seen half-done by a reader.
 pub trait Medium: Send + Sync {
     fn info(&self) -> &MediumInfo;
     fn len_bytes(&self) -> u64;
@@ -108,8 +108,6 @@ pub trait Medium: Send + Sync {
     /// Writes bytes; they are visible to reads at once and durable only after `persist`.
     /// Block files require `write_alignment_bytes()` alignment of offset and length.
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), MediaError>;
-    /// Atomic aligned 8-byte load (publication protocol).
-    fn load_u64(&self, offset: u64) -> Result<u64, MediaError>;
     /// Atomic aligned 8-byte store: never torn, by a crash or by a concurrent reader.
     fn store_u64(&self, offset: u64, value: u64) -> Result<(), MediaError>;
     /// Makes every byte written in `[offset, offset + len)` durable before returning.

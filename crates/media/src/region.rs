@@ -46,7 +46,7 @@ pub struct MmapRegion {
 }
 
 // SAFETY: the region is a plain byte mapping; the `Medium` contract makes callers serialise
-// overlapping accesses, and `store_u64`/`load_u64` use atomics.
+// overlapping accesses, and `store_u64` is an atomic store.
 unsafe impl Send for MmapRegion {}
 // SAFETY: see `Send`.
 unsafe impl Sync for MmapRegion {}
@@ -191,10 +191,6 @@ impl Medium for MmapRegion {
         Ok(())
     }
 
-    fn load_u64(&self, offset: u64) -> Result<u64, MediaError> {
-        Ok(u64::from_le(self.atomic_at(offset).load(Ordering::Acquire)))
-    }
-
     fn store_u64(&self, offset: u64, value: u64) -> Result<(), MediaError> {
         self.atomic_at(offset).store(value.to_le(), Ordering::Release);
         Ok(())
@@ -245,7 +241,9 @@ mod tests {
         region.read_at(100, &mut buf).unwrap();
         assert_eq!(&buf, b"hello");
         region.store_u64(4096, 0xdead_beef).unwrap();
-        assert_eq!(region.load_u64(4096).unwrap(), 0xdead_beef);
+        let mut word = [0u8; 8];
+        region.read_at(4096, &mut word).unwrap();
+        assert_eq!(u64::from_le_bytes(word), 0xdead_beef);
         region.persist(0, 8192).unwrap();
     }
 
@@ -270,7 +268,9 @@ mod tests {
             ));
         }
         let region = MmapRegion::file(&path, Tier::Pmem, 1 << 20).unwrap();
-        assert_eq!(region.load_u64(4096).unwrap(), 0xdead_beef);
+        let mut word = [0u8; 8];
+        region.read_at(4096, &mut word).unwrap();
+        assert_eq!(u64::from_le_bytes(word), 0xdead_beef);
     }
 
     #[test]

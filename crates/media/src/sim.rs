@@ -327,13 +327,6 @@ impl Medium for SimMedium {
         Ok(())
     }
 
-    fn load_u64(&self, offset: u64) -> Result<u64, MediaError> {
-        assert_u64_aligned(offset);
-        let mut bytes = [0u8; 8];
-        self.read_at(offset, &mut bytes)?;
-        Ok(u64::from_le_bytes(bytes))
-    }
-
     fn store_u64(&self, offset: u64, value: u64) -> Result<(), MediaError> {
         assert_u64_aligned(offset);
         assert!(self.info.tier != Tier::Ssd, "8-byte publication is for regions");

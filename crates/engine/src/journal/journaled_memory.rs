@@ -216,10 +216,6 @@ impl Medium for JournaledMemory {
         Ok(())
     }
 
-    fn load_u64(&self, offset: u64) -> Result<u64, MediaError> {
-        self.memory.load_u64(offset)
-    }
-
     fn store_u64(&self, offset: u64, value: u64) -> Result<(), MediaError> {
         self.write_at(offset, &value.to_le_bytes())
     }
