@@ -1,1 +1,216 @@
-fn main() {}
+//! The hybridkv binary: `hybridkv serve` runs the RESP server on the storage engine.
+//!
+//! The lead adds `bench-engine` here: `mod bench_engine;` and a `BenchEngine(bench_engine::Args)`
+//! variant of `Command` that calls `bench_engine::run(args)`.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use hybridkv_engine::{default_shmem_dir, parse_size_bytes, Config, Database, Durability, Tier};
+use hybridkv_server::{EngineCallMode, ServerConfig};
+
+#[derive(Parser)]
+#[command(name = "hybridkv", version, about = "A Redis-protocol key-value database that places its index, records and journal on the memory tier you choose")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the Redis protocol (RESP2/RESP3) on a TCP port.
+    Serve(ServeArgs),
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// TOML configuration file with one [[namespace]] table per database number; the flags below
+    /// override its first namespace (database 0).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Address to listen on. A non-loopback address needs --requirepass (or --protected-mode no).
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: IpAddr,
+    #[arg(long, default_value_t = 6379)]
+    port: u16,
+    /// Directory of the pmem and ssd files (default ./hybridkv-data, or the config file's data_dir).
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// Tier of database 0's primary index: dram (rebuilt at every start), shmem (survives a
+    /// process crash, not a reboot), pmem (survives power loss). Default pmem.
+    #[arg(long, value_name = "dram|shmem|pmem")]
+    index: Option<String>,
+    /// Tier of database 0's records: dram (with a journal), pmem, ssd. Default ssd.
+    #[arg(long, value_name = "dram|pmem|ssd")]
+    data: Option<String>,
+    /// Tier of the journal that makes records in DRAM durable. Default ssd.
+    #[arg(long, value_name = "pmem|ssd")]
+    journal: Option<String>,
+    /// always: a write is acknowledged once durable (group commit); periodic: durable within
+    /// --periodic-ms; none: left to the operating system. Default always.
+    #[arg(long, value_name = "always|periodic|none")]
+    durability: Option<String>,
+    /// Milliseconds between flushes with --durability periodic.
+    #[arg(long, value_name = "MS")]
+    periodic_ms: Option<u64>,
+    /// Size of database 0's index region, e.g. 1GiB.
+    #[arg(long, value_name = "SIZE")]
+    index_bytes: Option<String>,
+    /// Size of database 0's data tier (its memory budget: writes beyond it get -OOM), e.g. 4GiB.
+    #[arg(long, value_name = "SIZE")]
+    data_bytes: Option<String>,
+    /// Largest value database 0 accepts, e.g. 4MiB (at most half a write block).
+    #[arg(long, value_name = "SIZE")]
+    value_bytes_max: Option<String>,
+    /// Password clients must give with AUTH (or HELLO ... AUTH default PASSWORD).
+    #[arg(long, value_name = "SECRET")]
+    requirepass: Option<String>,
+    /// Serve Prometheus metrics over HTTP on this port (same address as --bind).
+    #[arg(long, value_name = "N")]
+    metrics_port: Option<u16>,
+    /// Refuse a non-loopback --bind without --requirepass (yes) or allow it (no).
+    #[arg(long, default_value = "yes", value_name = "yes|no")]
+    protected_mode: String,
+    /// Connections served at once; more are refused with an error.
+    #[arg(long, default_value_t = hybridkv_server::MAX_CLIENTS_DEFAULT)]
+    maxclients: usize,
+    /// Largest bulk string in a request, e.g. 512MiB (Redis's proto-max-bulk-len).
+    #[arg(long, value_name = "SIZE")]
+    proto_max_bulk_len: Option<String>,
+    /// Largest unprocessed input per client before it is disconnected, e.g. 1GiB.
+    #[arg(long, value_name = "SIZE")]
+    client_query_buffer_limit: Option<String>,
+    /// Where engine calls run: inline (on the network threads), block-in-place (always handed
+    /// off), writes-block-in-place (hand off only batches that may wait for a flush). See
+    /// docs/SERVER.md for the measurement behind the default.
+    #[arg(long, default_value = "writes-block-in-place")]
+    engine_calls: String,
+    /// Network worker threads (default: one per core).
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+fn size_flag(value: &Option<String>, flag: &str) -> Result<Option<u64>, String> {
+    value.as_deref().map(|text| parse_size_bytes(text).ok_or_else(|| format!("--{flag}: cannot read size '{text}'"))).transpose()
+}
+
+fn tier_flag(value: &Option<String>, flag: &str) -> Result<Option<Tier>, String> {
+    value.as_deref().map(|text| Tier::parse(text).ok_or_else(|| format!("--{flag}: unknown tier '{text}'"))).transpose()
+}
+
+/// The engine configuration: the file (or the embedded default), with flags overriding database 0.
+fn engine_config(args: &ServeArgs) -> Result<Config, String> {
+    let mut config = match &args.config {
+        Some(path) => Config::from_file(path).map_err(|error| error.to_string())?,
+        None => Config::single(args.dir.as_deref().unwrap_or(std::path::Path::new("./hybridkv-data"))),
+    };
+    if let Some(dir) = &args.dir {
+        config.data_dir = dir.clone();
+        config.shmem_dir = default_shmem_dir(dir);
+    }
+    let namespace = &mut config.namespaces[0];
+    if let Some(tier) = tier_flag(&args.index, "index")? {
+        namespace.index = tier;
+    }
+    if let Some(tier) = tier_flag(&args.data, "data")? {
+        namespace.data = tier;
+    }
+    if let Some(tier) = tier_flag(&args.journal, "journal")? {
+        namespace.journal = tier;
+    }
+    if let Some(text) = &args.durability {
+        namespace.durability = Durability::parse(text).ok_or_else(|| format!("--durability: unknown mode '{text}'"))?;
+    }
+    if let Some(milliseconds) = args.periodic_ms {
+        namespace.periodic_ms = milliseconds;
+    }
+    if let Some(bytes) = size_flag(&args.index_bytes, "index-bytes")? {
+        namespace.index_bytes = bytes;
+    }
+    if let Some(bytes) = size_flag(&args.data_bytes, "data-bytes")? {
+        namespace.data_bytes = bytes;
+    }
+    if let Some(bytes) = size_flag(&args.value_bytes_max, "value-bytes-max")? {
+        namespace.value_bytes_max = bytes;
+    }
+    config.validate().map_err(|error| error.to_string())?;
+    std::fs::create_dir_all(&config.data_dir).map_err(|error| format!("cannot create {}: {error}", config.data_dir.display()))?;
+    Ok(config)
+}
+
+fn server_config(args: &ServeArgs, config: &Config) -> Result<ServerConfig, String> {
+    let mut server = ServerConfig::new(args.bind, args.port);
+    server.requirepass = args.requirepass.clone().filter(|password| !password.is_empty());
+    server.protected_mode = match args.protected_mode.as_str() {
+        "yes" => true,
+        "no" => false,
+        other => return Err(format!("--protected-mode: expected yes or no, got '{other}'")),
+    };
+    server.max_clients = args.maxclients;
+    server.metrics_port = args.metrics_port;
+    server.engine_call_mode = EngineCallMode::parse(&args.engine_calls)
+        .ok_or_else(|| format!("--engine-calls: expected inline, block-in-place or writes-block-in-place, got '{}'", args.engine_calls))?;
+    if let Some(bytes) = size_flag(&args.proto_max_bulk_len, "proto-max-bulk-len")? {
+        server.bulk_bytes_max = bytes as usize;
+    }
+    if let Some(bytes) = size_flag(&args.client_query_buffer_limit, "client-query-buffer-limit")? {
+        server.query_buffer_bytes_max = bytes as usize;
+    }
+    server.dir = config.data_dir.display().to_string();
+    server.check_exposure()?;
+    Ok(server)
+}
+
+/// Says at start what each namespace's media really give (DAX or the msync fallback) and how
+/// the restart went.
+fn log_startup(database: &Database) {
+    for report in database.restart_reports() {
+        tracing::info!(
+            namespace = %report.namespace,
+            restart = report.kind.name(),
+            elapsed_ms = report.elapsed_ms,
+            records_replayed = report.records_replayed,
+            "namespace opened"
+        );
+    }
+    for (number, namespace) in database.namespaces().iter().enumerate() {
+        let stats = namespace.stats();
+        tracing::info!(
+            database = number,
+            namespace = %stats.name,
+            durability = stats.durability.name(),
+            index = %format!("{} ({})", stats.index.tier.name(), stats.index.durability),
+            data = %format!("{} ({})", stats.data.tier.name(), stats.data.durability),
+            journal = %stats.journal.as_ref().map_or("none".to_string(), |journal| format!("{} ({})", journal.tier.name(), journal.durability)),
+            "placement"
+        );
+    }
+}
+
+fn serve(args: ServeArgs) -> Result<(), String> {
+    let config = engine_config(&args)?;
+    let server = server_config(&args, &config)?;
+    let database = Database::open(config).map_err(|error| format!("cannot open the database: {error}"))?;
+    log_startup(&database);
+    hybridkv_server::run(server, database, args.threads).map_err(|error| error.to_string())
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => serve(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("hybridkv: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

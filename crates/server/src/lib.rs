@@ -1,1 +1,18 @@
+//! The RESP server: listener, sessions, command table and commands, on top of the storage engine.
+//!
+//! Reading order: `config` → `server` (listener, shutdown) → `session` (one connection: decode,
+//! execute, reply) → `command` (dispatch, the store a command runs on) → `commands/` (handlers)
+//! → `values` (how Redis types are stored in engine values) → `info` (INFO and metrics).
 
+mod command;
+mod commands;
+mod config;
+mod glob;
+mod info;
+mod server;
+mod session;
+mod shared;
+mod values;
+
+pub use config::{EngineCallMode, ServerConfig, MAX_CLIENTS_DEFAULT, MULTI_QUEUED_COMMANDS_MAX_DEFAULT, QUERY_BUFFER_BYTES_MAX_DEFAULT};
+pub use server::{close_database, run, serve, RunError, ServerError};

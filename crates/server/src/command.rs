@@ -1,0 +1,230 @@
+//! The command table's types and the dispatcher: arity and authentication checks, MULTI
+//! queueing, and the choice of store a command runs against (a transaction over its keys when it
+//! writes, the namespace directly when it only reads).
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use hybridkv_engine::{EngineError, Namespace, Transaction, Value};
+use hybridkv_resp::Reply;
+
+use crate::session::SessionState;
+use crate::shared::Shared;
+use crate::values::CorruptValue;
+
+/// A command's failure: a Redis error reply (full text with its code), or an engine error.
+#[derive(Debug)]
+pub enum CommandError {
+    Redis(Cow<'static, str>),
+    Engine(EngineError),
+}
+
+impl From<EngineError> for CommandError {
+    fn from(error: EngineError) -> Self {
+        CommandError::Engine(error)
+    }
+}
+
+impl From<CorruptValue> for CommandError {
+    fn from(error: CorruptValue) -> Self {
+        CommandError::Redis(Cow::Owned(format!("ERR {error}")))
+    }
+}
+
+pub type CommandResult = Result<Reply, CommandError>;
+
+/// A Redis error reply as a `CommandError` (text includes the code: "ERR syntax error").
+pub fn fail<T>(text: impl Into<Cow<'static, str>>) -> Result<T, CommandError> {
+    Err(CommandError::Redis(text.into()))
+}
+
+pub fn engine_error_reply(error: &EngineError) -> Reply {
+    let code = if error.is_out_of_space() { "OOM" } else { "ERR" };
+    Reply::error(format!("{code} {error}"))
+}
+
+impl CommandError {
+    pub fn into_reply(self) -> Reply {
+        match self {
+            CommandError::Redis(text) => Reply::Error(text),
+            CommandError::Engine(error) => engine_error_reply(&error),
+        }
+    }
+}
+
+/// Reads and writes of keys, either straight on the namespace or inside a transaction.
+pub trait KeyStore {
+    fn get(&mut self, key: &[u8]) -> Result<Option<Value>, EngineError>;
+    fn put(&mut self, key: &[u8], value: &[u8], expiry_unix_ms: u64) -> Result<(), EngineError>;
+    fn delete(&mut self, key: &[u8]) -> Result<bool, EngineError>;
+}
+
+impl KeyStore for Transaction<'_> {
+    fn get(&mut self, key: &[u8]) -> Result<Option<Value>, EngineError> {
+        Transaction::get(self, key)
+    }
+    fn put(&mut self, key: &[u8], value: &[u8], expiry_unix_ms: u64) -> Result<(), EngineError> {
+        Transaction::put(self, key, value, expiry_unix_ms)
+    }
+    fn delete(&mut self, key: &[u8]) -> Result<bool, EngineError> {
+        Transaction::delete(self, key)
+    }
+}
+
+/// The namespace itself, for commands that only read (each call is its own atomic step).
+pub struct DirectStore<'a>(pub &'a Namespace);
+
+impl KeyStore for DirectStore<'_> {
+    fn get(&mut self, key: &[u8]) -> Result<Option<Value>, EngineError> {
+        self.0.get(key)
+    }
+    fn put(&mut self, key: &[u8], value: &[u8], expiry_unix_ms: u64) -> Result<(), EngineError> {
+        self.0.put(key, value, expiry_unix_ms)
+    }
+    fn delete(&mut self, key: &[u8]) -> Result<bool, EngineError> {
+        self.0.delete(key)
+    }
+}
+
+/// Everything a command handler may use.
+pub struct Call<'a> {
+    pub args: &'a [Bytes],
+    pub session: &'a mut SessionState,
+    pub shared: &'a Shared,
+    pub namespace: &'a Arc<Namespace>,
+    pub store: &'a mut dyn KeyStore,
+}
+
+pub type Handler = fn(&mut Call<'_>) -> CommandResult;
+
+/// Which arguments are keys, as Redis's COMMAND INFO describes them: positions `first..=last`
+/// (negative `last` counts from the end) every `step`; `first == 0` means no keys.
+#[derive(Clone, Copy, Debug)]
+pub struct KeySpec {
+    pub first: usize,
+    pub last: isize,
+    pub step: usize,
+}
+
+impl KeySpec {
+    pub const NONE: KeySpec = KeySpec { first: 0, last: 0, step: 0 };
+    pub const ONE: KeySpec = KeySpec { first: 1, last: 1, step: 1 };
+    pub const ALL: KeySpec = KeySpec { first: 1, last: -1, step: 1 };
+
+    pub fn keys<'a>(&self, args: &'a [Bytes]) -> Vec<&'a [u8]> {
+        if self.first == 0 || args.len() <= self.first {
+            return Vec::new();
+        }
+        let last = if self.last < 0 { args.len() as isize + self.last } else { self.last };
+        let last = (last.max(0) as usize).min(args.len() - 1);
+        (self.first..=last).step_by(self.step.max(1)).map(|position| args[position].as_ref()).collect()
+    }
+}
+
+/// The command writes keys: it runs inside a transaction over its keys.
+pub const WRITE: u8 = 1;
+/// Served before AUTH.
+pub const BEFORE_AUTH: u8 = 2;
+/// May be queued in MULTI. Commands that scan the keyspace (KEYS, SCAN, FLUSHDB…) cannot run
+/// inside EXEC's transaction, which holds the locks of the queued keys only.
+pub const IN_MULTI: u8 = 4;
+/// Runs even inside MULTI instead of being queued (EXEC, DISCARD, MULTI, WATCH, QUIT).
+pub const TRANSACTION_CONTROL: u8 = 8;
+/// Reads the keyspace (counts as read-only for COMMAND INFO flags).
+pub const READONLY: u8 = 16;
+/// Server administration (COMMAND INFO flag "admin").
+pub const ADMIN: u8 = 32;
+
+pub struct CommandSpec {
+    pub name: &'static str,
+    /// Redis convention: N = exactly N arguments with the name, -N = at least N.
+    pub arity: i32,
+    pub keys: KeySpec,
+    pub flags: u8,
+    pub group: &'static str,
+    pub summary: &'static str,
+    pub handler: Handler,
+}
+
+impl CommandSpec {
+    pub fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
+
+    pub fn arity_ok(&self, argument_count: usize) -> bool {
+        let count = argument_count as i64;
+        let arity = i64::from(self.arity);
+        if arity >= 0 { count == arity } else { count >= -arity }
+    }
+}
+
+pub fn wrong_arity(name: &str) -> CommandError {
+    CommandError::Redis(Cow::Owned(format!("ERR wrong number of arguments for '{name}' command")))
+}
+
+/// Redis's reply to an unknown command, quoting at most 128 bytes of the name and each argument.
+pub fn unknown_command(args: &[Bytes]) -> Reply {
+    let quoted = |argument: &Bytes| String::from_utf8_lossy(&argument[..argument.len().min(128)]).into_owned();
+    let mut text = format!("ERR unknown command '{}', with args beginning with: ", quoted(&args[0]));
+    for argument in &args[1..] {
+        text.push_str(&format!("'{}' ", quoted(argument)));
+    }
+    Reply::error(text)
+}
+
+/// Runs one command (already checked) on the session's namespace and returns its reply.
+pub fn run(spec: &CommandSpec, args: &[Bytes], session: &mut SessionState, shared: &Shared) -> Reply {
+    let Some(namespace) = shared.database.namespace(session.database) else {
+        return Reply::error("ERR DB index is out of range");
+    };
+    let namespace = namespace.clone();
+    let keys = spec.keys.keys(args);
+    let result = if spec.has(WRITE) && !keys.is_empty() {
+        namespace
+            .transaction(&keys, |transaction| {
+                let mut call = Call { args, session, shared, namespace: &namespace, store: transaction };
+                run_in_transaction(spec.handler, &mut call)
+            })
+            .unwrap_or_else(|error| Err(CommandError::Engine(error)))
+    } else {
+        let mut store = DirectStore(&namespace);
+        (spec.handler)(&mut Call { args, session, shared, namespace: &namespace, store: &mut store })
+    };
+    result.unwrap_or_else(CommandError::into_reply)
+}
+
+/// Runs a handler inside a transaction body: an engine error aborts the transaction (nothing is
+/// written), a Redis error is the command's reply. Handlers check their arguments and types
+/// before their first write, so a Redis error never follows a buffered write.
+pub fn run_in_transaction(handler: Handler, call: &mut Call<'_>) -> Result<CommandResult, EngineError> {
+    match handler(call) {
+        Err(CommandError::Engine(error)) => Err(error),
+        other => Ok(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arguments(words: &[&str]) -> Vec<Bytes> {
+        words.iter().map(|word| Bytes::copy_from_slice(word.as_bytes())).collect()
+    }
+
+    #[test]
+    fn key_specs_pick_key_positions() {
+        let mset = arguments(&["MSET", "a", "1", "b", "2"]);
+        assert_eq!(KeySpec { first: 1, last: -1, step: 2 }.keys(&mset), vec![&b"a"[..], b"b"]);
+        assert_eq!(KeySpec::ONE.keys(&mset), vec![&b"a"[..]]);
+        assert_eq!(KeySpec::ALL.keys(&arguments(&["DEL", "x", "y"])), vec![&b"x"[..], b"y"]);
+        assert!(KeySpec::NONE.keys(&mset).is_empty());
+        assert!(KeySpec::ONE.keys(&arguments(&["GET"])).is_empty());
+    }
+
+    #[test]
+    fn unknown_command_text_matches_redis() {
+        let Reply::Error(text) = unknown_command(&arguments(&["foo", "a", "b"])) else { panic!() };
+        assert_eq!(text, "ERR unknown command 'foo', with args beginning with: 'a' 'b' ");
+    }
+}

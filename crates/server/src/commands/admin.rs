@@ -1,0 +1,243 @@
+//! Server commands: DBSIZE FLUSHDB FLUSHALL INFO CONFIG COMMAND TIME SHUTDOWN SAVE BGSAVE LASTSAVE.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use hybridkv_engine::Durability;
+use hybridkv_resp::Reply;
+
+use super::{is, parse_integer, SYNTAX_ERROR, TABLE};
+use crate::command::{fail, Call, CommandResult, CommandSpec, ADMIN, READONLY, WRITE};
+use crate::glob::glob_match;
+
+pub fn dbsize(call: &mut Call<'_>) -> CommandResult {
+    Ok(Reply::Integer(call.namespace.key_count() as i64))
+}
+
+/// FLUSHDB/FLUSHALL take an optional ASYNC or SYNC; both run synchronously here.
+fn check_flush_mode(call: &Call<'_>) -> Result<(), crate::command::CommandError> {
+    match call.args.get(1) {
+        None => Ok(()),
+        Some(mode) if call.args.len() == 2 && (is(mode, "ASYNC") || is(mode, "SYNC")) => Ok(()),
+        Some(_) => fail(SYNTAX_ERROR),
+    }
+}
+
+pub fn flushdb(call: &mut Call<'_>) -> CommandResult {
+    check_flush_mode(call)?;
+    call.namespace.clear()?;
+    Ok(Reply::ok())
+}
+
+pub fn flushall(call: &mut Call<'_>) -> CommandResult {
+    check_flush_mode(call)?;
+    for namespace in call.shared.database.namespaces() {
+        namespace.clear()?;
+    }
+    Ok(Reply::ok())
+}
+
+pub fn info(call: &mut Call<'_>) -> CommandResult {
+    let sections: Vec<String> = call.args[1..].iter().map(|section| String::from_utf8_lossy(section).to_ascii_lowercase()).collect();
+    let text = crate::info::info_text(call.shared, &sections);
+    Ok(Reply::Verbatim { format: *b"txt", text: Bytes::from(text) })
+}
+
+pub fn time(_call: &mut Call<'_>) -> CommandResult {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    Ok(Reply::Array(vec![Reply::bulk_text(&now.as_secs().to_string()), Reply::bulk_text(&now.subsec_micros().to_string())]))
+}
+
+pub fn save(call: &mut Call<'_>) -> CommandResult {
+    call.shared.database.checkpoint()?;
+    Ok(Reply::ok())
+}
+
+pub fn bgsave(call: &mut Call<'_>) -> CommandResult {
+    if call.shared.background_save.swap(true, Ordering::AcqRel) {
+        return fail("ERR Background save already in progress");
+    }
+    let database = Arc::clone(&call.shared.database);
+    let in_progress = Arc::clone(&call.shared.background_save);
+    let spawned = std::thread::Builder::new().name("hybridkv-bgsave".into()).spawn(move || {
+        if let Err(error) = database.checkpoint() {
+            tracing::error!(%error, "background checkpoint failed");
+        }
+        in_progress.store(false, Ordering::Release);
+    });
+    if let Err(error) = spawned {
+        call.shared.background_save.store(false, Ordering::Release);
+        return fail(format!("ERR cannot start background save: {error}"));
+    }
+    Ok(Reply::simple("Background saving started"))
+}
+
+pub fn lastsave(call: &mut Call<'_>) -> CommandResult {
+    Ok(Reply::Integer((call.shared.database.last_checkpoint_unix_ms() / 1000) as i64))
+}
+
+pub fn shutdown(call: &mut Call<'_>) -> CommandResult {
+    for option in &call.args[1..] {
+        if is(option, "ABORT") {
+            return fail("ERR No shutdown in progress.");
+        }
+        if !["NOSAVE", "SAVE", "NOW", "FORCE"].iter().any(|known| is(option, known)) {
+            return fail(SYNTAX_ERROR);
+        }
+    }
+    // As Redis: no reply on success, the connection just closes; the listener then stops
+    // accepting, connections finish, and the database is made durable and closed cleanly.
+    call.shared.request_shutdown();
+    call.session.close_after_reply = true;
+    call.session.suppress_reply = true;
+    Ok(Reply::ok())
+}
+
+/// CONFIG GET's parameters and their current values.
+fn config_values(call: &Call<'_>) -> Vec<(&'static str, String)> {
+    let config = &call.shared.config;
+    let namespace = call.shared.database.namespace(0).map(|namespace| namespace.config().clone());
+    let durability = namespace.as_ref().map_or(Durability::Always, |namespace| namespace.durability);
+    vec![
+        ("bind", config.bind.to_string()),
+        ("port", config.port.to_string()),
+        ("dir", config.dir.clone()),
+        ("requirepass", call.shared.requirepass.read().clone().unwrap_or_default()),
+        ("protected-mode", if config.protected_mode { "yes" } else { "no" }.into()),
+        ("maxclients", call.shared.max_clients.load(Ordering::Relaxed).to_string()),
+        ("proto-max-bulk-len", config.bulk_bytes_max.to_string()),
+        ("client-query-buffer-limit", config.query_buffer_bytes_max.to_string()),
+        ("databases", call.shared.database.namespaces().len().to_string()),
+        ("appendonly", if durability == Durability::None { "no" } else { "yes" }.into()),
+        (
+            "appendfsync",
+            match durability {
+                Durability::Always => "always",
+                Durability::Periodic => "everysec",
+                Durability::None => "no",
+            }
+            .into(),
+        ),
+        ("save", String::new()),
+        ("maxmemory", "0".into()),
+        ("timeout", "0".into()),
+        ("durability", durability.name().into()),
+        ("value-bytes-max", namespace.map_or(0, |namespace| namespace.value_bytes_max).to_string()),
+    ]
+}
+
+pub fn config(call: &mut Call<'_>) -> CommandResult {
+    let subcommand = String::from_utf8_lossy(&call.args[1]).to_ascii_lowercase();
+    match subcommand.as_str() {
+        "get" if call.args.len() >= 3 => {
+            let values = config_values(call);
+            let matching = values.into_iter().filter(|(name, _)| call.args[2..].iter().any(|pattern| glob_match(&pattern.to_ascii_lowercase(), name.as_bytes())));
+            Ok(Reply::Map(matching.map(|(name, value)| (Reply::bulk_text(name), Reply::bulk_text(&value))).collect()))
+        }
+        "set" if call.args.len() >= 4 && call.args.len() % 2 == 0 => config_set(call),
+        "resetstat" if call.args.len() == 2 => {
+            call.shared.stats.reset();
+            Ok(Reply::ok())
+        }
+        "rewrite" if call.args.len() == 2 => fail("ERR The server is running without a config file"),
+        "get" | "set" | "resetstat" | "rewrite" => fail(format!("ERR wrong number of arguments for 'config|{subcommand}' command")),
+        _ => fail(format!("ERR unknown subcommand '{}'. Try CONFIG HELP.", String::from_utf8_lossy(&call.args[1]))),
+    }
+}
+
+/// CONFIG SET changes what is safe to change at run time: maxclients and requirepass.
+fn config_set(call: &mut Call<'_>) -> CommandResult {
+    for pair in call.args[2..].chunks(2) {
+        let name = String::from_utf8_lossy(&pair[0]).to_ascii_lowercase();
+        match name.as_str() {
+            "maxclients" => {
+                let value = parse_integer(&pair[1]).ok().filter(|value| *value >= 1).map_or_else(
+                    || fail(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - argument must be a positive integer")),
+                    Ok,
+                )?;
+                call.shared.max_clients.store(value as usize, Ordering::Relaxed);
+            }
+            "requirepass" => {
+                let password = String::from_utf8_lossy(&pair[1]).into_owned();
+                *call.shared.requirepass.write() = (!password.is_empty()).then_some(password);
+            }
+            _ if config_values(call).iter().any(|(known, _)| *known == name) => {
+                return fail(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - can't set immutable config"));
+            }
+            _ => return fail(format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'")),
+        }
+    }
+    Ok(Reply::ok())
+}
+
+/// One command's COMMAND INFO entry (the 10 fields of Redis 7).
+fn command_info(spec: &CommandSpec) -> Reply {
+    let mut flags = Vec::new();
+    if spec.has(WRITE) {
+        flags.push(Reply::simple("write"));
+    } else if spec.has(READONLY) {
+        flags.push(Reply::simple("readonly"));
+    }
+    if spec.has(ADMIN) {
+        flags.push(Reply::simple("admin"));
+    }
+    Reply::Array(vec![
+        Reply::bulk_text(spec.name),
+        Reply::Integer(i64::from(spec.arity)),
+        Reply::Set(flags),
+        Reply::Integer(spec.keys.first as i64),
+        Reply::Integer(spec.keys.last as i64),
+        Reply::Integer(spec.keys.step as i64),
+        Reply::Set(vec![Reply::bulk_text(&format!("@{}", spec.group))]),
+        Reply::Array(Vec::new()),
+        Reply::Array(Vec::new()),
+        Reply::Array(Vec::new()),
+    ])
+}
+
+fn command_docs(spec: &CommandSpec) -> Reply {
+    Reply::Map(vec![
+        (Reply::bulk_text("summary"), Reply::bulk_text(spec.summary)),
+        (Reply::bulk_text("since"), Reply::bulk_text("1.0.0")),
+        (Reply::bulk_text("group"), Reply::bulk_text(spec.group)),
+    ])
+}
+
+/// The specs named in `names`, or all of them when none are named.
+fn named_specs(names: &[Bytes]) -> Vec<(Bytes, Option<&'static CommandSpec>)> {
+    if names.is_empty() {
+        return TABLE.iter().map(|spec| (Bytes::from_static(spec.name.as_bytes()), Some(spec))).collect();
+    }
+    names.iter().map(|name| (name.clone(), super::lookup(name))).collect()
+}
+
+pub fn command(call: &mut Call<'_>) -> CommandResult {
+    let Some(subcommand) = call.args.get(1) else {
+        return Ok(Reply::Array(TABLE.iter().map(command_info).collect()));
+    };
+    let subcommand = String::from_utf8_lossy(subcommand).to_ascii_lowercase();
+    match subcommand.as_str() {
+        "count" => Ok(Reply::Integer(TABLE.len() as i64)),
+        "list" => Ok(Reply::Array(TABLE.iter().map(|spec| Reply::bulk_text(spec.name)).collect())),
+        "info" => Ok(Reply::Array(named_specs(&call.args[2..]).into_iter().map(|(_, spec)| spec.map_or(Reply::Null, command_info)).collect())),
+        "docs" => Ok(Reply::Map(
+            named_specs(&call.args[2..])
+                .into_iter()
+                .filter_map(|(name, spec)| spec.map(|spec| (Reply::Bulk(name), command_docs(spec))))
+                .collect(),
+        )),
+        "getkeys" if call.args.len() >= 3 => {
+            let Some(spec) = super::lookup(&call.args[2]) else { return fail("ERR Invalid command specified") };
+            if !spec.arity_ok(call.args.len() - 2) {
+                return fail("ERR Invalid number of arguments specified for command");
+            }
+            let keys = spec.keys.keys(&call.args[2..]);
+            if keys.is_empty() {
+                return fail("ERR The command has no key arguments");
+            }
+            Ok(Reply::Array(keys.into_iter().map(|key| Reply::Bulk(Bytes::copy_from_slice(key))).collect()))
+        }
+        _ => fail(format!("ERR unknown subcommand '{}'. Try COMMAND HELP.", String::from_utf8_lossy(&call.args[1]))),
+    }
+}

@@ -1,0 +1,215 @@
+//! Connection commands: PING ECHO QUIT HELLO AUTH SELECT CLIENT.
+
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use hybridkv_resp::{ProtocolVersion, Reply};
+
+use super::{is, parse_integer, NOT_INTEGER, SYNTAX_ERROR};
+use crate::command::{fail, Call, CommandError, CommandResult};
+use crate::info::REDIS_COMPATIBLE_VERSION;
+
+pub fn ping(call: &mut Call<'_>) -> CommandResult {
+    match call.args.len() {
+        1 => Ok(Reply::simple("PONG")),
+        2 => Ok(Reply::Bulk(call.args[1].clone())),
+        _ => Err(crate::command::wrong_arity("ping")),
+    }
+}
+
+pub fn echo(call: &mut Call<'_>) -> CommandResult {
+    Ok(Reply::Bulk(call.args[1].clone()))
+}
+
+pub fn quit(call: &mut Call<'_>) -> CommandResult {
+    call.session.close_after_reply = true;
+    Ok(Reply::ok())
+}
+
+const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
+
+/// Compares in time independent of where the first difference is.
+fn same_secret(given: &[u8], expected: &[u8]) -> bool {
+    given.len() == expected.len() && given.iter().zip(expected).fold(0u8, |difference, (a, b)| difference | (a ^ b)) == 0
+}
+
+/// Checks `user`/`password` against the default user; Ok(()) authenticates the session.
+fn authenticate(call: &mut Call<'_>, user: Option<&[u8]>, password: &[u8]) -> Result<(), CommandError> {
+    if user.is_some_and(|user| user != b"default") {
+        return fail(WRONGPASS);
+    }
+    let accepted = match &*call.shared.requirepass.read() {
+        Some(expected) => same_secret(password, expected.as_bytes()),
+        // The default user without a password accepts any password (Redis's "nopass").
+        None => true,
+    };
+    if !accepted {
+        return fail(WRONGPASS);
+    }
+    call.session.authenticated = true;
+    Ok(())
+}
+
+pub fn auth(call: &mut Call<'_>) -> CommandResult {
+    match call.args.len() {
+        2 if call.shared.requirepass.read().is_none() => fail(
+            "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+        ),
+        2 => authenticate(call, None, &call.args[1].clone()).map(|_| Reply::ok()),
+        3 => {
+            let (user, password) = (call.args[1].clone(), call.args[2].clone());
+            authenticate(call, Some(&user), &password).map(|_| Reply::ok())
+        }
+        _ => fail(SYNTAX_ERROR),
+    }
+}
+
+pub fn hello(call: &mut Call<'_>) -> CommandResult {
+    let mut protocol = call.session.protocol;
+    if let Some(version) = call.args.get(1) {
+        protocol = match parse_integer(version) {
+            Ok(2) => ProtocolVersion::Resp2,
+            Ok(3) => ProtocolVersion::Resp3,
+            Ok(_) => return fail("NOPROTO unsupported protocol version"),
+            Err(_) => return fail("ERR Protocol version is not an integer or out of range"),
+        };
+    }
+    let mut new_name = None;
+    let mut position = 2;
+    while position < call.args.len() {
+        let option = call.args[position].clone();
+        let remaining = call.args.len() - position - 1;
+        if is(&option, "AUTH") && remaining >= 2 {
+            let (user, password) = (call.args[position + 1].clone(), call.args[position + 2].clone());
+            authenticate(call, Some(&user), &password)?;
+            position += 3;
+        } else if is(&option, "SETNAME") && remaining >= 1 {
+            new_name = Some(call.args[position + 1].clone());
+            position += 2;
+        } else {
+            return fail(format!("ERR Syntax error in HELLO option '{}'", String::from_utf8_lossy(&option)));
+        }
+    }
+    if !call.session.authenticated {
+        return fail("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
+    }
+    if let Some(name) = new_name {
+        set_client_name(call, &name)?;
+    }
+    call.session.protocol = protocol;
+    let text = |value: &str| Reply::bulk_text(value);
+    Ok(Reply::Map(vec![
+        (text("server"), text("hybridkv")),
+        (text("version"), text(REDIS_COMPATIBLE_VERSION)),
+        (text("proto"), Reply::Integer(if protocol == ProtocolVersion::Resp3 { 3 } else { 2 })),
+        (text("id"), Reply::Integer(call.session.client.id as i64)),
+        (text("mode"), text("standalone")),
+        (text("role"), text("master")),
+        (text("modules"), Reply::Array(Vec::new())),
+    ]))
+}
+
+pub fn select(call: &mut Call<'_>) -> CommandResult {
+    let number = parse_integer(&call.args[1]).or_else(|_| fail(NOT_INTEGER))?;
+    if number < 0 || call.shared.database.namespace(number as usize).is_none() {
+        return fail("ERR DB index is out of range");
+    }
+    call.session.database = number as usize;
+    call.session.client.database.store(number as usize, Ordering::Relaxed);
+    Ok(Reply::ok())
+}
+
+/// Redis accepts names of printable characters without spaces ('!'..='~').
+fn is_printable_word(text: &[u8]) -> bool {
+    text.iter().all(|byte| (b'!'..=b'~').contains(byte))
+}
+
+fn set_client_name(call: &mut Call<'_>, name: &Bytes) -> Result<(), CommandError> {
+    if !is_printable_word(name) {
+        return fail("ERR Client names cannot contain spaces, newlines or special characters.");
+    }
+    let name = (!name.is_empty()).then(|| String::from_utf8_lossy(name).into_owned());
+    *call.session.client.name.lock() = name;
+    Ok(())
+}
+
+fn subcommand_arity(call: &Call<'_>, exact: usize, name: &str) -> Result<(), CommandError> {
+    if call.args.len() != exact {
+        return fail(format!("ERR wrong number of arguments for 'client|{name}' command"));
+    }
+    Ok(())
+}
+
+pub fn client(call: &mut Call<'_>) -> CommandResult {
+    let subcommand = String::from_utf8_lossy(&call.args[1]).to_ascii_lowercase();
+    match subcommand.as_str() {
+        "id" => subcommand_arity(call, 2, "id").map(|_| Reply::Integer(call.session.client.id as i64)),
+        "getname" => {
+            subcommand_arity(call, 2, "getname")?;
+            Ok(call.session.client.name.lock().as_deref().map_or(Reply::Null, Reply::bulk_text))
+        }
+        "setname" => {
+            subcommand_arity(call, 3, "setname")?;
+            let name = call.args[2].clone();
+            set_client_name(call, &name).map(|_| Reply::ok())
+        }
+        "setinfo" => client_setinfo(call),
+        "list" => Ok(Reply::Bulk(Bytes::from(call.shared.clients.all().iter().map(|client| client.describe()).collect::<String>()))),
+        "info" => Ok(Reply::Bulk(Bytes::from(call.session.client.describe()))),
+        "kill" => client_kill(call),
+        "no-evict" | "no-touch" => Ok(Reply::ok()),
+        _ => fail(format!("ERR unknown subcommand '{}'. Try CLIENT HELP.", String::from_utf8_lossy(&call.args[1]))),
+    }
+}
+
+fn client_setinfo(call: &mut Call<'_>) -> CommandResult {
+    subcommand_arity(call, 4, "setinfo")?;
+    let (attribute, value) = (call.args[2].to_ascii_lowercase(), call.args[3].clone());
+    let attribute = String::from_utf8_lossy(&attribute).into_owned();
+    if attribute != "lib-name" && attribute != "lib-ver" {
+        return fail(format!("ERR Unrecognized option '{}'", String::from_utf8_lossy(&call.args[2])));
+    }
+    if !is_printable_word(&value) {
+        return fail(format!("ERR {attribute} cannot contain spaces, newlines or special characters."));
+    }
+    let value = String::from_utf8_lossy(&value).into_owned();
+    let mut library = call.session.client.library.lock();
+    if attribute == "lib-name" { library.0 = value } else { library.1 = value }
+    Ok(Reply::ok())
+}
+
+/// CLIENT KILL addr (old form: OK or an error), or CLIENT KILL <filter value>... (the number killed).
+fn client_kill(call: &mut Call<'_>) -> CommandResult {
+    let own_id = call.session.client.id;
+    if call.args.len() == 3 {
+        let address = String::from_utf8_lossy(&call.args[2]).into_owned();
+        let killed = call.shared.clients.kill_where(|client| client.address.to_string() == address);
+        return if killed > 0 { Ok(Reply::ok()) } else { fail("ERR No such client") };
+    }
+    if call.args.len() < 4 || call.args.len() % 2 != 0 {
+        return fail(SYNTAX_ERROR);
+    }
+    let mut id = None;
+    let mut address = None;
+    let mut skip_me = true;
+    for pair in call.args[2..].chunks(2) {
+        let value = String::from_utf8_lossy(&pair[1]).into_owned();
+        match pair[0].to_ascii_lowercase().as_slice() {
+            b"id" => id = Some(value.parse::<u64>().or_else(|_| fail("ERR client-id should be greater than 0"))?),
+            b"addr" => address = Some(value),
+            b"skipme" => skip_me = !value.eq_ignore_ascii_case("no"),
+            b"type" | b"user" | b"laddr" | b"maxage" => {}
+            _ => return fail(SYNTAX_ERROR),
+        }
+    }
+    let killed = call.shared.clients.kill_where(|client| {
+        id.is_none_or(|id| client.id == id)
+            && address.as_ref().is_none_or(|address| client.address.to_string() == *address)
+            && !(skip_me && client.id == own_id)
+    });
+    // A client that killed itself (SKIPME no) gets this reply, then the connection closes.
+    if call.session.client.killed.load(Ordering::Relaxed) {
+        call.session.close_after_reply = true;
+    }
+    Ok(Reply::Integer(killed as i64))
+}

@@ -1,0 +1,275 @@
+//! Key commands: DEL UNLINK EXISTS TYPE EXPIRE PEXPIRE EXPIREAT PEXPIREAT TTL PTTL PERSIST RENAME
+//! RENAMENX KEYS SCAN RANDOMKEY EXPIRETIME PEXPIRETIME.
+
+use bytes::Bytes;
+use hybridkv_engine::now_unix_ms;
+use hybridkv_resp::Reply;
+
+use super::{is, parse_integer, SYNTAX_ERROR};
+use crate::command::{fail, Call, CommandError, CommandResult};
+use crate::glob::glob_match;
+use crate::values::type_name_of;
+
+/// Keys asked of the engine per page when a command walks the whole keyspace (KEYS).
+const KEYS_PAGE_HINT: usize = 1024;
+/// SCAN's default COUNT, as Redis.
+const SCAN_COUNT_DEFAULT: usize = 10;
+
+pub fn del(call: &mut Call<'_>) -> CommandResult {
+    let mut deleted = 0;
+    for key in &call.args[1..] {
+        deleted += i64::from(call.store.delete(key)?);
+    }
+    Ok(Reply::Integer(deleted))
+}
+
+pub fn exists(call: &mut Call<'_>) -> CommandResult {
+    let mut found = 0;
+    for key in &call.args[1..] {
+        found += i64::from(call.store.get(key)?.is_some());
+    }
+    Ok(Reply::Integer(found))
+}
+
+pub fn type_(call: &mut Call<'_>) -> CommandResult {
+    let name = call.store.get(&call.args[1])?.map_or("none", |value| type_name_of(&value.bytes));
+    Ok(Reply::simple(name))
+}
+
+/// EXPIRE's conditions (Redis 7): NX, XX, GT, LT.
+#[derive(Default)]
+struct ExpireConditions {
+    no_expiry: bool,
+    has_expiry: bool,
+    greater: bool,
+    less: bool,
+}
+
+fn parse_expire_conditions(options: &[Bytes]) -> Result<ExpireConditions, CommandError> {
+    let mut conditions = ExpireConditions::default();
+    for option in options {
+        match option.to_ascii_uppercase().as_slice() {
+            b"NX" => conditions.no_expiry = true,
+            b"XX" => conditions.has_expiry = true,
+            b"GT" => conditions.greater = true,
+            b"LT" => conditions.less = true,
+            _ => return fail(format!("ERR Unsupported option {}", String::from_utf8_lossy(option))),
+        }
+    }
+    if conditions.no_expiry && (conditions.has_expiry || conditions.greater || conditions.less) {
+        return fail("ERR NX and XX, GT or LT options at the same time are not compatible");
+    }
+    if conditions.greater && conditions.less {
+        return fail("ERR GT and LT options at the same time are not compatible");
+    }
+    Ok(conditions)
+}
+
+impl ExpireConditions {
+    /// Whether the new expiry may replace `current` (0 = none, which counts as infinite).
+    fn allow(&self, current: u64, new: u64) -> bool {
+        !((self.no_expiry && current != 0)
+            || (self.has_expiry && current == 0)
+            || (self.greater && (current == 0 || new <= current))
+            || (self.less && current != 0 && new >= current))
+    }
+}
+
+/// EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT: `unit_ms` per unit of the argument, `absolute` for *AT.
+fn expire_generic(call: &mut Call<'_>, unit_ms: i64, absolute: bool, command: &str) -> CommandResult {
+    let amount = parse_integer(&call.args[2])?;
+    let conditions = parse_expire_conditions(&call.args[3..])?;
+    let invalid = || fail(format!("ERR invalid expire time in '{command}' command"));
+    let Some(mut at) = amount.checked_mul(unit_ms) else { return invalid() };
+    if !absolute {
+        let Some(sum) = at.checked_add(now_unix_ms() as i64) else { return invalid() };
+        at = sum;
+    }
+    let key = &call.args[1];
+    let Some(value) = call.store.get(key)? else { return Ok(Reply::Integer(0)) };
+    let at = at.max(0) as u64;
+    if !conditions.allow(value.expiry_unix_ms, at.max(1)) {
+        return Ok(Reply::Integer(0));
+    }
+    if at <= now_unix_ms() {
+        call.store.delete(key)?;
+    } else {
+        call.store.put(key, &value.bytes, at)?;
+    }
+    Ok(Reply::Integer(1))
+}
+
+pub fn expire(call: &mut Call<'_>) -> CommandResult {
+    expire_generic(call, 1000, false, "expire")
+}
+
+pub fn pexpire(call: &mut Call<'_>) -> CommandResult {
+    expire_generic(call, 1, false, "pexpire")
+}
+
+pub fn expireat(call: &mut Call<'_>) -> CommandResult {
+    expire_generic(call, 1000, true, "expireat")
+}
+
+pub fn pexpireat(call: &mut Call<'_>) -> CommandResult {
+    expire_generic(call, 1, true, "pexpireat")
+}
+
+/// The key's expiry: None when absent, Some(0) when it has none.
+fn expiry_of(call: &mut Call<'_>) -> Result<Option<u64>, CommandError> {
+    Ok(call.store.get(&call.args[1])?.map(|value| value.expiry_unix_ms))
+}
+
+/// TTL and PTTL: -2 missing, -1 no expiry, else the time left (TTL rounds to the nearest second).
+fn time_to_live(call: &mut Call<'_>, in_seconds: bool) -> CommandResult {
+    Ok(Reply::Integer(match expiry_of(call)? {
+        None => -2,
+        Some(0) => -1,
+        Some(at) => {
+            let left_ms = at.saturating_sub(now_unix_ms()) as i64;
+            if in_seconds { (left_ms + 500) / 1000 } else { left_ms }
+        }
+    }))
+}
+
+pub fn ttl(call: &mut Call<'_>) -> CommandResult {
+    time_to_live(call, true)
+}
+
+pub fn pttl(call: &mut Call<'_>) -> CommandResult {
+    time_to_live(call, false)
+}
+
+fn expire_time(call: &mut Call<'_>, in_seconds: bool) -> CommandResult {
+    Ok(Reply::Integer(match expiry_of(call)? {
+        None => -2,
+        Some(0) => -1,
+        Some(at) if in_seconds => (at / 1000) as i64,
+        Some(at) => at as i64,
+    }))
+}
+
+pub fn expiretime(call: &mut Call<'_>) -> CommandResult {
+    expire_time(call, true)
+}
+
+pub fn pexpiretime(call: &mut Call<'_>) -> CommandResult {
+    expire_time(call, false)
+}
+
+pub fn persist(call: &mut Call<'_>) -> CommandResult {
+    let key = &call.args[1];
+    match call.store.get(key)? {
+        Some(value) if value.expiry_unix_ms != 0 => {
+            call.store.put(key, &value.bytes, 0)?;
+            Ok(Reply::Integer(1))
+        }
+        _ => Ok(Reply::Integer(0)),
+    }
+}
+
+/// RENAME and RENAMENX: the value moves with its expiry.
+fn rename_generic(call: &mut Call<'_>, only_if_new: bool) -> CommandResult {
+    let (source, target) = (&call.args[1], &call.args[2]);
+    let Some(value) = call.store.get(source)? else { return fail("ERR no such key") };
+    let done = |renamed: bool| if only_if_new { Reply::Integer(i64::from(renamed)) } else { Reply::ok() };
+    // Renaming a key onto itself: RENAME answers OK, RENAMENX 0 (as Redis).
+    if source == target {
+        return Ok(done(false));
+    }
+    if only_if_new && call.store.get(target)?.is_some() {
+        return Ok(done(false));
+    }
+    call.store.put(target, &value.bytes, value.expiry_unix_ms)?;
+    call.store.delete(source)?;
+    Ok(done(true))
+}
+
+pub fn rename(call: &mut Call<'_>) -> CommandResult {
+    rename_generic(call, false)
+}
+
+pub fn renamenx(call: &mut Call<'_>) -> CommandResult {
+    rename_generic(call, true)
+}
+
+pub fn keys(call: &mut Call<'_>) -> CommandResult {
+    let pattern = call.args[1].clone();
+    let mut matched = Vec::new();
+    let mut cursor = 0;
+    loop {
+        let page = call.namespace.scan(cursor, KEYS_PAGE_HINT)?;
+        matched.extend(page.keys.into_iter().filter(|key| glob_match(&pattern, key)).map(|key| Reply::Bulk(Bytes::from(key))));
+        if page.next_cursor == 0 {
+            return Ok(Reply::Array(matched));
+        }
+        cursor = page.next_cursor;
+    }
+}
+
+/// SCAN's and HSCAN's options.
+pub struct ScanOptions {
+    pub pattern: Option<Bytes>,
+    pub count: usize,
+    pub type_name: Option<String>,
+    pub no_values: bool,
+}
+
+/// Parses `MATCH p`, `COUNT n`, and (when allowed) `TYPE t` or `NOVALUES`.
+pub fn parse_scan_options(options: &[Bytes], allow_type: bool, allow_no_values: bool) -> Result<ScanOptions, CommandError> {
+    let mut parsed = ScanOptions { pattern: None, count: SCAN_COUNT_DEFAULT, type_name: None, no_values: false };
+    let mut position = 0;
+    while position < options.len() {
+        let option = &options[position];
+        let argument = options.get(position + 1);
+        match argument {
+            Some(count) if is(option, "COUNT") => {
+                let count = parse_integer(count)?;
+                if count < 1 {
+                    return fail(SYNTAX_ERROR);
+                }
+                parsed.count = count as usize;
+            }
+            Some(pattern) if is(option, "MATCH") => parsed.pattern = Some(pattern.clone()),
+            Some(name) if allow_type && is(option, "TYPE") => {
+                parsed.type_name = Some(String::from_utf8_lossy(name).to_ascii_lowercase());
+            }
+            _ if allow_no_values && is(option, "NOVALUES") => {
+                parsed.no_values = true;
+                position += 1;
+                continue;
+            }
+            _ => return fail(SYNTAX_ERROR),
+        }
+        position += 2;
+    }
+    Ok(parsed)
+}
+
+pub fn parse_cursor(text: &[u8]) -> Result<u64, CommandError> {
+    std::str::from_utf8(text).ok().and_then(|text| text.parse::<u64>().ok()).map_or_else(|| fail("ERR invalid cursor"), Ok)
+}
+
+pub fn scan(call: &mut Call<'_>) -> CommandResult {
+    let cursor = parse_cursor(&call.args[1])?;
+    let options = parse_scan_options(&call.args[2..], true, false)?;
+    let page = call.namespace.scan(cursor, options.count)?;
+    let mut keys = Vec::with_capacity(page.keys.len());
+    for key in page.keys {
+        if options.pattern.as_ref().is_some_and(|pattern| !glob_match(pattern, &key)) {
+            continue;
+        }
+        if let Some(wanted) = &options.type_name {
+            let actual = call.store.get(&key)?.map_or("none", |value| type_name_of(&value.bytes));
+            if actual != wanted {
+                continue;
+            }
+        }
+        keys.push(Reply::Bulk(Bytes::from(key)));
+    }
+    Ok(Reply::Array(vec![Reply::bulk_text(&page.next_cursor.to_string()), Reply::Array(keys)]))
+}
+
+pub fn randomkey(call: &mut Call<'_>) -> CommandResult {
+    Ok(call.namespace.random_key()?.map_or(Reply::Null, |key| Reply::Bulk(Bytes::from(key))))
+}

@@ -1,0 +1,234 @@
+//! The command table and the helpers command handlers share (argument parsing, typed reads).
+
+mod admin;
+mod connection;
+mod hashes;
+mod keys;
+mod strings;
+mod tx;
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use bytes::Bytes;
+
+use crate::command::{fail, Call, CommandError, CommandSpec, KeySpec, KeyStore, ADMIN, BEFORE_AUTH, IN_MULTI, READONLY, TRANSACTION_CONTROL, WRITE};
+use crate::values::{HashRecord, Stored};
+
+pub const SYNTAX_ERROR: &str = "ERR syntax error";
+pub const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
+pub const NOT_FLOAT: &str = "ERR value is not a valid float";
+pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+const READ: u8 = READONLY | IN_MULTI;
+const WRITES: u8 = WRITE | IN_MULTI;
+const PAIRS: KeySpec = KeySpec { first: 1, last: -1, step: 2 };
+const TWO: KeySpec = KeySpec { first: 1, last: 2, step: 1 };
+
+macro_rules! command {
+    ($name:literal, $arity:expr, $keys:expr, $flags:expr, $group:literal, $summary:literal, $handler:path) => {
+        CommandSpec { name: $name, arity: $arity, keys: $keys, flags: $flags, group: $group, summary: $summary, handler: $handler }
+    };
+}
+
+#[rustfmt::skip]
+pub static TABLE: &[CommandSpec] = &[
+    command!("ping", -1, KeySpec::NONE, IN_MULTI, "connection", "Returns the server's liveliness response.", connection::ping),
+    command!("echo", 2, KeySpec::NONE, IN_MULTI, "connection", "Returns the given string.", connection::echo),
+    command!("quit", -1, KeySpec::NONE, BEFORE_AUTH | TRANSACTION_CONTROL, "connection", "Closes the connection.", connection::quit),
+    command!("hello", -1, KeySpec::NONE, BEFORE_AUTH, "connection", "Handshakes with the server (protocol version, AUTH, SETNAME).", connection::hello),
+    command!("auth", -2, KeySpec::NONE, BEFORE_AUTH, "connection", "Authenticates the connection.", connection::auth),
+    command!("select", 2, KeySpec::NONE, 0, "connection", "Changes the selected database (namespace).", connection::select),
+    command!("client", -2, KeySpec::NONE, 0, "connection", "Client connection commands (ID SETNAME GETNAME SETINFO LIST INFO KILL).", connection::client),
+    command!("dbsize", 1, KeySpec::NONE, READ, "server", "Returns the number of keys in the database.", admin::dbsize),
+    command!("flushdb", -1, KeySpec::NONE, WRITE, "server", "Removes all keys from the current database.", admin::flushdb),
+    command!("flushall", -1, KeySpec::NONE, WRITE, "server", "Removes all keys from all databases.", admin::flushall),
+    command!("info", -1, KeySpec::NONE, 0, "server", "Returns information and statistics about the server.", admin::info),
+    command!("config", -2, KeySpec::NONE, ADMIN, "server", "Configuration commands (GET SET RESETSTAT).", admin::config),
+    command!("command", -1, KeySpec::NONE, 0, "server", "Returns detailed information about commands.", admin::command),
+    command!("time", 1, KeySpec::NONE, IN_MULTI, "server", "Returns the server time.", admin::time),
+    command!("shutdown", -1, KeySpec::NONE, ADMIN, "server", "Makes everything durable, closes the database cleanly and exits.", admin::shutdown),
+    command!("save", 1, KeySpec::NONE, ADMIN, "server", "Checkpoints every namespace synchronously.", admin::save),
+    command!("bgsave", -1, KeySpec::NONE, ADMIN, "server", "Checkpoints every namespace in the background.", admin::bgsave),
+    command!("lastsave", 1, KeySpec::NONE, 0, "server", "Returns the Unix time of the last checkpoint.", admin::lastsave),
+    command!("get", 2, KeySpec::ONE, READ, "string", "Returns the string value of a key.", strings::get),
+    command!("set", -3, KeySpec::ONE, WRITES, "string", "Sets the string value of a key (EX PX EXAT PXAT NX XX GET KEEPTTL).", strings::set),
+    command!("setnx", 3, KeySpec::ONE, WRITES, "string", "Sets a key only when it does not exist.", strings::setnx),
+    command!("setex", 4, KeySpec::ONE, WRITES, "string", "Sets a key with an expiry in seconds.", strings::setex),
+    command!("psetex", 4, KeySpec::ONE, WRITES, "string", "Sets a key with an expiry in milliseconds.", strings::psetex),
+    command!("mget", -2, KeySpec::ALL, READ, "string", "Returns the values of keys.", strings::mget),
+    command!("mset", -3, PAIRS, WRITES, "string", "Sets several keys atomically.", strings::mset),
+    command!("msetnx", -3, PAIRS, WRITES, "string", "Sets several keys only when none exists.", strings::msetnx),
+    command!("getset", 3, KeySpec::ONE, WRITES, "string", "Sets a key and returns its previous value.", strings::getset),
+    command!("getdel", 2, KeySpec::ONE, WRITES, "string", "Returns a key's value and deletes it.", strings::getdel),
+    command!("getex", -2, KeySpec::ONE, WRITES, "string", "Returns a key's value and changes its expiry.", strings::getex),
+    command!("append", 3, KeySpec::ONE, WRITES, "string", "Appends to a key's value.", strings::append),
+    command!("strlen", 2, KeySpec::ONE, READ, "string", "Returns the length of a string.", strings::strlen),
+    command!("getrange", 4, KeySpec::ONE, READ, "string", "Returns a substring.", strings::getrange),
+    command!("setrange", 4, KeySpec::ONE, WRITES, "string", "Overwrites part of a string at an offset.", strings::setrange),
+    command!("incr", 2, KeySpec::ONE, WRITES, "string", "Increments an integer by one.", strings::incr),
+    command!("decr", 2, KeySpec::ONE, WRITES, "string", "Decrements an integer by one.", strings::decr),
+    command!("incrby", 3, KeySpec::ONE, WRITES, "string", "Increments an integer.", strings::incrby),
+    command!("decrby", 3, KeySpec::ONE, WRITES, "string", "Decrements an integer.", strings::decrby),
+    command!("incrbyfloat", 3, KeySpec::ONE, WRITES, "string", "Increments a floating point number.", strings::incrbyfloat),
+    command!("del", -2, KeySpec::ALL, WRITES, "keyspace", "Deletes keys.", keys::del),
+    command!("unlink", -2, KeySpec::ALL, WRITES, "keyspace", "Deletes keys.", keys::del),
+    command!("exists", -2, KeySpec::ALL, READ, "keyspace", "Counts the keys that exist.", keys::exists),
+    command!("type", 2, KeySpec::ONE, READ, "keyspace", "Returns the type of a key.", keys::type_),
+    command!("expire", -3, KeySpec::ONE, WRITES, "keyspace", "Sets an expiry in seconds (NX XX GT LT).", keys::expire),
+    command!("pexpire", -3, KeySpec::ONE, WRITES, "keyspace", "Sets an expiry in milliseconds.", keys::pexpire),
+    command!("expireat", -3, KeySpec::ONE, WRITES, "keyspace", "Sets an expiry as a Unix time in seconds.", keys::expireat),
+    command!("pexpireat", -3, KeySpec::ONE, WRITES, "keyspace", "Sets an expiry as a Unix time in milliseconds.", keys::pexpireat),
+    command!("ttl", 2, KeySpec::ONE, READ, "keyspace", "Returns the time to live in seconds.", keys::ttl),
+    command!("pttl", 2, KeySpec::ONE, READ, "keyspace", "Returns the time to live in milliseconds.", keys::pttl),
+    command!("expiretime", 2, KeySpec::ONE, READ, "keyspace", "Returns the expiry as a Unix time in seconds.", keys::expiretime),
+    command!("pexpiretime", 2, KeySpec::ONE, READ, "keyspace", "Returns the expiry as a Unix time in milliseconds.", keys::pexpiretime),
+    command!("persist", 2, KeySpec::ONE, WRITES, "keyspace", "Removes a key's expiry.", keys::persist),
+    command!("rename", 3, TWO, WRITES, "keyspace", "Renames a key.", keys::rename),
+    command!("renamenx", 3, TWO, WRITES, "keyspace", "Renames a key when the new name is free.", keys::renamenx),
+    command!("keys", 2, KeySpec::NONE, READONLY, "keyspace", "Returns the keys matching a pattern.", keys::keys),
+    command!("scan", -2, KeySpec::NONE, READONLY, "keyspace", "Iterates over keys (MATCH COUNT TYPE).", keys::scan),
+    command!("randomkey", 1, KeySpec::NONE, READONLY, "keyspace", "Returns a random key.", keys::randomkey),
+    command!("hset", -4, KeySpec::ONE, WRITES, "hash", "Sets fields of a hash.", hashes::hset),
+    command!("hmset", -4, KeySpec::ONE, WRITES, "hash", "Sets fields of a hash.", hashes::hmset),
+    command!("hsetnx", 4, KeySpec::ONE, WRITES, "hash", "Sets a field only when it does not exist.", hashes::hsetnx),
+    command!("hget", 3, KeySpec::ONE, READ, "hash", "Returns a field's value.", hashes::hget),
+    command!("hmget", -3, KeySpec::ONE, READ, "hash", "Returns the values of fields.", hashes::hmget),
+    command!("hgetall", 2, KeySpec::ONE, READ, "hash", "Returns all fields and values.", hashes::hgetall),
+    command!("hdel", -3, KeySpec::ONE, WRITES, "hash", "Deletes fields.", hashes::hdel),
+    command!("hexists", 3, KeySpec::ONE, READ, "hash", "Whether a field exists.", hashes::hexists),
+    command!("hlen", 2, KeySpec::ONE, READ, "hash", "Returns the number of fields.", hashes::hlen),
+    command!("hkeys", 2, KeySpec::ONE, READ, "hash", "Returns all field names.", hashes::hkeys),
+    command!("hvals", 2, KeySpec::ONE, READ, "hash", "Returns all values.", hashes::hvals),
+    command!("hincrby", 4, KeySpec::ONE, WRITES, "hash", "Increments an integer field.", hashes::hincrby),
+    command!("hincrbyfloat", 4, KeySpec::ONE, WRITES, "hash", "Increments a floating point field.", hashes::hincrbyfloat),
+    command!("hstrlen", 3, KeySpec::ONE, READ, "hash", "Returns the length of a field's value.", hashes::hstrlen),
+    command!("hscan", -3, KeySpec::ONE, READ, "hash", "Iterates over fields (MATCH COUNT NOVALUES).", hashes::hscan),
+    command!("multi", 1, KeySpec::NONE, TRANSACTION_CONTROL, "transactions", "Starts a transaction.", tx::multi),
+    command!("exec", 1, KeySpec::NONE, TRANSACTION_CONTROL | WRITE, "transactions", "Executes the queued commands atomically and durably as one batch.", tx::exec),
+    command!("discard", 1, KeySpec::NONE, TRANSACTION_CONTROL, "transactions", "Discards the queued commands.", tx::discard),
+    command!("watch", -2, KeySpec::ALL, TRANSACTION_CONTROL, "transactions", "Makes the next EXEC conditional on keys not changing.", tx::watch),
+    command!("unwatch", 1, KeySpec::NONE, TRANSACTION_CONTROL, "transactions", "Forgets the watched keys.", tx::unwatch),
+];
+
+/// Longest command name in the table; longer names cannot match.
+const COMMAND_NAME_BYTES_MAX: usize = 16;
+
+/// The spec of a command name, case-insensitively.
+pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
+    static BY_NAME: OnceLock<HashMap<&'static str, &'static CommandSpec>> = OnceLock::new();
+    let by_name = BY_NAME.get_or_init(|| TABLE.iter().map(|spec| (spec.name, spec)).collect());
+    if name.len() > COMMAND_NAME_BYTES_MAX {
+        return None;
+    }
+    let mut lowered = [0u8; COMMAND_NAME_BYTES_MAX];
+    lowered[..name.len()].copy_from_slice(name);
+    lowered[..name.len()].make_ascii_lowercase();
+    std::str::from_utf8(&lowered[..name.len()]).ok().and_then(|name| by_name.get(name).copied())
+}
+
+/// Case-insensitive comparison of an argument with an option name.
+pub fn is(argument: &[u8], option: &str) -> bool {
+    argument.eq_ignore_ascii_case(option.as_bytes())
+}
+
+/// A 64-bit integer with Redis's strict rules (no spaces, no '+', no leading zeros).
+pub fn parse_integer(text: &[u8]) -> Result<i64, CommandError> {
+    std::str::from_utf8(text)
+        .ok()
+        .filter(|text| {
+            let digits = text.strip_prefix('-').unwrap_or(text);
+            !digits.is_empty() && digits.bytes().all(|byte| byte.is_ascii_digit()) && (digits == "0" || !digits.starts_with('0')) && *text != "-0"
+        })
+        .and_then(|text| text.parse::<i64>().ok())
+        .map_or_else(|| fail(NOT_INTEGER), Ok)
+}
+
+/// A float as Redis's string2ld: no spaces, nothing after the number, not NaN, no overflow.
+pub fn parse_float(text: &[u8]) -> Result<f64, CommandError> {
+    let parsed = std::str::from_utf8(text).ok().and_then(|text| {
+        let value = text.parse::<f64>().ok()?;
+        let spelled_infinite = text.to_ascii_lowercase().contains("inf");
+        (!value.is_nan() && (value.is_finite() || spelled_infinite)).then_some(value)
+    });
+    parsed.map_or_else(|| fail(NOT_FLOAT), Ok)
+}
+
+/// Significant digits kept when formatting INCRBYFLOAT results: Redis computes in long double
+/// and prints 17 digits, so 0.1 + 0.2 reads "0.3" there; rounding the f64 sum to 15 significant
+/// digits gives the same text for ordinary values.
+const FLOAT_SIGNIFICANT_DIGITS: usize = 15;
+
+/// INCRBYFLOAT's text: plain decimal, no exponent, no trailing zeros ("3", "10.6", "-0.5").
+pub fn format_float(value: f64) -> String {
+    let rounded: f64 = format!("{:.*e}", FLOAT_SIGNIFICANT_DIGITS - 1, value).parse().unwrap_or(value);
+    format!("{rounded}")
+}
+
+/// Largest string a namespace stores: its value limit less the type tag byte.
+pub fn value_bytes_max(call: &Call<'_>) -> u64 {
+    call.namespace.config().value_bytes_max.saturating_sub(1)
+}
+
+/// The key's decoded value and expiry.
+pub fn read_stored(store: &mut dyn KeyStore, key: &[u8]) -> Result<Option<(Stored, u64)>, CommandError> {
+    match store.get(key)? {
+        Some(value) => Ok(Some((Stored::decode(value.bytes)?, value.expiry_unix_ms))),
+        None => Ok(None),
+    }
+}
+
+/// The key's string and expiry; WRONGTYPE when it holds another type.
+pub fn read_string(store: &mut dyn KeyStore, key: &[u8]) -> Result<Option<(Bytes, u64)>, CommandError> {
+    match read_stored(store, key)? {
+        Some((Stored::String(value), expiry)) => Ok(Some((value, expiry))),
+        Some(_) => fail(WRONGTYPE),
+        None => Ok(None),
+    }
+}
+
+/// The key's hash and expiry; WRONGTYPE when it holds another type.
+pub fn read_hash(store: &mut dyn KeyStore, key: &[u8]) -> Result<Option<(HashRecord, u64)>, CommandError> {
+    match read_stored(store, key)? {
+        Some((Stored::Hash(hash), expiry)) => Ok(Some((hash, expiry))),
+        Some(_) => fail(WRONGTYPE),
+        None => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_command_is_found_case_insensitively() {
+        for spec in TABLE {
+            assert!(spec.name.len() <= COMMAND_NAME_BYTES_MAX, "{}", spec.name);
+            assert!(std::ptr::eq(lookup(spec.name.to_ascii_uppercase().as_bytes()).unwrap(), spec));
+        }
+        assert!(lookup(b"nosuchcommand").is_none());
+        assert!(lookup(b"\xff\xfe").is_none());
+    }
+
+    #[test]
+    fn integers_and_floats_parse_like_redis() {
+        assert_eq!(parse_integer(b"-42").unwrap(), -42);
+        for bad in [&b"+1"[..], b" 1", b"01", b"1.0", b"", b"-0", b"99999999999999999999"] {
+            assert!(parse_integer(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
+        }
+        assert_eq!(parse_float(b"1.5e2").unwrap(), 150.0);
+        assert!(parse_float(b"inf").unwrap().is_infinite());
+        for bad in [&b"nan"[..], b" 1", b"1e999", b"abc", b""] {
+            assert!(parse_float(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn floats_format_like_redis() {
+        assert_eq!(format_float(10.5 + 0.1), "10.6");
+        assert_eq!(format_float(0.1 + 0.2), "0.3");
+        assert_eq!(format_float(5200.0), "5200");
+        assert_eq!(format_float(-0.5), "-0.5");
+        assert_eq!(format_float(3.0e20), "300000000000000000000");
+    }
+}

@@ -1,0 +1,103 @@
+//! Transactions: MULTI EXEC DISCARD WATCH UNWATCH.
+//!
+//! EXEC runs every queued command inside ONE engine transaction over the union of their keys and
+//! the watched keys: the watched versions are compared under the same locks the commands run
+//! under, and all the writes commit as one atomic, durable batch.
+
+use std::sync::Arc;
+
+use hybridkv_engine::EngineError;
+use hybridkv_resp::Reply;
+
+use crate::command::{engine_error_reply, fail, run_in_transaction, Call, CommandResult, KeyStore};
+use crate::session::{MultiState, WatchedKey};
+
+pub fn multi(call: &mut Call<'_>) -> CommandResult {
+    if call.session.multi.is_some() {
+        return fail("ERR MULTI calls can not be nested");
+    }
+    call.session.multi = Some(MultiState { queued: Vec::new(), failed: false });
+    Ok(Reply::ok())
+}
+
+pub fn discard(call: &mut Call<'_>) -> CommandResult {
+    if call.session.multi.take().is_none() {
+        return fail("ERR DISCARD without MULTI");
+    }
+    call.session.watched.clear();
+    Ok(Reply::ok())
+}
+
+pub fn watch(call: &mut Call<'_>) -> CommandResult {
+    if call.session.multi.is_some() {
+        return fail("ERR WATCH inside MULTI is not allowed");
+    }
+    let database = call.session.database;
+    for key in &call.args[1..] {
+        if call.session.watched.iter().any(|watched| watched.database == database && watched.key == key) {
+            continue;
+        }
+        let version = call.namespace.get(key)?.map(|value| value.version);
+        call.session.watched.push(WatchedKey { database, key: key.clone(), version });
+    }
+    Ok(Reply::ok())
+}
+
+pub fn unwatch(call: &mut Call<'_>) -> CommandResult {
+    call.session.watched.clear();
+    Ok(Reply::ok())
+}
+
+/// Whether a watched key of another database changed (checked outside the transaction: EXEC's
+/// transaction covers the current database only).
+fn other_database_changed(call: &Call<'_>, watched: &[WatchedKey]) -> Result<bool, EngineError> {
+    for key in watched.iter().filter(|watched| watched.database != call.session.database) {
+        let Some(namespace) = call.shared.database.namespace(key.database) else { continue };
+        if namespace.get(&key.key)?.map(|value| value.version) != key.version {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+pub fn exec(call: &mut Call<'_>) -> CommandResult {
+    let Some(multi) = call.session.multi.take() else { return fail("ERR EXEC without MULTI") };
+    let watched = std::mem::take(&mut call.session.watched);
+    if multi.failed {
+        return fail("EXECABORT Transaction discarded because of previous errors.");
+    }
+    if other_database_changed(call, &watched)? {
+        return Ok(Reply::NullArray);
+    }
+    let database = call.session.database;
+    let mut keys: Vec<&[u8]> = watched.iter().filter(|watched| watched.database == database).map(|watched| watched.key.as_ref()).collect();
+    for (spec, args) in &multi.queued {
+        keys.extend(spec.keys.keys(args));
+    }
+    let namespace = Arc::clone(call.namespace);
+    let (session, shared) = (&mut *call.session, call.shared);
+    let outcome = namespace.transaction(&keys, |transaction| {
+        for key in watched.iter().filter(|watched| watched.database == database) {
+            if KeyStore::get(transaction, &key.key)?.map(|value| value.version) != key.version {
+                return Ok(Reply::NullArray);
+            }
+        }
+        let mut replies = Vec::with_capacity(multi.queued.len());
+        for (spec, args) in &multi.queued {
+            let mut queued_call = Call { args: args.as_slice(), session, shared, namespace: &namespace, store: transaction };
+            let reply = run_in_transaction(spec.handler, &mut queued_call)?.unwrap_or_else(|error| error.into_reply());
+            replies.push(reply);
+        }
+        Ok(Reply::Array(replies))
+    });
+    Ok(outcome.unwrap_or_else(|error| exec_failed(&error)))
+}
+
+/// An engine error aborts the whole transaction (nothing was written): EXEC answers with it.
+fn exec_failed(error: &EngineError) -> Reply {
+    match engine_error_reply(error) {
+        Reply::Error(text) => Reply::error(format!("{text} (transaction not executed)")),
+        other => other,
+    }
+}
+

@@ -1,0 +1,183 @@
+//! INFO sections and the same figures in Prometheus text format.
+
+use std::fmt::Write;
+use std::sync::atomic::Ordering;
+
+use hybridkv_engine::{NamespaceStats, TierUsage};
+
+use crate::shared::Shared;
+
+/// The Redis version whose commands and replies hybridkv follows (clients gate features on it).
+pub const REDIS_COMPATIBLE_VERSION: &str = "7.0.0";
+
+pub const SECTIONS: &[&str] = &["server", "clients", "memory", "persistence", "stats", "keyspace"];
+
+/// INFO's text for the requested sections ("all"/"everything"/"default" or none = all).
+pub fn info_text(shared: &Shared, requested: &[String]) -> String {
+    let everything = requested.is_empty() || requested.iter().any(|section| matches!(section.as_str(), "all" | "everything" | "default"));
+    let stats: Vec<NamespaceStats> = shared.database.namespaces().iter().map(|namespace| namespace.stats()).collect();
+    let mut text = String::new();
+    for section in SECTIONS {
+        if !everything && !requested.iter().any(|wanted| wanted == section) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str("\r\n");
+        }
+        let _ = match *section {
+            "server" => server_section(shared, &mut text),
+            "clients" => clients_section(shared, &mut text),
+            "memory" => memory_section(&stats, &mut text),
+            "persistence" => persistence_section(shared, &stats, &mut text),
+            "stats" => stats_section(shared, &stats, &mut text),
+            _ => keyspace_section(&stats, &mut text),
+        };
+    }
+    text
+}
+
+fn server_section(shared: &Shared, text: &mut String) -> std::fmt::Result {
+    let uptime = shared.started.elapsed().as_secs();
+    writeln!(text, "# Server\r")?;
+    writeln!(text, "redis_version:{REDIS_COMPATIBLE_VERSION}\r")?;
+    writeln!(text, "hybridkv_version:{}\r", env!("CARGO_PKG_VERSION"))?;
+    writeln!(text, "redis_mode:standalone\r")?;
+    writeln!(text, "os:{} {}\r", std::env::consts::OS, std::env::consts::ARCH)?;
+    writeln!(text, "process_id:{}\r", std::process::id())?;
+    writeln!(text, "run_id:{}\r", shared.run_id)?;
+    writeln!(text, "tcp_port:{}\r", shared.config.port)?;
+    writeln!(text, "uptime_in_seconds:{uptime}\r")?;
+    writeln!(text, "uptime_in_days:{}\r", uptime / 86_400)?;
+    writeln!(text, "executable_threads:{}\r", std::thread::available_parallelism().map_or(1, |count| count.get()))?;
+    writeln!(text, "engine_call_mode:{:?}\r", shared.config.engine_call_mode)
+}
+
+fn clients_section(shared: &Shared, text: &mut String) -> std::fmt::Result {
+    writeln!(text, "# Clients\r")?;
+    writeln!(text, "connected_clients:{}\r", shared.clients.count())?;
+    writeln!(text, "maxclients:{}\r", shared.max_clients.load(Ordering::Relaxed))
+}
+
+fn tier_line(text: &mut String, prefix: &str, usage: &TierUsage) -> std::fmt::Result {
+    writeln!(text, "{prefix}_tier:{}\r", usage.tier.name())?;
+    writeln!(text, "{prefix}_used_bytes:{}\r", usage.used_bytes)?;
+    writeln!(text, "{prefix}_capacity_bytes:{}\r", usage.capacity_bytes)
+}
+
+fn memory_section(stats: &[NamespaceStats], text: &mut String) -> std::fmt::Result {
+    writeln!(text, "# Memory\r")?;
+    let used: u64 = stats.iter().map(|stats| stats.index.used_bytes + stats.data.used_bytes).sum();
+    writeln!(text, "used_memory:{used}\r")?;
+    writeln!(text, "maxmemory:0\r")?;
+    for namespace in stats {
+        let prefix = format!("ns_{}", namespace.name);
+        tier_line(text, &format!("{prefix}_index"), &namespace.index)?;
+        tier_line(text, &format!("{prefix}_data"), &namespace.data)?;
+        if let Some(journal) = &namespace.journal {
+            tier_line(text, &format!("{prefix}_journal"), journal)?;
+        }
+    }
+    Ok(())
+}
+
+fn persistence_section(shared: &Shared, stats: &[NamespaceStats], text: &mut String) -> std::fmt::Result {
+    let uptime_seconds = shared.started.elapsed().as_secs_f64().max(1.0);
+    writeln!(text, "# Persistence\r")?;
+    writeln!(text, "loading:0\r")?;
+    writeln!(text, "rdb_bgsave_in_progress:{}\r", u8::from(shared.background_save.load(Ordering::Relaxed)))?;
+    writeln!(text, "rdb_last_save_time:{}\r", shared.database.last_checkpoint_unix_ms() / 1000)?;
+    for report in shared.database.restart_reports() {
+        writeln!(text, "ns_{}_restart:{} elapsed_ms={} records_replayed={}\r", report.namespace, report.kind.name(), report.elapsed_ms, report.records_replayed)?;
+    }
+    for namespace in stats {
+        let prefix = format!("ns_{}", namespace.name);
+        writeln!(text, "{prefix}_durability:{}\r", namespace.durability.name())?;
+        writeln!(text, "{prefix}_index_media:{}\r", namespace.index.durability)?;
+        writeln!(text, "{prefix}_data_media:{}\r", namespace.data.durability)?;
+        if let Some(journal) = &namespace.journal {
+            writeln!(text, "{prefix}_journal_media:{}\r", journal.durability)?;
+        }
+        writeln!(text, "{prefix}_flushes:{}\r", namespace.flushes)?;
+        writeln!(text, "{prefix}_flushes_per_sec:{:.1}\r", namespace.flushes as f64 / uptime_seconds)?;
+        writeln!(text, "{prefix}_journal_writes:{}\r", namespace.journal_writes)?;
+        writeln!(text, "{prefix}_journal_writes_per_sec:{:.1}\r", namespace.journal_writes as f64 / uptime_seconds)?;
+        writeln!(text, "{prefix}_log_bytes_written:{}\r", namespace.log_bytes_written)?;
+        writeln!(text, "{prefix}_last_checkpoint_unix_ms:{}\r", namespace.last_checkpoint_unix_ms)?;
+    }
+    Ok(())
+}
+
+fn stats_section(shared: &Shared, stats: &[NamespaceStats], text: &mut String) -> std::fmt::Result {
+    let counters = &shared.stats;
+    let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
+    writeln!(text, "# Stats\r")?;
+    writeln!(text, "total_connections_received:{}\r", load(&counters.connections_received))?;
+    writeln!(text, "total_commands_processed:{}\r", load(&counters.commands_processed))?;
+    writeln!(text, "instantaneous_ops_per_sec:{}\r", load(&counters.ops_per_second))?;
+    writeln!(text, "total_net_input_bytes:{}\r", load(&counters.net_input_bytes))?;
+    writeln!(text, "total_net_output_bytes:{}\r", load(&counters.net_output_bytes))?;
+    writeln!(text, "rejected_connections:{}\r", load(&counters.rejected_connections))?;
+    writeln!(text, "total_error_replies_protocol:{}\r", load(&counters.protocol_errors))?;
+    writeln!(text, "keyspace_hits:{}\r", stats.iter().map(|stats| stats.hits).sum::<u64>())?;
+    writeln!(text, "keyspace_misses:{}\r", stats.iter().map(|stats| stats.misses).sum::<u64>())?;
+    writeln!(text, "engine_writes:{}\r", stats.iter().map(|stats| stats.writes).sum::<u64>())?;
+    writeln!(text, "defragmented_blocks:{}\r", stats.iter().map(|stats| stats.defragmented_blocks).sum::<u64>())?;
+    writeln!(text, "corrupt_records:{}\r", stats.iter().map(|stats| stats.corrupt_records).sum::<u64>())
+}
+
+fn keyspace_section(stats: &[NamespaceStats], text: &mut String) -> std::fmt::Result {
+    writeln!(text, "# Keyspace\r")?;
+    for (number, namespace) in stats.iter().enumerate().filter(|(_, namespace)| namespace.keys > 0) {
+        writeln!(text, "db{number}:keys={},expires=0,avg_ttl=0,namespace={}\r", namespace.keys, namespace.name)?;
+    }
+    Ok(())
+}
+
+/// Prometheus exposition text (version 0.0.4) of the same figures.
+pub fn prometheus_text(shared: &Shared) -> String {
+    let mut text = String::new();
+    let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
+    let counters = &shared.stats;
+    let server_metrics: [(&str, &str, u64); 6] = [
+        ("hybridkv_connected_clients", "gauge", shared.clients.count() as u64),
+        ("hybridkv_commands_processed_total", "counter", load(&counters.commands_processed)),
+        ("hybridkv_connections_received_total", "counter", load(&counters.connections_received)),
+        ("hybridkv_rejected_connections_total", "counter", load(&counters.rejected_connections)),
+        ("hybridkv_ops_per_second", "gauge", load(&counters.ops_per_second)),
+        ("hybridkv_uptime_seconds", "gauge", shared.started.elapsed().as_secs()),
+    ];
+    for (name, kind, value) in server_metrics {
+        let _ = writeln!(text, "# TYPE {name} {kind}\n{name} {value}");
+    }
+    for stats in shared.database.namespaces().iter().map(|namespace| namespace.stats()) {
+        let _ = namespace_metrics(&stats, &mut text);
+    }
+    text
+}
+
+fn namespace_metrics(stats: &NamespaceStats, text: &mut String) -> std::fmt::Result {
+    let labels = format!("namespace=\"{}\"", stats.name);
+    let values: [(&str, u64); 8] = [
+        ("keys", stats.keys),
+        ("gets_total", stats.gets),
+        ("hits_total", stats.hits),
+        ("misses_total", stats.misses),
+        ("writes_total", stats.writes),
+        ("flushes_total", stats.flushes),
+        ("journal_writes_total", stats.journal_writes),
+        ("log_bytes_written_total", stats.log_bytes_written),
+    ];
+    for (name, value) in values {
+        writeln!(text, "hybridkv_{name}{{{labels}}} {value}")?;
+    }
+    let mut tiers = vec![("index", &stats.index), ("data", &stats.data)];
+    if let Some(journal) = &stats.journal {
+        tiers.push(("journal", journal));
+    }
+    for (role, usage) in tiers {
+        let tier_labels = format!("{labels},role=\"{role}\",tier=\"{}\",media=\"{}\"", usage.tier.name(), usage.durability);
+        writeln!(text, "hybridkv_tier_used_bytes{{{tier_labels}}} {}", usage.used_bytes)?;
+        writeln!(text, "hybridkv_tier_capacity_bytes{{{tier_labels}}} {}", usage.capacity_bytes)?;
+    }
+    Ok(())
+}

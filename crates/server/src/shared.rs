@@ -1,0 +1,177 @@
+//! State shared by every connection: the database, settings that CONFIG SET may change, the
+//! registry of connected clients (CLIENT LIST/KILL), counters for INFO, and the shutdown signal.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use hybridkv_engine::Database;
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::{watch, Notify};
+
+use crate::config::ServerConfig;
+
+pub struct Shared {
+    pub database: Arc<Database>,
+    pub config: ServerConfig,
+    pub requirepass: RwLock<Option<String>>,
+    pub max_clients: AtomicUsize,
+    pub clients: Clients,
+    pub stats: ServerStats,
+    /// Becomes true once SIGTERM, SIGINT or SHUTDOWN asked the server to stop.
+    pub shutdown: watch::Sender<bool>,
+    pub started: Instant,
+    /// 40 hex characters, new on every start (INFO run_id), as Redis.
+    pub run_id: String,
+    /// A BGSAVE is running.
+    pub background_save: Arc<AtomicBool>,
+}
+
+impl Shared {
+    pub fn new(database: Arc<Database>, config: ServerConfig) -> Shared {
+        let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_nanos());
+        let run_id = format!("{:040x}", seed ^ (u128::from(std::process::id()) << 64));
+        Shared {
+            database,
+            requirepass: RwLock::new(config.requirepass.clone()),
+            max_clients: AtomicUsize::new(config.max_clients),
+            config,
+            clients: Clients::default(),
+            stats: ServerStats::default(),
+            shutdown: watch::channel(false).0,
+            started: Instant::now(),
+            run_id: run_id[run_id.len() - 40..].to_string(),
+            background_save: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    pub fn request_shutdown(&self) {
+        self.shutdown.send_replace(true);
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+}
+
+#[derive(Default)]
+pub struct ServerStats {
+    pub commands_processed: AtomicU64,
+    pub connections_received: AtomicU64,
+    pub rejected_connections: AtomicU64,
+    pub net_input_bytes: AtomicU64,
+    pub net_output_bytes: AtomicU64,
+    pub protocol_errors: AtomicU64,
+    /// Commands per second over the last sampling interval (see `server::sample_ops_per_second`).
+    pub ops_per_second: AtomicU64,
+}
+
+impl ServerStats {
+    pub fn reset(&self) {
+        for counter in [
+            &self.commands_processed,
+            &self.connections_received,
+            &self.rejected_connections,
+            &self.net_input_bytes,
+            &self.net_output_bytes,
+            &self.protocol_errors,
+        ] {
+            counter.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+/// One connected client as CLIENT LIST shows it; the session updates it, others read it.
+pub struct ClientHandle {
+    pub id: u64,
+    pub address: SocketAddr,
+    pub local_address: SocketAddr,
+    pub created: Instant,
+    pub name: Mutex<Option<String>>,
+    pub library: Mutex<(String, String)>,
+    pub database: AtomicUsize,
+    pub last_command: Mutex<&'static str>,
+    pub last_active: Mutex<Instant>,
+    pub kill: Notify,
+    pub killed: AtomicBool,
+}
+
+impl ClientHandle {
+    /// One line of CLIENT LIST / CLIENT INFO, with Redis's field names.
+    pub fn describe(&self) -> String {
+        let now = Instant::now();
+        let library = self.library.lock();
+        format!(
+            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags=N db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp=2 lib-name={} lib-ver={}\n",
+            self.id,
+            self.address,
+            self.local_address,
+            self.name.lock().as_deref().unwrap_or(""),
+            now.duration_since(self.created).as_secs(),
+            now.duration_since(*self.last_active.lock()).as_secs(),
+            self.database.load(Ordering::Relaxed),
+            self.last_command.lock(),
+            library.0,
+            library.1,
+        )
+    }
+}
+
+#[derive(Default)]
+pub struct Clients {
+    next_id: AtomicU64,
+    connected: Mutex<BTreeMap<u64, Arc<ClientHandle>>>,
+}
+
+impl Clients {
+    /// Registers a client unless `max_clients` are connected already.
+    pub fn register(&self, address: SocketAddr, local_address: SocketAddr, max_clients: usize) -> Option<Arc<ClientHandle>> {
+        let mut connected = self.connected.lock();
+        if connected.len() >= max_clients {
+            return None;
+        }
+        let now = Instant::now();
+        let handle = Arc::new(ClientHandle {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed) + 1,
+            address,
+            local_address,
+            created: now,
+            name: Mutex::new(None),
+            library: Mutex::new((String::new(), String::new())),
+            database: AtomicUsize::new(0),
+            last_command: Mutex::new("NULL"),
+            last_active: Mutex::new(now),
+            kill: Notify::new(),
+            killed: AtomicBool::new(false),
+        });
+        connected.insert(handle.id, handle.clone());
+        Some(handle)
+    }
+
+    pub fn unregister(&self, id: u64) {
+        self.connected.lock().remove(&id);
+    }
+
+    pub fn count(&self) -> usize {
+        self.connected.lock().len()
+    }
+
+    pub fn all(&self) -> Vec<Arc<ClientHandle>> {
+        self.connected.lock().values().cloned().collect()
+    }
+
+    /// Asks every client matching `filter` to disconnect; returns how many.
+    pub fn kill_where(&self, filter: impl Fn(&ClientHandle) -> bool) -> usize {
+        let mut killed = 0;
+        for handle in self.all() {
+            if filter(&handle) {
+                handle.killed.store(true, Ordering::Relaxed);
+                handle.kill.notify_one();
+                killed += 1;
+            }
+        }
+        killed
+    }
+}

@@ -1,0 +1,182 @@
+//! How Redis types are stored in the engine's opaque values: one type-tag byte, then the body.
+//!
+//! | tag | type   | body                                                                    |
+//! |-----|--------|-------------------------------------------------------------------------|
+//! | 0   | string | the string's bytes                                                      |
+//! | 1   | hash   | field count (LEB128), then per field: length (LEB128), field, length (LEB128), value |
+//!
+//! A hash is one record with named bins (as in Aerospike): HSET rewrites the record. Fields keep
+//! their insertion order, as Redis's small hashes do.
+
+use bytes::Bytes;
+
+pub const TAG_STRING: u8 = 0;
+pub const TAG_HASH: u8 = 1;
+
+/// A stored value that does not follow the table above.
+#[derive(Debug, thiserror::Error)]
+#[error("stored value is corrupt: {0}")]
+pub struct CorruptValue(&'static str);
+
+pub enum Stored {
+    String(Bytes),
+    Hash(HashRecord),
+}
+
+impl Stored {
+    /// Decodes engine bytes; the string case takes a zero-copy slice after the tag.
+    pub fn decode(bytes: Vec<u8>) -> Result<Stored, CorruptValue> {
+        let bytes = Bytes::from(bytes);
+        match bytes.first() {
+            Some(&TAG_STRING) => Ok(Stored::String(bytes.slice(1..))),
+            Some(&TAG_HASH) => HashRecord::decode(&bytes[1..]).map(Stored::Hash),
+            Some(_) => Err(CorruptValue("unknown type tag")),
+            None => Err(CorruptValue("empty value")),
+        }
+    }
+}
+
+/// Type name from the tag alone, without decoding the body (SCAN TYPE, TYPE).
+pub fn type_name_of(bytes: &[u8]) -> &'static str {
+    match bytes.first() {
+        Some(&TAG_STRING) => "string",
+        Some(&TAG_HASH) => "hash",
+        _ => "none",
+    }
+}
+
+pub fn encode_string(value: &[u8]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(value.len() + 1);
+    bytes.push(TAG_STRING);
+    bytes.extend_from_slice(value);
+    bytes
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HashRecord {
+    pub fields: Vec<(Bytes, Bytes)>,
+}
+
+impl HashRecord {
+    pub fn get(&self, field: &[u8]) -> Option<&Bytes> {
+        self.fields.iter().find(|(name, _)| name.as_ref() == field).map(|(_, value)| value)
+    }
+
+    /// Sets a field; true when the field is new.
+    pub fn set(&mut self, field: Bytes, value: Bytes) -> bool {
+        match self.fields.iter_mut().find(|(name, _)| *name == field) {
+            Some(slot) => {
+                slot.1 = value;
+                false
+            }
+            None => {
+                self.fields.push((field, value));
+                true
+            }
+        }
+    }
+
+    /// Removes a field; true when it was there.
+    pub fn remove(&mut self, field: &[u8]) -> bool {
+        let before = self.fields.len();
+        self.fields.retain(|(name, _)| name.as_ref() != field);
+        self.fields.len() != before
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let body_bytes: usize = self.fields.iter().map(|(field, value)| field.len() + value.len() + 10).sum();
+        let mut bytes = Vec::with_capacity(1 + 10 + body_bytes);
+        bytes.push(TAG_HASH);
+        write_length(&mut bytes, self.fields.len());
+        for (field, value) in &self.fields {
+            write_length(&mut bytes, field.len());
+            bytes.extend_from_slice(field);
+            write_length(&mut bytes, value.len());
+            bytes.extend_from_slice(value);
+        }
+        bytes
+    }
+
+    fn decode(mut body: &[u8]) -> Result<HashRecord, CorruptValue> {
+        let count = read_length(&mut body)?;
+        // Each field takes at least two length bytes: a corrupt count cannot make us allocate more.
+        let mut fields = Vec::with_capacity(count.min(body.len() / 2));
+        for _ in 0..count {
+            let field = read_bytes(&mut body)?;
+            let value = read_bytes(&mut body)?;
+            fields.push((field, value));
+        }
+        if !body.is_empty() {
+            return Err(CorruptValue("bytes after the last hash field"));
+        }
+        Ok(HashRecord { fields })
+    }
+}
+
+fn write_length(bytes: &mut Vec<u8>, mut length: usize) {
+    loop {
+        let low = (length & 0x7f) as u8;
+        length >>= 7;
+        if length == 0 {
+            bytes.push(low);
+            return;
+        }
+        bytes.push(low | 0x80);
+    }
+}
+
+fn read_length(body: &mut &[u8]) -> Result<usize, CorruptValue> {
+    let mut length: usize = 0;
+    for shift in (0..64).step_by(7) {
+        let (&byte, rest) = body.split_first().ok_or(CorruptValue("truncated length"))?;
+        *body = rest;
+        length |= usize::from(byte & 0x7f).checked_shl(shift).ok_or(CorruptValue("length overflow"))?;
+        if byte & 0x80 == 0 {
+            return Ok(length);
+        }
+    }
+    Err(CorruptValue("length too long"))
+}
+
+fn read_bytes(body: &mut &[u8]) -> Result<Bytes, CorruptValue> {
+    let length = read_length(body)?;
+    if length > body.len() {
+        return Err(CorruptValue("truncated hash field"));
+    }
+    let (taken, rest) = body.split_at(length);
+    *body = rest;
+    Ok(Bytes::copy_from_slice(taken))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_round_trips_in_insertion_order() {
+        let mut hash = HashRecord::default();
+        assert!(hash.set(Bytes::from_static(b"b"), Bytes::from(vec![7u8; 300])));
+        assert!(hash.set(Bytes::from_static(b"a"), Bytes::new()));
+        assert!(!hash.set(Bytes::from_static(b"b"), Bytes::from_static(b"2")));
+        let Stored::Hash(decoded) = Stored::decode(hash.encode()).unwrap() else { panic!("not a hash") };
+        assert_eq!(decoded, hash);
+        assert_eq!(decoded.fields[0].0.as_ref(), b"b");
+        assert!(hash.remove(b"a") && !hash.remove(b"a"));
+    }
+
+    #[test]
+    fn string_keeps_bytes_after_tag() {
+        let Stored::String(text) = Stored::decode(encode_string(b"\x01hi")).unwrap() else { panic!("not a string") };
+        assert_eq!(text.as_ref(), b"\x01hi");
+        assert_eq!(type_name_of(&encode_string(b"")), "string");
+    }
+
+    #[test]
+    fn rejects_corrupt_values() {
+        assert!(Stored::decode(vec![]).is_err());
+        assert!(Stored::decode(vec![9]).is_err());
+        assert!(Stored::decode(vec![TAG_HASH, 1, 5, b'a']).is_err());
+        assert!(Stored::decode(vec![TAG_HASH, 0xff, 0xff]).is_err());
+        assert!(Stored::decode(vec![TAG_HASH, 0, 0]).is_err());
+    }
+}
