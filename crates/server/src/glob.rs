@@ -5,6 +5,11 @@
 const NESTING_MAX: usize = 1000;
 
 pub fn glob_match(pattern: &[u8], text: &[u8]) -> bool {
+    // KEYS and SCAN treat a lone "*" as "everything", the empty key included; the matcher
+    // itself (as Redis's stringmatchlen) would not match "" against "*".
+    if pattern == b"*" {
+        return true;
+    }
     let mut give_up = false;
     match_from(pattern, text, &mut give_up, 0)
 }
