@@ -15,6 +15,7 @@
 //! index_bytes = "1GiB"
 //! data_bytes = "4GiB"
 //! write_block_bytes = "8MiB"
+//! cache_bytes = "256MiB"    # DRAM record cache for data on ssd or pmem
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -85,6 +86,8 @@ pub struct NamespaceConfig {
     pub defrag_low_water_percent: u8,
     /// Largest value accepted; at most a write block minus record overhead.
     pub value_bytes_max: u64,
+    /// DRAM record cache in front of records on ssd or pmem (0: none). Records in DRAM need none.
+    pub cache_bytes: u64,
 }
 
 impl NamespaceConfig {
@@ -104,6 +107,7 @@ impl NamespaceConfig {
             checkpoint_interval_bytes: 256 * MIB,
             defrag_low_water_percent: 50,
             value_bytes_max: 4 * MIB,
+            cache_bytes: 256 * MIB,
         }
     }
 
@@ -160,7 +164,8 @@ impl NamespaceConfig {
 pub struct Config {
     pub data_dir: PathBuf,
     pub shmem_dir: PathBuf,
-    /// Ask for O_DIRECT on ssd files (buffered I/O where the filesystem refuses it).
+    /// O_DIRECT on ssd files (buffered I/O where the filesystem refuses it), so that the record
+    /// cache budget, not the page cache, bounds the DRAM that records use.
     pub direct_io: bool,
     /// Run each namespace's background thread (flushes, checkpoints, defragmentation, expiry).
     /// Deterministic tests turn it off and call `Database::run_maintenance_once` instead.
@@ -174,7 +179,7 @@ impl Config {
         Config {
             data_dir: data_dir.to_path_buf(),
             shmem_dir: default_shmem_dir(data_dir),
-            direct_io: false,
+            direct_io: true,
             background_maintenance: true,
             namespaces: vec![NamespaceConfig::new("default")],
         }
@@ -200,7 +205,7 @@ impl Config {
         let config = Config {
             data_dir,
             shmem_dir,
-            direct_io: file.direct_io.unwrap_or(false),
+            direct_io: file.direct_io.unwrap_or(true),
             background_maintenance: true,
             namespaces,
         };
@@ -280,6 +285,7 @@ struct FileNamespace {
     checkpoint_interval_bytes: Option<Size>,
     defrag_low_water_percent: Option<u8>,
     value_bytes_max: Option<Size>,
+    cache_bytes: Option<Size>,
 }
 
 impl FileNamespace {
@@ -320,6 +326,7 @@ impl FileNamespace {
             size("checkpoint_interval_bytes", self.checkpoint_interval_bytes, config.checkpoint_interval_bytes)?;
         let value_default = config.value_bytes_max.min(config.write_block_bytes / 2);
         config.value_bytes_max = size("value_bytes_max", self.value_bytes_max, value_default)?;
+        config.cache_bytes = size("cache_bytes", self.cache_bytes, config.cache_bytes)?;
         config.periodic_ms = self.periodic_ms.unwrap_or(config.periodic_ms);
         config.defrag_low_water_percent = self.defrag_low_water_percent.unwrap_or(config.defrag_low_water_percent);
         Ok(config)

@@ -68,6 +68,11 @@ impl Database {
         self.namespaces.iter().try_for_each(|namespace| namespace.maintain_once())
     }
 
+    /// Empties every namespace's record cache (a COLD start without restarting).
+    pub fn clear_caches(&self) {
+        self.namespaces.iter().for_each(|namespace| namespace.clear_cache());
+    }
+
     pub fn last_checkpoint_unix_ms(&self) -> u64 {
         self.namespaces.iter().map(|namespace| namespace.stats().last_checkpoint_unix_ms).min().unwrap_or(0)
     }

@@ -5,6 +5,7 @@
 //! `log/record_log` (appends, group commit) → `index/` (persistent hash index) → `journal/`
 //! (records in DRAM) → `namespace` (write and read paths) → `recovery` → `database`.
 
+mod cache;
 mod config;
 mod database;
 mod digest;
@@ -27,7 +28,7 @@ pub use error::{EngineError, Result};
 pub use hybridkv_media::{DurabilityPath, Tier};
 pub use namespace::{BatchOp, Namespace, ScanPage, Transaction, Value};
 pub use recovery::{RestartKind, RestartReport};
-pub use stats::{NamespaceStats, TierUsage};
+pub use stats::{CacheStats, NamespaceStats, TierUsage};
 
 /// Milliseconds since the Unix epoch: the clock of expiry times.
 pub fn now_unix_ms() -> u64 {

@@ -11,6 +11,15 @@ pub struct TierUsage {
     pub capacity_bytes: u64,
 }
 
+#[derive(Clone, Debug)]
+pub struct CacheStats {
+    pub hits: u64,
+    pub misses: u64,
+    pub evictions: u64,
+    pub used_bytes: u64,
+    pub capacity_bytes: u64,
+}
+
 /// A namespace's figures for INFO and the metrics endpoint. Counters are totals since start.
 #[derive(Clone, Debug)]
 pub struct NamespaceStats {
@@ -30,6 +39,8 @@ pub struct NamespaceStats {
     pub misses: u64,
     pub writes: u64,
     pub defragmented_blocks: u64,
+    /// The record cache, when the namespace has one.
+    pub cache: Option<CacheStats>,
     pub corrupt_records: u64,
     pub last_checkpoint_unix_ms: u64,
 }

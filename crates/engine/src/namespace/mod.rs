@@ -13,14 +13,16 @@ use std::thread::JoinHandle;
 use hybridkv_media::{MediaProvider, Medium, Tier};
 use parking_lot::{Condvar, Mutex};
 
+use crate::cache::{CacheKey, RecordCache};
 use crate::config::{Durability, NamespaceConfig, KEY_BYTES_MAX};
 use crate::digest::{namespace_seed, Digest};
 use crate::error::{EngineError, Result};
 use crate::index::{Entry, Index};
 use crate::journal::JournaledMemory;
+use crate::log::record::decode_header;
 use crate::log::{Location, RecordLog, RecordView, RECORD_HEADER_BYTES};
 use crate::recovery::RestartReport;
-use crate::stats::{NamespaceStats, TierUsage};
+use crate::stats::{CacheStats, NamespaceStats, TierUsage};
 
 pub use write::Transaction;
 pub(crate) use write::Publication;
@@ -70,6 +72,7 @@ pub struct Namespace {
     pub(crate) index: Index,
     pub(crate) log: RecordLog<Publication>,
     pub(crate) journal: Option<Arc<JournaledMemory>>,
+    pub(crate) cache: Option<RecordCache>,
     pub(crate) commit: Mutex<CommitState>,
     pub(crate) committed: Condvar,
     pub(crate) key_count: AtomicI64,
@@ -121,6 +124,7 @@ impl Namespace {
     pub(crate) fn assemble(config: NamespaceConfig, index: Index, log: RecordLog<Publication>, journal: Option<Arc<JournaledMemory>>) -> Namespace {
         Namespace {
             seed: namespace_seed(&config.name),
+            cache: (config.cache_bytes > 0 && config.data != Tier::Dram).then(|| RecordCache::new(config.cache_bytes)),
             config,
             index,
             log,
@@ -160,30 +164,43 @@ impl Namespace {
         Ok(())
     }
 
-    /// Reads and verifies the record of `entry`; None when it belongs to another key (a digest
-    /// collision). A damaged record is counted, logged and reported, never served.
+    /// Reads and verifies the record of `entry` (through the record cache when there is one);
+    /// None when it belongs to another key (a digest collision). A damaged record is counted,
+    /// logged and reported, never served.
     pub(crate) fn read_entry(&self, entry: &Entry, key: &[u8]) -> Result<Option<Value>> {
+        let Some(cache) = &self.cache else {
+            let mut buffer = Vec::new();
+            self.read_verified_counted(entry.location, &mut buffer)?;
+            return Ok(value_in_place(buffer, key));
+        };
+        let cache_key = CacheKey { location: entry.location.0, block_seq: self.log.block_seq(entry.location.slot()) };
+        if let Some(record) = cache.get(cache_key) {
+            return Ok(value_in_place(record.to_vec(), key));
+        }
         let mut buffer = Vec::new();
-        let (value_start, value_len, expiry_unix_ms, version) = match self.log.read_verified(entry.location, &mut buffer) {
-            Ok(view) if view.key != key => return Ok(None),
-            Ok(view) => (
-                RECORD_HEADER_BYTES + view.key.len(),
-                view.value.len(),
-                view.header.expiry_unix_ms,
-                view.header.lsn,
-            ),
+        self.read_verified_counted(entry.location, &mut buffer)?;
+        cache.insert(cache_key, Arc::from(buffer.as_slice()));
+        Ok(value_in_place(buffer, key))
+    }
+
+    fn read_verified_counted(&self, location: Location, buffer: &mut Vec<u8>) -> Result<()> {
+        match self.log.read_verified(location, buffer) {
+            Ok(_) => Ok(()),
             Err(error) => {
                 if matches!(error, EngineError::Corrupt { .. }) {
                     self.counters.corrupt_records.fetch_add(1, Ordering::Relaxed);
                     tracing::error!(namespace = %self.config.name, %error, "damaged record not served");
                 }
-                return Err(error);
+                Err(error)
             }
-        };
-        // The value becomes the buffer itself: one allocation per read.
-        buffer.copy_within(value_start..value_start + value_len, 0);
-        buffer.truncate(value_len);
-        Ok(Some(Value { bytes: buffer, expiry_unix_ms, version }))
+        }
+    }
+
+    /// Empties the record cache (for COLD measurements).
+    pub fn clear_cache(&self) {
+        if let Some(cache) = &self.cache {
+            cache.clear();
+        }
     }
 
     pub fn get(&self, key: &[u8]) -> Result<Option<Value>> {
@@ -335,6 +352,13 @@ impl Namespace {
             misses: counter(&self.counters.misses),
             writes: counter(&self.counters.writes),
             defragmented_blocks: counter(&self.counters.defragmented_blocks),
+            cache: self.cache.as_ref().map(|cache| CacheStats {
+                hits: counter(&cache.counters.hits),
+                misses: counter(&cache.counters.misses),
+                evictions: counter(&cache.counters.evictions),
+                used_bytes: cache.used_bytes(),
+                capacity_bytes: cache.capacity_bytes(),
+            }),
             corrupt_records: counter(&self.counters.corrupt_records),
             last_checkpoint_unix_ms: counter(&self.last_checkpoint_unix_ms),
         }
@@ -348,6 +372,20 @@ impl Namespace {
     pub(crate) fn location_of(slot: u32, offset: u64, view: &RecordView<'_>) -> Location {
         Location::new(slot, offset, view.header.record_bytes())
     }
+}
+
+/// The value of a verified record held in `record`, when its key is `key`; the value becomes the
+/// buffer itself (one allocation per read).
+fn value_in_place(mut record: Vec<u8>, key: &[u8]) -> Option<Value> {
+    let header = decode_header(&record).expect("verified records have valid headers");
+    let key_end = RECORD_HEADER_BYTES + header.key_len as usize;
+    if &record[RECORD_HEADER_BYTES..key_end] != key {
+        return None;
+    }
+    let value_len = header.value_len as usize;
+    record.copy_within(key_end..key_end + value_len, 0);
+    record.truncate(value_len);
+    Some(Value { bytes: record, expiry_unix_ms: header.expiry_unix_ms, version: header.lsn })
 }
 
 impl Drop for Namespace {

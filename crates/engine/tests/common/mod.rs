@@ -28,7 +28,7 @@ pub fn config_for(dir: &Path, namespaces: Vec<NamespaceConfig>) -> Config {
     Config {
         data_dir: dir.join("data"),
         shmem_dir: dir.join("shm"),
-        direct_io: false,
+        direct_io: true,
         background_maintenance: false,
         namespaces,
     }
