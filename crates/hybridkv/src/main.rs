@@ -38,6 +38,9 @@ struct ServeArgs {
     /// Directory of the pmem and ssd files (default ./hybridkv-data, or the config file's data_dir).
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
+    /// Directory of shmem-tier files (default: a folder under /dev/shm named after --dir).
+    #[arg(long, value_name = "DIR")]
+    shmem_dir: Option<PathBuf>,
     /// Tier of database 0's primary index: dram (rebuilt at every start), shmem (survives a
     /// process crash, not a reboot), pmem (survives power loss). Default pmem.
     #[arg(long, value_name = "dram|shmem|pmem")]
@@ -109,6 +112,9 @@ fn engine_config(args: &ServeArgs) -> Result<Config, String> {
     if let Some(dir) = &args.dir {
         config.data_dir = dir.clone();
         config.shmem_dir = default_shmem_dir(dir);
+    }
+    if let Some(shmem_dir) = &args.shmem_dir {
+        config.shmem_dir = shmem_dir.clone();
     }
     let namespace = &mut config.namespaces[0];
     if let Some(tier) = tier_flag(&args.index, "index")? {

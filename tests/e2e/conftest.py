@@ -1,0 +1,163 @@
+"""Fixtures for the end-to-end tests: the release binary started on a free port with a temporary
+--dir, a redis-py client for it, and a real redis-server to compare replies with.
+
+Run: scripts/setup-python.sh && cargo build --release && .venv/bin/pytest tests/e2e
+"""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BINARY = REPO_ROOT / "target" / "release" / "hybridkv"
+# Small regions keep each start fast and the sparse files small.
+SMALL_SIZES = ["--index-bytes", "16MiB", "--data-bytes", "64MiB"]
+START_TIMEOUT_SECONDS = 20.0
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_for_port(port: int, process: subprocess.Popen, timeout: float = START_TIMEOUT_SECONDS) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.02)
+    raise RuntimeError(f"server did not listen on {port} within {timeout}s")
+
+
+class Server:
+    """One hybridkv process; `restart` keeps the directory (and so the data)."""
+
+    def __init__(self, directory: Path, extra_args=(), port=None):
+        self.directory = directory
+        self.extra_args = list(extra_args)
+        self.port = port or free_port()
+        self.process = None
+        self.log_path = directory.parent / f"{directory.name}.log"
+        self.shmem_dir = Path("/dev/shm") / f"hybridkv-e2e-{os.getpid()}-{self.port}"
+
+    def start(self):
+        command = [str(BINARY), "serve", "--port", str(self.port), "--dir", str(self.directory), "--shmem-dir", str(self.shmem_dir), *SMALL_SIZES, *self.extra_args]
+        log = open(self.log_path, "ab")
+        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        wait_for_port(self.port, self.process)
+        return self
+
+    def client(self, **options) -> redis.Redis:
+        options.setdefault("decode_responses", True)
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=10, **options)
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM and wait: the clean shutdown path."""
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            self.process.wait(timeout=timeout)
+        return self.process.returncode
+
+    def kill9(self):
+        if self.process and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+    def restart(self):
+        self.stop()
+        return self.start()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def cleanup(self):
+        self.kill9()
+        shutil.rmtree(self.shmem_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def release_binary():
+    """Builds the release binary once per test session (a no-op when it is up to date)."""
+    if not os.environ.get("HYBRIDKV_SKIP_BUILD"):
+        subprocess.run(["cargo", "build", "--release", "-q", "-p", "hybridkv"], cwd=REPO_ROOT, check=True)
+    assert BINARY.exists(), f"{BINARY} missing"
+    return BINARY
+
+
+@pytest.fixture
+def make_server(tmp_path):
+    """Factory: make_server(*extra_args) starts a server in its own directory."""
+    servers = []
+
+    def make(*extra_args, name=None):
+        directory = tmp_path / (name or f"data{len(servers)}")
+        server = Server(directory, extra_args)
+        servers.append(server)
+        return server.start()
+
+    yield make
+    for server in servers:
+        server.cleanup()
+
+
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory):
+    """One server for a module of command tests (each test flushes what it needs)."""
+    server = Server(tmp_path_factory.mktemp("shared") / "data").start()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture
+def r(shared_server):
+    client = shared_server.client()
+    client.flushall()
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def reference_redis(tmp_path_factory):
+    """A real redis-server, for comparing replies where Redis's behaviour is the specification."""
+    executable = shutil.which("redis-server")
+    if executable is None:
+        pytest.skip("redis-server not installed (run scripts/setup-python.sh)")
+    port = free_port()
+    directory = tmp_path_factory.mktemp("redis")
+    process = subprocess.Popen(
+        [executable, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(directory)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wait_for_port(port, process)
+    yield port
+    process.terminate()
+    process.wait(timeout=10)
+
+
+def raw_exchange(port: int, payload: bytes, read_timeout: float = 2.0) -> bytes:
+    """Sends raw bytes, returns everything the server sent until it closed or went quiet."""
+    with socket.create_connection(("127.0.0.1", port), timeout=read_timeout) as connection:
+        connection.sendall(payload)
+        received = b""
+        try:
+            while True:
+                chunk = connection.recv(65536)
+                if not chunk:
+                    break
+                received += chunk
+        except socket.timeout:
+            pass
+        return received

@@ -1,0 +1,120 @@
+"""Runs the same command sequences against hybridkv and a real redis-server and asserts that every
+reply, error texts included, is the same, in RESP2 and in RESP3."""
+
+import pytest
+import redis
+
+# Each case: a name and a list of commands run in order on an empty database. A command may be
+# wrapped as ("sorted", [...]) when only the set of its reply's items is specified (KEYS).
+CASES = {
+    "strings": [
+        ["SET", "k", "v"], ["GET", "k"], ["GET", "missing"], ["SET", "k", "v2", "NX"], ["SET", "k", "v3", "XX"],
+        ["SET", "new", "x", "XX"], ["SET", "k", "v4", "GET"], ["SET", "k", "v5", "NX", "GET"], ["SET", "nokey", "v", "XX", "GET"],
+        ["SET", "k", "v", "NX", "XX"], ["SET", "k", "v", "EX", "10", "PX", "100"], ["SET", "k", "v", "EX", "0"],
+        ["SET", "k", "v", "EX", "-5"], ["SET", "k", "v", "EX", "abc"], ["SET", "k", "v", "KEEPTTL", "EX", "5"],
+        ["SET", "k", "v", "BOGUS"], ["SET", "k"], ["SET", "t", "v", "EX", "100"], ["TTL", "t"], ["SET", "t", "w", "KEEPTTL"],
+        ["TTL", "t"], ["SET", "t", "w"], ["TTL", "t"], ["SET", "t", "v", "EXAT", "99999999999"], ["EXPIRETIME", "t"],
+        ["SET", "t", "v", "PXAT", "99999999999000"], ["PEXPIRETIME", "t"],
+        ["SETNX", "n", "1"], ["SETNX", "n", "2"], ["GET", "n"], ["SETEX", "s", "100", "v"], ["TTL", "s"], ["SETEX", "s", "0", "v"],
+        ["SETEX", "s", "x", "v"], ["PSETEX", "p", "100000", "v"], ["PSETEX", "p", "-1", "v"],
+        ["MSET", "a", "1", "b", "2"], ["MSET", "a"], ["MSET", "a", "1", "b"], ["MGET", "a", "b", "nope"],
+        ["MSETNX", "c", "3", "a", "9"], ["MSETNX", "c", "3", "d", "4"], ["MGET", "a", "c", "d"],
+        ["GETSET", "a", "10"], ["GETSET", "fresh", "1"], ["GETDEL", "a"], ["GETDEL", "a"], ["GET", "a"],
+        ["SET", "g", "val"], ["GETEX", "g"], ["GETEX", "g", "EX", "100"], ["TTL", "g"], ["GETEX", "g", "PERSIST"], ["TTL", "g"],
+        ["GETEX", "g", "EX", "1", "PX", "1"], ["GETEX", "g", "BOGUS"], ["GETEX", "nokey", "EX", "10"], ["GETEX", "g", "EX", "0"],
+        ["APPEND", "ap", "Hello"], ["APPEND", "ap", " World"], ["GET", "ap"], ["STRLEN", "ap"], ["STRLEN", "nokey"],
+        ["GETRANGE", "ap", "0", "4"], ["GETRANGE", "ap", "-5", "-1"], ["GETRANGE", "ap", "5", "2"], ["GETRANGE", "ap", "0", "x"],
+        ["GETRANGE", "nokey", "0", "10"], ["SETRANGE", "ap", "6", "Redis"], ["GET", "ap"], ["SETRANGE", "sr", "3", "x"], ["GET", "sr"],
+        ["SETRANGE", "sr", "-1", "x"], ["SETRANGE", "nokey2", "0", ""], ["EXISTS", "nokey2"], ["SETRANGE", "sr", "0", ""],
+        ["INCR", "i"], ["INCRBY", "i", "10"], ["DECR", "i"], ["DECRBY", "i", "5"], ["INCRBY", "i", "x"], ["SET", "i", "abc"],
+        ["INCR", "i"], ["SET", "i", " 1"], ["INCR", "i"], ["SET", "i", "9223372036854775807"], ["INCR", "i"],
+        ["SET", "i", "-9223372036854775808"], ["DECR", "i"], ["DECRBY", "i", "-9223372036854775808"],
+        ["SET", "f", "10.50"], ["INCRBYFLOAT", "f", "0.1"], ["INCRBYFLOAT", "f", "-5"], ["SET", "f", "5.0e3"],
+        ["INCRBYFLOAT", "f", "2.0e2"], ["INCRBYFLOAT", "f", "abc"], ["INCRBYFLOAT", "f", "inf"], ["SET", "f", "x"],
+        ["INCRBYFLOAT", "f", "1"], ["INCRBYFLOAT", "fnew", "3"], ["GET", "fnew"],
+    ],
+    "keys": [
+        ["MSET", "a", "1", "b", "2", "c", "3"], ["DEL", "a", "b", "zz"], ["DEL", "a"], ["UNLINK", "c"], ["EXISTS", "a"],
+        ["SET", "x", "1"], ["EXISTS", "x", "x", "y"], ["TYPE", "x"], ["TYPE", "nokey"], ["HSET", "h", "f", "v"], ["TYPE", "h"],
+        ["EXPIRE", "x", "100"], ["TTL", "x"], ["EXPIRE", "x", "100", "NX"], ["EXPIRE", "x", "200", "XX"], ["TTL", "x"],
+        ["EXPIRE", "x", "50", "GT"], ["EXPIRE", "x", "500", "GT"], ["TTL", "x"], ["EXPIRE", "x", "600", "LT"], ["EXPIRE", "x", "5", "LT"],
+        ["TTL", "x"], ["EXPIRE", "x", "10", "NX", "XX"], ["EXPIRE", "x", "10", "GT", "LT"], ["EXPIRE", "x", "10", "FOO"],
+        ["EXPIRE", "x", "abc"], ["EXPIRE", "nokey", "10"], ["PERSIST", "x"], ["PERSIST", "x"], ["TTL", "x"], ["TTL", "nokey"],
+        ["PTTL", "nokey"], ["PTTL", "x"], ["EXPIRETIME", "x"], ["PEXPIRETIME", "nokey"], ["EXPIREAT", "x", "99999999999"],
+        ["EXPIRETIME", "x"], ["PEXPIREAT", "x", "99999999999999"], ["PEXPIRETIME", "x"], ["EXPIRE", "x", "-1"], ["EXISTS", "x"],
+        ["SET", "y", "1"], ["PEXPIRE", "y", "0"], ["GET", "y"], ["SET", "z", "1"], ["EXPIREAT", "z", "1"], ["GET", "z"],
+        ["EXPIRE", "z", "9223372036854775807"], ["SET", "r1", "v"], ["RENAME", "r1", "r2"], ["GET", "r1"], ["GET", "r2"],
+        ["RENAME", "nokey", "r3"], ["RENAME", "r2", "r2"], ["SET", "r3", "w"], ["RENAMENX", "r2", "r3"], ["RENAMENX", "r2", "r4"],
+        ["RENAMENX", "r4", "r4"], ["RENAMENX", "nokey", "r9"], ["SET", "e", "v", "EX", "100"], ["RENAME", "e", "e2"], ["TTL", "e2"],
+        ("sorted", ["KEYS", "*"]), ("sorted", ["KEYS", "r*"]), ("sorted", ["KEYS", "?3"]), ("sorted", ["KEYS", "[er]*"]),
+        ["DBSIZE"], ["RANDOMKEY"] if False else ["EXISTS", "h"], ["SCAN", "abc"], ["SCAN", "0", "COUNT", "0"], ["SCAN", "0", "BOGUS", "1"],
+        ["FLUSHDB"], ["DBSIZE"], ["RANDOMKEY"], ["FLUSHDB", "BOGUS"], ["FLUSHALL", "SYNC"],
+    ],
+    "hashes": [
+        ["HSET", "h", "a", "1", "b", "2"], ["HSET", "h", "a", "10", "c", "3"], ["HSET", "h", "a"], ["HGET", "h", "a"], ["HGET", "h", "zz"],
+        ["HGET", "nokey", "a"], ["HMGET", "h", "a", "zz", "c"], ["HMGET", "nokey", "a"], ["HGETALL", "h"], ["HGETALL", "nokey"],
+        ["HKEYS", "h"], ["HVALS", "h"], ["HLEN", "h"], ["HLEN", "nokey"], ["HEXISTS", "h", "a"], ["HEXISTS", "h", "zz"],
+        ["HSTRLEN", "h", "a"], ["HSTRLEN", "h", "zz"], ["HDEL", "h", "a", "zz"], ["HDEL", "h", "a"], ["HDEL", "nokey", "a"],
+        ["HSETNX", "h", "b", "x"], ["HSETNX", "h", "n", "x"], ["HGET", "h", "n"], ["HINCRBY", "h", "cnt", "5"], ["HINCRBY", "h", "cnt", "-2"],
+        ["HINCRBY", "h", "n", "1"], ["HINCRBY", "h", "cnt", "x"], ["HSET", "h", "big", "9223372036854775807"], ["HINCRBY", "h", "big", "1"],
+        ["HINCRBYFLOAT", "h", "fl", "1.5"], ["HINCRBYFLOAT", "h", "fl", "0.1"], ["HINCRBYFLOAT", "h", "n", "1"],
+        ["HINCRBYFLOAT", "h", "fl", "x"], ["HMSET", "h2", "x", "1"], ["HMSET", "h2", "x"], ["HGETALL", "h2"],
+        ["HSCAN", "h2", "0"], ["HSCAN", "h2", "x"], ["HSCAN", "nokey", "0"], ["HSCAN", "h", "0", "MATCH", "c*"],
+        ["HSCAN", "h", "0", "COUNT", "0"], ["HSCAN", "h", "0", "BOGUS"], ["SET", "s", "v"], ["HGET", "s", "a"], ["HSET", "s", "a", "1"],
+        ["HGETALL", "s"], ["HLEN", "s"], ["HDEL", "s", "a"], ["HINCRBY", "s", "a", "1"], ["HSCAN", "s", "0"], ["GET", "h"],
+        ["APPEND", "h", "x"], ["INCR", "h"], ["STRLEN", "h"], ["GETRANGE", "h", "0", "1"], ["MGET", "h", "s"], ["SET", "h", "now-a-string"],
+        ["GET", "h"], ["HDEL", "h2", "x"], ["EXISTS", "h2"],
+    ],
+    "errors": [
+        ["NOSUCHCOMMAND"], ["NOSUCHCOMMAND", "a", "b"], ["GET"], ["GET", "a", "b"], ["HSET", "h"], ["EXPIRE", "k"], ["PING", "a", "b"],
+        ["ECHO"], ["ECHO", "hello"], ["PING"], ["PING", "hi"], ["SELECT", "x"], ["SELECT", "-1"], ["SELECT", "100000"],
+        ["AUTH", "pw"], ["AUTH", "default", "pw"], ["AUTH", "a", "b", "c"], ["CLIENT", "NOSUCH"], ["CLIENT", "SETNAME", "a b"],
+        ["CLIENT", "SETNAME", "good"], ["CLIENT", "GETNAME"],
+        ["CONFIG", "NOSUCH"], ["CONFIG", "GET", "maxclients"], ["CONFIG", "SET", "nosuchparam", "1"], ["COMMAND", "NOSUCH"],
+        ["MULTI"], ["MULTI"], ["DISCARD"], ["EXEC"], ["DISCARD"], ["WATCH", "a"], ["UNWATCH"], ["HELLO", "4"], ["HELLO", "x"],
+        ["HELLO", "2", "BOGUS"], ["SHUTDOWN", "ABORT"], ["SHUTDOWN", "BOGUS"],
+    ],
+    "transactions": [
+        ["MULTI"], ["SET", "a", "1"], ["INCR", "a"], ["GET", "a"], ["EXEC"], ["MULTI"], ["SET", "b", "1"], ["NOSUCH"], ["EXEC"],
+        ["GET", "b"], ["MULTI"], ["SET", "c", "x"], ["INCR", "c"], ["GET", "c"], ["EXEC"], ["MULTI"], ["GET"], ["EXEC"],
+        ["MULTI"], ["WATCH", "a"], ["DISCARD"], ["MULTI"], ["HSET", "h", "f", "v"], ["HGET", "h", "f"], ["DEL", "h"], ["EXEC"],
+        ["EXEC"], ["MULTI"], ["EXEC"],
+    ],
+}
+
+
+def normalized(reply):
+    """Errors inside arrays (EXEC) become comparable values."""
+    if isinstance(reply, Exception):
+        return ("error", str(reply))
+    if isinstance(reply, list):
+        return [normalized(item) for item in reply]
+    return reply
+
+
+def run_case(client: redis.Redis, commands):
+    replies = []
+    for command in commands:
+        sort = isinstance(command, tuple)
+        arguments = command[1] if sort else command
+        try:
+            reply = client.execute_command(*arguments)
+            if sort:
+                reply = sorted(reply)
+        except (redis.ResponseError, redis.AuthenticationError) as error:
+            reply = ("error", type(error).__name__, str(error))
+        replies.append((" ".join(arguments), normalized(reply)))
+    return replies
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_replies_match_redis(shared_server, reference_redis, case, protocol):
+    ours = shared_server.client(protocol=protocol)
+    theirs = redis.Redis(host="127.0.0.1", port=reference_redis, decode_responses=True, protocol=protocol)
+    ours.flushall()
+    theirs.flushall()
+    expected = run_case(theirs, CASES[case])
+    actual = run_case(ours, CASES[case])
+    mismatches = [(command, want, got) for (command, want), (_, got) in zip(expected, actual) if want != got]
+    assert not mismatches, "\n".join(f"{command}: redis {want!r} hybridkv {got!r}" for command, want, got in mismatches)
