@@ -61,6 +61,9 @@ pub enum ProtocolError {
     UnauthenticatedMultibulkLength,
     #[error("Protocol error: unauthenticated bulk length")]
     UnauthenticatedBulkLength,
+    /// Redis has no limit here; ours applies the same arguments_max to inline commands.
+    #[error("Protocol error: too many arguments in inline request")]
+    TooManyInlineArguments,
 }
 
 /// Where the decoder is inside a multibulk request.
@@ -104,7 +107,7 @@ impl RequestDecoder {
                     return Ok(None);
                 }
             } else {
-                match decode_inline(buffer)? {
+                match decode_inline(buffer, limits)? {
                     InlineLine::Incomplete => return Ok(None),
                     InlineLine::Empty => continue,
                     InlineLine::Arguments(arguments) => return Ok(Some(arguments)),
@@ -245,7 +248,7 @@ enum InlineLine {
     Arguments(Vec<Bytes>),
 }
 
-fn decode_inline(buffer: &mut BytesMut) -> Result<InlineLine, ProtocolError> {
+fn decode_inline(buffer: &mut BytesMut, limits: &DecodeLimits) -> Result<InlineLine, ProtocolError> {
     let Some(newline) = buffer.iter().position(|&byte| byte == b'\n') else {
         return if buffer.len() > INLINE_BYTES_MAX { Err(ProtocolError::TooBigInlineRequest) } else { Ok(InlineLine::Incomplete) };
     };
@@ -257,6 +260,10 @@ fn decode_inline(buffer: &mut BytesMut) -> Result<InlineLine, ProtocolError> {
     let arguments = split_inline_arguments(line).ok_or(ProtocolError::UnbalancedQuotes)?;
     if arguments.is_empty() {
         return Ok(InlineLine::Empty);
+    }
+    let arguments_max = if limits.authenticated { limits.arguments_max } else { UNAUTHENTICATED_ARGUMENTS_MAX };
+    if arguments.len() > arguments_max {
+        return Err(ProtocolError::TooManyInlineArguments);
     }
     Ok(InlineLine::Arguments(arguments.into_iter().map(Bytes::from).collect()))
 }
@@ -346,6 +353,8 @@ mod tests {
         let before_auth = DecodeLimits { authenticated: false, ..DecodeLimits::default() };
         assert_eq!(decode_all(b"*11\r\n", before_auth), Err(ProtocolError::UnauthenticatedMultibulkLength));
         assert_eq!(decode_all(b"*1\r\n$16385\r\n", before_auth), Err(ProtocolError::UnauthenticatedBulkLength));
+        assert_eq!(decode_all(b"a b c d\r\n", limits), Err(ProtocolError::TooManyInlineArguments));
+        assert!(decode_all(b"a b c\r\n", limits).is_ok());
     }
 
     #[test]
