@@ -53,7 +53,8 @@ class Server:
         self.shmem_dir = Path("/dev/shm") / f"hybridkv-e2e-{os.getpid()}-{self.port}"
 
     def start(self):
-        command = [str(BINARY), "serve", "--port", str(self.port), "--dir", str(self.directory), "--shmem-dir", str(self.shmem_dir), *SMALL_SIZES, *self.extra_args]
+        sizes = [argument for flag, value in zip(SMALL_SIZES[::2], SMALL_SIZES[1::2]) if flag not in self.extra_args for argument in (flag, value)]
+        command = [str(BINARY), "serve", "--port", str(self.port), "--dir", str(self.directory), "--shmem-dir", str(self.shmem_dir), *sizes, *self.extra_args]
         log = open(self.log_path, "ab")
         self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         wait_for_port(self.port, self.process)

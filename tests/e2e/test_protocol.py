@@ -1,0 +1,155 @@
+"""The wire protocol and its limits, driven through raw sockets: malformed requests get Redis's
+error and a closed connection, while the server keeps serving everyone else."""
+
+import socket
+import time
+
+import pytest
+import redis
+
+from conftest import raw_exchange
+
+
+def still_serves(server):
+    client = server.client()
+    assert client.ping() is True
+    client.close()
+
+
+@pytest.mark.parametrize(
+    "payload, error",
+    [
+        (b"*abc\r\n", b"-ERR Protocol error: invalid multibulk length\r\n"),
+        (b"*2\r\nxyz\r\n", b"-ERR Protocol error: expected '$', got 'x'\r\n"),
+        (b"*1\r\n$-5\r\n", b"-ERR Protocol error: invalid bulk length\r\n"),
+        (b"*1\r\n$600000000\r\n", b"-ERR Protocol error: invalid bulk length\r\n"),
+        (b"*9999999999\r\n", b"-ERR Protocol error: invalid multibulk length\r\n"),
+        (b'SET "unbalanced\r\n', b"-ERR Protocol error: unbalanced quotes in request\r\n"),
+        (b"x" * (64 * 1024 + 10), b"-ERR Protocol error: too big inline request\r\n"),
+    ],
+)
+def test_malformed_requests_get_redis_errors_and_close(shared_server, payload, error):
+    assert raw_exchange(shared_server.port, payload) == error
+    still_serves(shared_server)
+
+
+def test_malformed_request_after_good_ones_answers_them_first(shared_server):
+    reply = raw_exchange(shared_server.port, b"PING\r\n*1\r\n$4\r\nPING\r\n*x\r\n")
+    assert reply == b"+PONG\r\n+PONG\r\n-ERR Protocol error: invalid multibulk length\r\n"
+
+
+def test_inline_commands_with_quotes(shared_server):
+    reply = raw_exchange(shared_server.port, b'SET inline "hello world"\r\nGET inline\r\nECHO \'it\\\'s\'\r\nQUIT\r\n')
+    assert reply == b"+OK\r\n$11\r\nhello world\r\n$4\r\nit's\r\n+OK\r\n"
+
+
+def test_pipelining_answers_in_order(shared_server):
+    commands = b"".join(b"*3\r\n$3\r\nSET\r\n$2\r\np%d\r\n$1\r\n%d\r\n" % (i % 10, i % 10) for i in range(200))
+    commands += b"".join(b"*2\r\n$4\r\nINCR\r\n$7\r\ncounter\r\n" for _ in range(300))
+    commands += b"*1\r\n$4\r\nQUIT\r\n"
+    reply = raw_exchange(shared_server.port, b"*1\r\n$7\r\nFLUSHDB\r\n" + commands)
+    expected = b"+OK\r\n" + b"+OK\r\n" * 200 + b"".join(b":%d\r\n" % n for n in range(1, 301)) + b"+OK\r\n"
+    assert reply == expected
+
+
+def test_pipelining_with_redis_py(r):
+    pipe = r.pipeline(transaction=False)
+    for i in range(1000):
+        pipe.set(f"key:{i}", i)
+    for i in range(1000):
+        pipe.get(f"key:{i}")
+    results = pipe.execute()
+    assert results[:1000] == [True] * 1000
+    assert results[1000:] == [str(i) for i in range(1000)]
+
+
+def test_large_request_arriving_in_pieces(r, shared_server):
+    value = b"v" * (1024 * 1024)
+    payload = b"*3\r\n$3\r\nSET\r\n$3\r\nbig\r\n$%d\r\n%s\r\n" % (len(value), value)
+    with socket.create_connection(("127.0.0.1", shared_server.port)) as connection:
+        for start in range(0, len(payload), 70_000):
+            connection.sendall(payload[start : start + 70_000])
+            time.sleep(0.001)
+        assert connection.recv(100) == b"+OK\r\n"
+    assert r.strlen("big") == len(value)
+
+
+def test_client_disconnecting_mid_command_leaves_others_served(r, shared_server):
+    for partial in [b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$10\r\nabc", b"*2\r\n$3\r\nGE", b"SET half"]:
+        connection = socket.create_connection(("127.0.0.1", shared_server.port))
+        connection.sendall(partial)
+        connection.close()
+    time.sleep(0.1)
+    assert r.exists("k") == 0
+    assert r.set("k", "after") is True
+    assert r.get("k") == "after"
+
+
+def test_too_many_arguments(make_server):
+    server = make_server("--proto-max-bulk-len", "1KiB")
+    reply = raw_exchange(server.port, b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2000\r\n")
+    assert reply == b"-ERR Protocol error: invalid bulk length\r\n"
+    still_serves(server)
+
+
+def test_unknown_command(r):
+    with pytest.raises(redis.ResponseError, match=r"^unknown command 'FOO', with args beginning with: 'x' $"):
+        r.execute_command("FOO", "x")
+
+
+def test_value_over_the_namespace_limit_is_refused(make_server):
+    server = make_server("--value-bytes-max", "64KiB")
+    client = server.client()
+    with pytest.raises(redis.ResponseError, match="over the limit"):
+        client.set("big", "x" * (70 * 1024))
+    client.set("small", "x" * 1024)
+    with pytest.raises(redis.ResponseError, match="string exceeds maximum allowed size"):
+        client.append("small", "y" * (64 * 1024))
+    with pytest.raises(redis.ResponseError, match="string exceeds maximum allowed size"):
+        client.setrange("small", 100 * 1024, "z")
+    assert client.strlen("small") == 1024
+
+
+def test_memory_budget_gives_oom_and_reads_keep_working(make_server):
+    server = make_server("--data-bytes", "32MiB", "--index-bytes", "4MiB")
+    client = server.client()
+    value = "v" * 100_000
+    written = 0
+    # redis-py maps the "-OOM" error code to OutOfMemoryError.
+    with pytest.raises(redis.exceptions.OutOfMemoryError, match="data tier full"):
+        for i in range(1000):
+            client.set(f"k{i}", value)
+            written += 1
+    assert written > 0
+    assert client.get("k0") == value
+    assert client.dbsize() == written
+
+
+def test_max_clients(make_server):
+    server = make_server("--maxclients", "2")
+    first, second = server.client(), server.client()
+    assert first.ping() and second.ping()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=2) as refused:
+        assert refused.recv(100) == b"-ERR max number of clients reached\r\n"
+        assert refused.recv(100) == b""
+    first.close()
+    time.sleep(0.1)
+    assert server.client().ping()
+
+
+def test_query_buffer_limit(make_server):
+    server = make_server("--client-query-buffer-limit", "64KiB")
+    payload = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$200000\r\n" + b"x" * 100_000
+    reply = raw_exchange(server.port, payload)
+    assert reply.startswith(b"-ERR query buffer exceeds client-query-buffer-limit")
+    still_serves(server)
+
+
+def test_multi_queue_limit(shared_server):
+    client = shared_server.client()
+    pipe = client.pipeline(transaction=True)
+    for i in range(10_001):
+        pipe.set(f"q{i}", i)
+    with pytest.raises(redis.ResponseError, match="MULTI queue is full"):
+        pipe.execute()
+    assert client.exists("q0") == 0
