@@ -167,6 +167,10 @@ impl Namespace {
         if !self.accounting_ready.load(Ordering::Relaxed) || self.check_writable().is_err() {
             return Ok(());
         }
+        let _defragmenting = self.defrag_running.lock();
+        if self.full_scans_running.load(Ordering::Acquire) > 0 {
+            return Ok(());
+        }
         let low_water = self.log.block_bytes() * self.config.defrag_low_water_percent as u64 / 100;
         let sealed = self.log.sealed_blocks();
         let candidate =

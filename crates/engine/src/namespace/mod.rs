@@ -3,6 +3,7 @@
 //! publication) is in `write`, background work (flushes, checkpoints, defragmentation, expiry)
 //! in `maintenance`, and start-up in `crate::recovery`.
 
+mod full_scan;
 mod maintenance;
 mod write;
 
@@ -24,6 +25,7 @@ use crate::log::{Location, RecordLog, RecordView, RECORD_HEADER_BYTES};
 use crate::recovery::RestartReport;
 use crate::stats::{CacheStats, NamespaceStats, TierUsage};
 
+pub use full_scan::FullScanReport;
 pub use write::Transaction;
 pub(crate) use write::Publication;
 
@@ -88,6 +90,10 @@ pub struct Namespace {
     pub(crate) stopping: Arc<AtomicBool>,
     pub(crate) maintenance: Mutex<Option<JoinHandle<()>>>,
     pub(crate) manual_maintenance: Mutex<maintenance::LoopState>,
+    /// Full scans under way: defragmentation waits for them (so moves never duplicate a record).
+    pub(crate) full_scans_running: AtomicUsize,
+    /// Held while a block is being defragmented.
+    pub(crate) defrag_running: Mutex<()>,
 }
 
 /// A fingerprint of what makes an index belong to a record log: the namespace and the data
@@ -142,6 +148,8 @@ impl Namespace {
             stopping: Arc::new(AtomicBool::new(false)),
             maintenance: Mutex::new(None),
             manual_maintenance: Mutex::new(maintenance::LoopState::new()),
+            full_scans_running: AtomicUsize::new(0),
+            defrag_running: Mutex::new(()),
         }
     }
 

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use hybridkv_engine::{Config, Durability, NamespaceConfig, Tier, KIB, MIB};
+use hybridkv_engine::{Config, Database, Durability, NamespaceConfig, Tier, KIB, MIB};
 
 pub const INDEX_TIERS: [Tier; 3] = [Tier::Dram, Tier::Shmem, Tier::Pmem];
 pub const DATA_TIERS: [Tier; 3] = [Tier::Dram, Tier::Pmem, Tier::Ssd];
@@ -42,4 +42,28 @@ pub fn value(number: u64, version: u64, len: usize) -> Vec<u8> {
     let mut bytes = format!("v{version}:{number}:").into_bytes();
     bytes.resize(len.max(bytes.len()), b'x' + (version % 3) as u8);
     bytes
+}
+
+/// Values of the cache tests.
+pub const VALUE_BYTES: usize = 1000;
+
+/// The database and the shared-memory folder that must outlive it.
+pub fn cached_database(dir: &std::path::Path, data: Tier, cache_bytes: u64, durability: Durability) -> (Database, tempfile::TempDir) {
+    let mut namespace = small_namespace("ns", Tier::Shmem, data, durability);
+    namespace.data_bytes = 64 * MIB;
+    namespace.write_block_bytes = 1 * MIB;
+    namespace.checkpoint_interval_bytes = 16 * MIB;
+    namespace.cache_bytes = cache_bytes;
+    let mut config = config_for(dir, vec![namespace]);
+    let shmem = tempfile::tempdir_in("/dev/shm").unwrap();
+    config.shmem_dir = shmem.path().to_path_buf();
+    config.background_maintenance = true;
+    (Database::open(config).unwrap(), shmem)
+}
+
+pub fn load(database: &Database, keys: u64) {
+    let namespace = database.namespace(0).unwrap();
+    for number in 0..keys {
+        namespace.put(&key(number), &value(number, 0, VALUE_BYTES), 0).unwrap();
+    }
 }
