@@ -87,7 +87,10 @@ fn persistence_section(shared: &Shared, stats: &[NamespaceStats], text: &mut Str
     writeln!(text, "rdb_bgsave_in_progress:{}\r", u8::from(shared.background_save.load(Ordering::Relaxed)))?;
     writeln!(text, "rdb_last_save_time:{}\r", shared.database.last_checkpoint_unix_ms() / 1000)?;
     for report in shared.database.restart_reports() {
-        writeln!(text, "ns_{}_restart:{} elapsed_ms={} records_replayed={}\r", report.namespace, report.kind.name(), report.elapsed_ms, report.records_replayed)?;
+        let prefix = format!("ns_{}_restart", report.namespace);
+        writeln!(text, "{prefix}:{}\r", report.kind.name())?;
+        writeln!(text, "{prefix}_elapsed_ms:{}\r", report.elapsed_ms)?;
+        writeln!(text, "{prefix}_records_replayed:{}\r", report.records_replayed)?;
     }
     for namespace in stats {
         let prefix = format!("ns_{}", namespace.name);

@@ -1,0 +1,214 @@
+"""Connection and server commands: AUTH, HELLO/RESP3, SELECT over namespaces, INFO, metrics,
+CONFIG, CLIENT, COMMAND, TIME, SAVE/BGSAVE/LASTSAVE, SHUTDOWN and SIGTERM, SCAN, expiry."""
+
+import socket
+import subprocess
+import time
+import urllib.request
+
+import pytest
+import redis
+
+from conftest import BINARY, free_port, raw_exchange
+
+
+def raw_command(client, *arguments):
+    """Sends a command and returns the parsed reply without redis-py's per-command callbacks."""
+    connection = client.connection_pool.get_connection(arguments[0])
+    try:
+        connection.send_command(*arguments)
+        return connection.read_response()
+    finally:
+        client.connection_pool.release(connection)
+
+
+def test_auth_required_before_other_commands(make_server):
+    server = make_server("--requirepass", "s3cret")
+    assert raw_exchange(server.port, b"PING\r\n*2\r\n$4\r\nAUTH\r\n$5\r\nwrong\r\nAUTH s3cret\r\nPING\r\nQUIT\r\n") == (
+        b"-NOAUTH Authentication required.\r\n"
+        b"-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+        b"+OK\r\n+PONG\r\n+OK\r\n"
+    )
+    with pytest.raises(redis.AuthenticationError):
+        server.client().get("k")
+    client = server.client(password="s3cret")
+    assert client.set("k", "v") and client.get("k") == "v"
+    assert server.client(username="default", password="s3cret", protocol=3).get("k") == "v"
+    with pytest.raises(redis.AuthenticationError):
+        server.client(username="other", password="s3cret").ping()
+
+
+def test_unauthenticated_clients_get_small_limits(make_server):
+    server = make_server("--requirepass", "pw")
+    reply = raw_exchange(server.port, b"*11\r\n")
+    assert reply == b"-ERR Protocol error: unauthenticated multibulk length\r\n"
+    reply = raw_exchange(server.port, b"*2\r\n$4\r\nAUTH\r\n$20000\r\n")
+    assert reply == b"-ERR Protocol error: unauthenticated bulk length\r\n"
+
+
+def test_protected_mode_refuses_open_non_loopback(tmp_path):
+    result = subprocess.run(
+        [str(BINARY), "serve", "--bind", "0.0.0.0", "--port", str(free_port()), "--dir", str(tmp_path / "d")],
+        capture_output=True, text=True, timeout=20,
+    )
+    assert result.returncode != 0
+    assert "--requirepass" in result.stderr and "--protected-mode no" in result.stderr
+
+
+def test_hello_switches_to_resp3(shared_server):
+    raw = raw_exchange(shared_server.port, b"HELLO 3\r\nHSET h3 f v\r\nHGETALL h3\r\nGET nokey\r\nQUIT\r\n")
+    assert raw.startswith(b"%7\r\n$6\r\nserver\r\n$8\r\nhybridkv\r\n")
+    assert b"$5\r\nproto\r\n:3\r\n" in raw
+    assert raw.endswith(b":1\r\n%1\r\n$1\r\nf\r\n$1\r\nv\r\n_\r\n+OK\r\n")
+    client = shared_server.client(protocol=3)
+    client.hset("h", mapping={"a": "1"})
+    assert client.hgetall("h") == {"a": "1"}
+    flat = raw_command(client, "HELLO", "2")
+    assert flat[flat.index("proto") + 1] == 2
+
+
+def test_select_chooses_a_namespace(make_server, tmp_path):
+    config = tmp_path / "two.toml"
+    config.write_text(
+        '[[namespace]]\nname = "first"\nindex_bytes = "16MiB"\ndata_bytes = "64MiB"\n'
+        '[[namespace]]\nname = "second"\nindex = "dram"\ndata = "dram"\njournal = "ssd"\nindex_bytes = "16MiB"\ndata_bytes = "64MiB"\n'
+    )
+    server = make_server("--config", str(config))
+    zero, one = server.client(db=0), server.client(db=1)
+    zero.set("k", "zero")
+    one.set("k", "one")
+    assert zero.get("k") == "zero" and one.get("k") == "one"
+    assert one.dbsize() == 1
+    with pytest.raises(redis.ResponseError, match="DB index is out of range"):
+        zero.execute_command("SELECT", "2")
+    info = zero.info("keyspace")
+    assert info["db0"]["keys"] == 1 and info["db1"]["keys"] == 1
+    one.flushdb()
+    assert zero.get("k") == "zero" and one.dbsize() == 0
+    zero.flushall()
+    assert zero.dbsize() == 0
+
+
+def test_info_sections(r):
+    r.set("a", 1)
+    r.get("a")
+    r.get("missing")
+    info = r.info("all")
+    for field in ["redis_version", "connected_clients", "used_memory", "ns_default_index_tier", "ns_default_data_capacity_bytes",
+                  "ns_default_durability", "ns_default_index_media", "ns_default_flushes_per_sec", "instantaneous_ops_per_sec",
+                  "keyspace_hits", "keyspace_misses", "total_commands_processed"]:
+        assert field in info, field
+    assert info["ns_default_durability"] == "always"
+    assert "msync fallback" in info["ns_default_index_media"] or "MAP_SYNC" in info["ns_default_index_media"]
+    assert info["keyspace_hits"] >= 1 and info["keyspace_misses"] >= 1
+    assert set(r.info("persistence")) >= {"ns_default_flushes", "ns_default_journal_writes", "rdb_last_save_time"}
+    assert "connected_clients" not in r.info("persistence")
+
+
+def test_metrics_endpoint(make_server):
+    metrics_port = free_port()
+    server = make_server("--metrics-port", str(metrics_port))
+    server.client().set("k", "v")
+    body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
+    assert "hybridkv_commands_processed_total" in body
+    assert 'hybridkv_keys{namespace="default"} 1' in body
+    assert 'hybridkv_tier_capacity_bytes{namespace="default",role="data",tier="ssd"' in body
+
+
+def test_config_get_and_set(r):
+    assert r.config_get("maxclients") == {"maxclients": "10000"}
+    assert r.config_get("appendfsync")["appendfsync"] == "always"
+    assert r.config_set("maxclients", 500)
+    assert r.config_get("max*") == {"maxclients": "500", "maxmemory": "0"}
+    r.config_set("maxclients", 10000)
+    with pytest.raises(redis.ResponseError, match="can't set immutable config"):
+        r.config_set("port", 1)
+    assert r.config_resetstat()
+
+
+def test_client_commands(r, shared_server):
+    assert r.client_setname("worker-1")
+    assert r.client_getname() == "worker-1"
+    assert r.execute_command("CLIENT", "SETINFO", "LIB-NAME", "mylib") == "OK"
+    with pytest.raises(redis.ResponseError, match="Unrecognized option 'BAD'"):
+        r.execute_command("CLIENT", "SETINFO", "BAD", "x")
+    own_id = r.client_id()
+    listed = {client["id"]: client for client in r.client_list()}
+    assert listed[str(own_id)]["name"] == "worker-1"
+    assert listed[str(own_id)]["lib-name"] == "mylib"
+    with socket.create_connection(("127.0.0.1", shared_server.port), timeout=5) as victim:
+        victim.sendall(b"CLIENT ID\r\n")
+        victim_id = int(victim.recv(100)[1:-2])
+        assert r.client_kill_filter(_id=victim_id) == 1
+        assert victim.recv(100) == b"", "a killed client's connection is closed"
+    with pytest.raises(redis.ResponseError, match="No such client"):
+        r.client_kill("127.0.0.1:1")
+    assert r.ping()
+
+
+def test_command_introspection(r):
+    count = r.command_count()
+    assert count >= 70
+    info = raw_command(r, "COMMAND", "INFO", "get", "mset", "nosuch")
+    assert info[0][0] == "get" and info[0][1] == 2 and info[1][3:6] == [1, -1, 2] and info[2] is None
+    docs = raw_command(r, "COMMAND", "DOCS", "set")
+    assert "set" in str(docs)
+    assert r.command_getkeys("MSET", "a", "1", "b", "2") == ["a", "b"]
+    assert len(r.command()) == count
+
+
+def test_time_save_bgsave_lastsave(r):
+    seconds, micros = r.time()
+    assert abs(seconds - time.time()) < 5 and 0 <= micros < 1_000_000
+    before = r.lastsave()
+    time.sleep(1.1)
+    r.set("k", "v")
+    assert r.save()
+    assert r.lastsave() > before
+    assert r.bgsave()
+    deadline = time.time() + 10
+    while r.info("persistence")["rdb_bgsave_in_progress"] and time.time() < deadline:
+        time.sleep(0.05)
+    assert r.info("persistence")["rdb_bgsave_in_progress"] == 0
+
+
+def test_scan_covers_every_key_once_with_filters(r):
+    for i in range(300):
+        r.set(f"user:{i}", i)
+    r.hset("hash:1", "f", "v")
+    seen = list(r.scan_iter(count=25))
+    assert len(seen) == 301 and set(seen) == {f"user:{i}" for i in range(300)} | {"hash:1"}
+    assert set(r.scan_iter(match="user:1?", count=50)) == {f"user:{i}" for i in range(10, 20)}
+    assert list(r.scan_iter(_type="hash")) == ["hash:1"]
+    assert r.randomkey() in set(seen)
+
+
+def test_expiry_takes_effect(r):
+    r.set("short", "v", px=150)
+    assert 0 < r.pttl("short") <= 150
+    assert r.get("short") == "v"
+    time.sleep(0.3)
+    assert r.get("short") is None and r.exists("short") == 0 and r.ttl("short") == -2
+    r.set("later", "v", ex=100)
+    assert 99 <= r.ttl("later") <= 100
+
+
+def test_shutdown_closes_cleanly_and_restart_is_warm(make_server):
+    server = make_server()
+    client = server.client()
+    client.set("kept", "yes")
+    client.shutdown()  # redis-py treats the closed connection as success
+    assert server.process.wait(timeout=20) == 0
+    assert "database closed cleanly" in server.log()
+    server.start()
+    assert server.client().get("kept") == "yes"
+    assert server.client().info("persistence")["ns_default_restart"] == "warm"
+
+
+def test_sigterm_finishes_and_closes_cleanly(make_server):
+    server = make_server()
+    server.client().set("kept", "yes")
+    assert server.stop() == 0
+    assert "database closed cleanly" in server.log()
+    server.start()
+    assert server.client().get("kept") == "yes"

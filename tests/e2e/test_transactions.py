@@ -1,0 +1,120 @@
+"""MULTI/EXEC/WATCH semantics, with a second client changing watched keys."""
+
+import threading
+
+import pytest
+import redis
+
+
+def test_exec_applies_queued_commands_in_order(r):
+    pipe = r.pipeline(transaction=True)
+    pipe.set("a", 1).incr("a").hset("h", "f", "v").hgetall("h").get("missing")
+    assert pipe.execute() == [True, 2, 1, {"f": "v"}, None]
+
+
+def test_runtime_errors_do_not_abort_the_others(r):
+    r.set("s", "text")
+    pipe = r.pipeline(transaction=True)
+    pipe.set("a", "1").incr("s").set("b", "2")
+    results = pipe.execute(raise_on_error=False)
+    assert results[0] is True and results[2] is True
+    assert isinstance(results[1], redis.ResponseError)
+    assert r.mget("a", "b") == ["1", "2"]
+
+
+def test_queue_error_discards_everything(r):
+    r.execute_command("MULTI")
+    r.execute_command("SET", "x", "1")  # redis-py turns the +QUEUED reply of SET into False
+    with pytest.raises(redis.ResponseError, match="wrong number of arguments"):
+        r.execute_command("SET", "y")
+    with pytest.raises(redis.ResponseError, match="^Transaction discarded because of previous errors"):
+        r.execute_command("EXEC")
+    assert r.exists("x") == 0
+
+
+def test_keyspace_scans_are_refused_inside_multi(r):
+    r.execute_command("MULTI")
+    with pytest.raises(redis.ResponseError, match="Command not allowed inside a transaction"):
+        r.execute_command("KEYS", "*")
+    r.execute_command("DISCARD")
+
+
+def test_watch_aborts_when_another_client_writes(r, shared_server):
+    other = shared_server.client()
+    r.set("balance", 100)
+    with r.pipeline(transaction=True) as pipe:
+        pipe.watch("balance")
+        current = int(pipe.get("balance"))
+        other.set("balance", 500)
+        pipe.multi()
+        pipe.set("balance", current - 10)
+        with pytest.raises(redis.WatchError):
+            pipe.execute()
+    assert r.get("balance") == "500"
+
+
+def test_watch_aborts_when_watched_key_is_created_or_deleted(r, shared_server):
+    other = shared_server.client()
+    for change in (lambda: other.set("w", 1), lambda: other.delete("w")):
+        with r.pipeline(transaction=True) as pipe:
+            pipe.watch("w")
+            change()
+            pipe.multi()
+            pipe.set("result", "written")
+            with pytest.raises(redis.WatchError):
+                pipe.execute()
+    assert r.exists("result") == 0
+
+
+def test_watch_passes_when_nothing_changed_and_unwatch_forgets(r, shared_server):
+    other = shared_server.client()
+    r.set("k", 1)
+    with r.pipeline(transaction=True) as pipe:
+        pipe.watch("k")
+        pipe.multi()
+        pipe.incr("k")
+        assert pipe.execute() == [2]
+    r.execute_command("WATCH", "k")
+    other.set("k", 10)
+    r.execute_command("UNWATCH")
+    r.execute_command("MULTI")
+    r.execute_command("INCR", "k")
+    assert r.execute_command("EXEC") == [11]
+
+
+def test_exec_is_atomic_against_concurrent_increments(r, shared_server):
+    """Each EXEC moves 1 from a to b; concurrent readers never see a + b differ from the total."""
+    r.mset({"a": 1000, "b": 0})
+    stop = threading.Event()
+    torn = []
+
+    def reader():
+        client = shared_server.client()
+        while not stop.is_set():
+            pipe = client.pipeline(transaction=True)
+            pipe.get("a").get("b")
+            a, b = pipe.execute()
+            if int(a) + int(b) != 1000:
+                torn.append((a, b))
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    for _ in range(200):
+        pipe = r.pipeline(transaction=True)
+        pipe.decr("a").incr("b")
+        pipe.execute()
+    stop.set()
+    thread.join()
+    assert not torn
+    assert r.mget("a", "b") == ["800", "200"]
+
+
+def test_nested_multi_and_exec_without_multi(r):
+    r.execute_command("MULTI")
+    with pytest.raises(redis.ResponseError, match="MULTI calls can not be nested"):
+        r.execute_command("MULTI")
+    with pytest.raises(redis.ResponseError, match="WATCH inside MULTI is not allowed"):
+        r.execute_command("WATCH", "x")
+    assert r.execute_command("EXEC") == []
+    with pytest.raises(redis.ResponseError, match="EXEC without MULTI"):
+        r.execute_command("EXEC")
