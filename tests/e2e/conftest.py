@@ -62,7 +62,8 @@ class Server:
 
     def client(self, **options) -> redis.Redis:
         options.setdefault("decode_responses", True)
-        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=10, **options)
+        options.setdefault("socket_timeout", 10)
+        return redis.Redis(host="127.0.0.1", port=self.port, **options)
 
     def stop(self, timeout: float = 20.0) -> int:
         """SIGTERM and wait: the clean shutdown path."""
