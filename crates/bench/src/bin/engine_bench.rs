@@ -34,6 +34,28 @@ struct Args {
     /// Skip the get/put measurement.
     #[arg(long)]
     no_throughput: bool,
+    /// Also run the cache study: an analytical pass (SCAN + GET with a filter and an aggregate)
+    /// COLD and WARM for cache budgets of 1/8, 1/2 and 1× the data, and the full block scan.
+    #[arg(long)]
+    cache_scan: bool,
+    /// Keys of the cache study.
+    #[arg(long, default_value_t = 1_000_000)]
+    cache_scan_keys: u64,
+    /// Also run mix-70-30 (64-byte values) under a zipfian (0.99) key choice with 4× more data than
+    /// cache, against the same with index and records in DRAM.
+    #[arg(long)]
+    zipf: bool,
+    #[arg(long, default_value_t = 4_000_000)]
+    zipf_keys: u64,
+    /// Seconds measured per zipfian run (after as long a warm-up).
+    #[arg(long, default_value_t = 10.0)]
+    zipf_seconds: f64,
+    /// Client threads of the zipfian runs (device reads of cache misses overlap across them).
+    #[arg(long, default_value_t = 16)]
+    zipf_threads: usize,
+    /// Where the cache study writes its plot (SVG).
+    #[arg(long, default_value = "bench/results/cache-scan.svg")]
+    plot: PathBuf,
     /// Placements as INDEX/DATA (comma-separated); default: all nine.
     #[arg(long, value_delimiter = ',')]
     placements: Vec<String>,
@@ -241,6 +263,12 @@ fn main() {
     if !args.no_throughput {
         report.push_str(&throughput_table(&args));
     }
+    if args.cache_scan {
+        report.push_str(&cache_scan_table(&args));
+    }
+    if args.zipf {
+        report.push_str(&zipf_table(&args));
+    }
     if !args.no_restart {
         report.push_str("\nRestart: seconds until a sample of 1,000 keys is served (kind in parentheses); cold rate in records/s.\n\n");
         report.push_str("| keys | index | data | warm s | after kill -9 s | cold s | cold records/s |\n|---|---|---|---|---|---|---|\n");
@@ -260,4 +288,213 @@ fn main() {
 fn today() -> String {
     let output = std::process::Command::new("date").arg("-u").arg("+%Y-%m-%d %H:%M UTC").output();
     output.map(|out| String::from_utf8_lossy(&out.stdout).trim().to_string()).unwrap_or_default()
+}
+
+/// Bytes the cache charges for one record of the benchmark (record plus entry overhead).
+fn cached_record_bytes(value_bytes: usize) -> u64 {
+    const RECORD_HEADER_BYTES: u64 = 40;
+    const KEY_BYTES: u64 = 16;
+    const CACHE_ENTRY_OVERHEAD_BYTES: u64 = 96;
+    (RECORD_HEADER_BYTES + KEY_BYTES + value_bytes as u64).next_multiple_of(8) + CACHE_ENTRY_OVERHEAD_BYTES
+}
+
+/// One analytical pass: every key by SCAN, its value by GET, a filter and an aggregate.
+fn analytical_pass(database: &Database) -> (f64, u64) {
+    let namespace = database.namespace(0).unwrap();
+    let started = Instant::now();
+    let (mut cursor, mut matched_bytes) = (0, 0u64);
+    loop {
+        let page = namespace.scan(cursor, 1000).expect("scan");
+        for key in &page.keys {
+            let value = namespace.get(key).expect("get").expect("scanned keys exist");
+            if key.last() == Some(&b'7') {
+                matched_bytes += value.bytes.len() as u64;
+            }
+        }
+        cursor = page.next_cursor;
+        if cursor == 0 {
+            return (started.elapsed().as_secs_f64(), matched_bytes);
+        }
+    }
+}
+
+fn cache_scan_table(args: &Args) -> String {
+    let keys = args.cache_scan_keys;
+    let data_bytes = keys * cached_record_bytes(args.value_bytes);
+    let dir = fresh_dir(&args.dir, "cache-scan");
+    let mut namespace = namespace_config(Tier::Pmem, Tier::Ssd, keys, args.value_bytes, Durability::Periodic);
+    namespace.cache_bytes = data_bytes / 8;
+    let mut config = config_in(&dir, namespace);
+    config.direct_io = true;
+    let database = Database::open(config.clone()).expect("open");
+    load(&database, keys, args.value_bytes);
+    database.close().expect("close");
+    let mut table = format!(
+        "\nCache study: {keys} keys of {} bytes on ssd (O_DIRECT), index in pmem; \"data\" = {data_bytes} bytes as the cache charges them (record + {} bytes of entry overhead). The cache is S3-FIFO in 16 shards of 1/16 of the budget each. An analytical pass = SCAN every key, GET its value, filter, aggregate. COLD = cache emptied; WARM = the pass repeated at once. Full scan = whole-block sequential reads, no cache.\n\n| cache / data | cache bytes | COLD s | WARM s | WARM speed-up | WARM hit ratio | full scan s |\n|---|---|---|---|---|---|---|\n",
+        args.value_bytes,
+        cached_record_bytes(args.value_bytes) - (40 + 16 + args.value_bytes as u64).next_multiple_of(8)
+    );
+    let mut points = Vec::new();
+    // 1× sits at the edge: 16 shards each hold 1/16 of the budget, and keys do not split evenly.
+    for (label, fraction) in [("1/8", 0.125), ("1/2", 0.5), ("1", 1.0), ("1.25", 1.25)] {
+        config.namespaces[0].cache_bytes = (data_bytes as f64 * fraction) as u64;
+        let database = Database::open(config.clone()).expect("reopen");
+        database.clear_caches();
+        let (cold, cold_matched) = analytical_pass(&database);
+        let before = database.namespace(0).unwrap().stats().cache.unwrap();
+        let (warm, warm_matched) = analytical_pass(&database);
+        assert_eq!(cold_matched, warm_matched, "both passes aggregate the same data");
+        let after = database.namespace(0).unwrap().stats().cache.unwrap();
+        let hit_ratio = (after.hits - before.hits) as f64 / ((after.hits + after.misses) - (before.hits + before.misses)).max(1) as f64;
+        let started = Instant::now();
+        let scanned = database.namespace(0).unwrap().scan_records(|_, _| true).expect("full scan");
+        assert_eq!(scanned.records_visited, keys);
+        let full = started.elapsed().as_secs_f64();
+        eprintln!("cache {label}: cold {cold:.2}s warm {warm:.2}s full {full:.2}s");
+        table.push_str(&format!(
+            "| {label} | {} | {cold:.2} | {warm:.2} | {:.1}× | {:.0}% | {full:.2} |\n",
+            config.namespaces[0].cache_bytes,
+            cold / warm,
+            hit_ratio * 100.0
+        ));
+        points.push((fraction, cold, warm));
+        database.close().expect("close");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    match write_scan_plot(&args.plot, &points) {
+        Ok(()) => table.push_str(&format!("\n![elapsed time against cache size]({})\n", plot_link(&args.plot))),
+        Err(error) => eprintln!("plot not written: {error}"),
+    }
+    table
+}
+
+/// The plot's path as seen from bench/RESULTS.md.
+fn plot_link(plot: &Path) -> String {
+    plot.strip_prefix("bench").map_or_else(|_| plot.display().to_string(), |rest| rest.display().to_string())
+}
+
+/// A line chart of COLD and WARM elapsed time against the cache fraction, as SVG.
+fn write_scan_plot(path: &Path, points: &[(f64, f64, f64)]) -> std::io::Result<()> {
+    const WIDTH: f64 = 560.0;
+    const HEIGHT: f64 = 320.0;
+    const MARGIN: f64 = 50.0;
+    let y_max = points.iter().map(|&(_, cold, warm)| cold.max(warm)).fold(0.0, f64::max) * 1.1;
+    let x_max = points.iter().map(|&(fraction, _, _)| fraction).fold(0.0, f64::max);
+    let x = |fraction: f64| MARGIN + fraction / x_max * (WIDTH - 2.0 * MARGIN);
+    let y = |seconds: f64| HEIGHT - MARGIN - seconds / y_max * (HEIGHT - 2.0 * MARGIN);
+    let line = |pick: fn(&(f64, f64, f64)) -> f64| {
+        points.iter().map(|point| format!("{:.1},{:.1}", x(point.0), y(pick(point)))).collect::<Vec<_>>().join(" ")
+    };
+    let mut svg = format!(
+        "<svg xmlns='http://www.w3.org/2000/svg' width='{WIDTH}' height='{HEIGHT}' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n<line x1='{MARGIN}' y1='{b}' x2='{r}' y2='{b}' stroke='black'/>\n<line x1='{MARGIN}' y1='{MARGIN}' x2='{MARGIN}' y2='{b}' stroke='black'/>\n<text x='{cx}' y='{t}' text-anchor='middle'>cache size / data size</text>\n<text x='12' y='{MARGIN}'>s</text>\n",
+        b = HEIGHT - MARGIN,
+        r = WIDTH - MARGIN,
+        cx = WIDTH / 2.0,
+        t = HEIGHT - 12.0
+    );
+    svg.push_str(&format!("<polyline points='{}' fill='none' stroke='#1f77b4' stroke-width='2'/>\n", line(|p| p.1)));
+    svg.push_str(&format!("<polyline points='{}' fill='none' stroke='#d62728' stroke-width='2'/>\n", line(|p| p.2)));
+    for &(fraction, cold, warm) in points {
+        svg.push_str(&format!("<text x='{:.1}' y='{:.1}' text-anchor='middle'>{fraction}</text>\n", x(fraction), HEIGHT - MARGIN + 16.0));
+        svg.push_str(&format!("<text x='{:.1}' y='{:.1}' fill='#1f77b4'>{cold:.2}</text>\n", x(fraction) + 4.0, y(cold) - 4.0));
+        svg.push_str(&format!("<text x='{:.1}' y='{:.1}' fill='#d62728'>{warm:.2}</text>\n", x(fraction) + 4.0, y(warm) + 14.0));
+    }
+    svg.push_str(&format!("<text x='{}' y='20' fill='#1f77b4'>COLD</text><text x='{}' y='20' fill='#d62728'>WARM</text>\n</svg>\n", WIDTH - 160.0, WIDTH - 100.0));
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(path, svg)
+}
+
+/// Scrambled zipfian key choice (Gray et al., as in YCSB): rank r has probability ∝ 1/r^theta,
+/// and ranks are spread over the key space by a hash so that hot keys are not neighbours.
+struct Zipfian {
+    keys: u64,
+    theta: f64,
+    zeta_n: f64,
+    alpha: f64,
+    eta: f64,
+}
+
+impl Zipfian {
+    fn new(keys: u64, theta: f64) -> Zipfian {
+        let zeta = |n: u64| (1..=n).map(|i| 1.0 / (i as f64).powf(theta)).sum::<f64>();
+        let zeta_n = zeta(keys);
+        let eta = (1.0 - (2.0 / keys as f64).powf(1.0 - theta)) / (1.0 - zeta(2) / zeta_n);
+        Zipfian { keys, theta, zeta_n, alpha: 1.0 / (1.0 - theta), eta }
+    }
+
+    fn sample(&self, rng: &mut impl Rng) -> u64 {
+        let u: f64 = rng.gen();
+        let uz = u * self.zeta_n;
+        let rank = if uz < 1.0 {
+            0
+        } else if uz < 1.0 + 0.5f64.powf(self.theta) {
+            1
+        } else {
+            ((self.keys as f64) * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as u64
+        };
+        rank.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17) % self.keys
+    }
+}
+
+/// Closed-loop 70% reads / 30% writes of 64-byte values with zipfian keys, from `threads`
+/// threads; ops/s.
+fn mixed_zipfian(database: &Database, zipfian: &Zipfian, seconds: f64, threads: usize) -> f64 {
+    let namespace = database.namespace(0).unwrap();
+    let started = Instant::now();
+    let done: u64 = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|thread| {
+                scope.spawn(move || {
+                    let mut rng = rand::rngs::StdRng::seed_from_u64(9 + thread as u64);
+                    let value = vec![b'z'; 64];
+                    let mut done = 0u64;
+                    while started.elapsed().as_secs_f64() < seconds {
+                        for _ in 0..100 {
+                            let key = key(zipfian.sample(&mut rng));
+                            if rng.gen_range(0..10) < 7 {
+                                namespace.get(&key).expect("get");
+                            } else {
+                                namespace.put(&key, &value, 0).expect("put");
+                            }
+                        }
+                        done += 100;
+                    }
+                    done
+                })
+            })
+            .collect();
+        workers.into_iter().map(|worker| worker.join().expect("worker")).sum()
+    });
+    done as f64 / started.elapsed().as_secs_f64()
+}
+
+fn zipf_table(args: &Args) -> String {
+    const VALUE_BYTES: usize = 64;
+    let keys = args.zipf_keys;
+    let zipfian = Zipfian::new(keys, 0.99);
+    let data_bytes = keys * cached_record_bytes(VALUE_BYTES);
+    let mut table = format!(
+        "\nmix-70-30, in process, {} threads: {keys} keys of {VALUE_BYTES} bytes, zipfian 0.99, durability periodic; {:.0} s warm-up then {:.0} s measured.\n\n| placement | cache bytes | ops/s | ratio to all in DRAM |\n|---|---|---|---|\n",
+        args.zipf_threads, args.zipf_seconds, args.zipf_seconds
+    );
+    let mut baseline = None;
+    for (index, data, cache_bytes) in [(Tier::Dram, Tier::Dram, 0), (Tier::Pmem, Tier::Ssd, data_bytes / 4)] {
+        let dir = fresh_dir(&args.dir, &format!("zipf-{index}-{data}"));
+        let mut namespace = namespace_config(index, data, keys, VALUE_BYTES, Durability::Periodic);
+        namespace.cache_bytes = cache_bytes;
+        let mut config = config_in(&dir, namespace);
+        config.direct_io = true;
+        let database = Database::open(config).expect("open");
+        load(&database, keys, VALUE_BYTES);
+        mixed_zipfian(&database, &zipfian, args.zipf_seconds, args.zipf_threads);
+        let ops = mixed_zipfian(&database, &zipfian, args.zipf_seconds, args.zipf_threads);
+        let reference = *baseline.get_or_insert(ops);
+        eprintln!("zipf {index}/{data}: {ops:.0} ops/s");
+        table.push_str(&format!("| index {index}, data {data} | {cache_bytes} | {ops:.0} | {:.2} |\n", ops / reference));
+        database.close().expect("close");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    table
 }

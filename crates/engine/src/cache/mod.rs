@@ -47,6 +47,9 @@ struct Shard {
     ghost_members: HashMap<CacheKey, ()>,
     small_bytes: u64,
     main_bytes: u64,
+    /// Bytes and count of every entry ever inserted: their mean sizes the ghost FIFO.
+    inserted_bytes: u64,
+    inserted_entries: u64,
 }
 
 #[derive(Default)]
@@ -100,6 +103,8 @@ impl RecordCache {
         if shard.entries.contains_key(&key) {
             return;
         }
+        shard.inserted_bytes += bytes;
+        shard.inserted_entries += 1;
         let to_main = shard.ghost_members.remove(&key).is_some();
         shard.entries.insert(key, Entry { record, frequency: 0 });
         if to_main {
@@ -139,7 +144,7 @@ impl Shard {
         let mut evicted = 0;
         while self.small_bytes + self.main_bytes > budget_bytes {
             if self.small_bytes > small_budget || self.main.is_empty() {
-                evicted += self.evict_from_small();
+                evicted += self.evict_from_small(budget_bytes);
             } else {
                 evicted += self.evict_from_main();
             }
@@ -147,19 +152,19 @@ impl Shard {
         evicted
     }
 
-    fn evict_from_small(&mut self) -> u64 {
+    fn evict_from_small(&mut self, budget_bytes: u64) -> u64 {
         let Some(key) = self.small.pop_front() else { return 0 };
         let entry = self.entries.get_mut(&key).expect("queued entries exist");
         let bytes = charge(&entry.record);
         self.small_bytes -= bytes;
         if entry.frequency > 0 {
-            entry.frequency = 0;
+            // The frequency moves with the entry: it buys the entry its first round in main.
             self.main.push_back(key);
             self.main_bytes += bytes;
             return 0;
         }
         self.entries.remove(&key);
-        self.remember(key);
+        self.remember(key, budget_bytes);
         1
     }
 
@@ -177,11 +182,13 @@ impl Shard {
         1
     }
 
-    /// The ghost FIFO holds as many keys as the main FIFO holds entries.
-    fn remember(&mut self, key: CacheKey) {
+    /// The ghost FIFO holds as many keys as the main FIFO can hold entries of the mean size.
+    fn remember(&mut self, key: CacheKey, budget_bytes: u64) {
         self.ghost.push_back(key);
         self.ghost_members.insert(key, ());
-        while self.ghost.len() > self.main.len().max(1) {
+        let mean_entry_bytes = (self.inserted_bytes / self.inserted_entries.max(1)).max(1);
+        let ghost_entries_max = (budget_bytes * (100 - SMALL_PERCENT) / 100 / mean_entry_bytes).max(1) as usize;
+        while self.ghost.len() > ghost_entries_max {
             if let Some(old) = self.ghost.pop_front() {
                 self.ghost_members.remove(&old);
             }

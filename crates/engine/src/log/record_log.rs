@@ -281,14 +281,15 @@ impl<P> RecordLog<P> {
     }
 
     /// Appends `records` contiguously in one block (a batch never spans blocks), queues
-    /// `publication`, and returns where each record went. Nothing is written when it fails.
+    /// `publication`, and returns where each record went and the bytes written (the records back
+    /// to back, in order). Nothing is written when it fails.
     pub(crate) fn append(
         &self,
         records: &[NewRecord<'_>],
         batch: bool,
         writer: Writer,
         publication: impl FnOnce(&[Appended]) -> P,
-    ) -> Result<Vec<Appended>> {
+    ) -> Result<(Vec<Appended>, Vec<u8>)> {
         let total: usize = records.iter().map(|r| record::record_bytes(r.key.len(), r.value.len())).sum();
         let capacity = (self.block_bytes as usize) - BLOCK_HEADER_BYTES;
         if total > capacity {
@@ -338,7 +339,7 @@ impl<P> RecordLog<P> {
         self.bytes_appended.fetch_add(total as u64, Ordering::Relaxed);
         let queued = publication(&appended);
         state.publications.push(queued);
-        Ok(appended)
+        Ok((appended, encoded))
     }
 
     fn write_into_active(&self, state: &mut AppendState<P>, bytes: &[u8]) -> Result<()> {

@@ -244,7 +244,7 @@ impl Namespace {
         let publication = |appended: &[crate::log::Appended]| super::Publication {
             items: vec![self.publish_item(digest, &record, &appended[0])],
         };
-        let appended = self.log.append(std::slice::from_ref(&record), false, Writer::Defrag, publication)?;
+        let (appended, _) = self.log.append(std::slice::from_ref(&record), false, Writer::Defrag, publication)?;
         let item = self.publish_item(digest, &record, &appended[0]);
         Index::push_pending(&mut partition, PendingEntry { entry: item.entry, lsn: item.lsn });
         self.unpublished_records.fetch_add(1, Ordering::Relaxed);

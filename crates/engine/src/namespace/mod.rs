@@ -176,19 +176,23 @@ impl Namespace {
     /// None when it belongs to another key (a digest collision). A damaged record is counted,
     /// logged and reported, never served.
     pub(crate) fn read_entry(&self, entry: &Entry, key: &[u8]) -> Result<Option<Value>> {
-        let Some(cache) = &self.cache else {
-            let mut buffer = Vec::new();
-            self.read_verified_counted(entry.location, &mut buffer)?;
-            return Ok(value_in_place(buffer, key));
-        };
-        let cache_key = CacheKey { location: entry.location.0, block_seq: self.log.block_seq(entry.location.slot()) };
-        if let Some(record) = cache.get(cache_key) {
-            return Ok(value_in_place(record.to_vec(), key));
-        }
+        Ok(value_in_place(self.read_record(entry.location)?, key))
+    }
+
+    /// The verified bytes of the record at `location`, from the cache or the medium.
+    fn read_record(&self, location: Location) -> Result<Vec<u8>> {
         let mut buffer = Vec::new();
-        self.read_verified_counted(entry.location, &mut buffer)?;
+        let Some(cache) = &self.cache else {
+            self.read_verified_counted(location, &mut buffer)?;
+            return Ok(buffer);
+        };
+        let cache_key = CacheKey { location: location.0, block_seq: self.log.block_seq(location.slot()) };
+        if let Some(record) = cache.get(cache_key) {
+            return Ok(record.to_vec());
+        }
+        self.read_verified_counted(location, &mut buffer)?;
         cache.insert(cache_key, Arc::from(buffer.as_slice()));
-        Ok(value_in_place(buffer, key))
+        Ok(buffer)
     }
 
     fn read_verified_counted(&self, location: Location, buffer: &mut Vec<u8>) -> Result<()> {
@@ -271,16 +275,14 @@ impl Namespace {
 
     fn keys_of_partition(&self, number: usize, now: u64, keys: &mut Vec<Vec<u8>>) -> Result<()> {
         let partition = self.index.partition(number).read();
-        let mut buffer = Vec::new();
         for entry in self.index.entries(&partition)? {
             if entry.is_expired(now) {
                 continue;
             }
-            match self.log.read_verified(entry.location, &mut buffer) {
-                Ok(view) => keys.push(view.key.to_vec()),
-                Err(EngineError::Corrupt { .. }) => {
-                    self.counters.corrupt_records.fetch_add(1, Ordering::Relaxed);
-                }
+            match self.read_record(entry.location) {
+                Ok(record) => keys.push(key_of(&record).to_vec()),
+                // Counted and logged; the other keys are still listed.
+                Err(EngineError::Corrupt { .. }) => {}
                 Err(error) => return Err(error),
             }
         }
@@ -382,14 +384,20 @@ impl Namespace {
     }
 }
 
+/// The key of a verified record.
+fn key_of(record: &[u8]) -> &[u8] {
+    let header = decode_header(record).expect("verified records have valid headers");
+    &record[RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + header.key_len as usize]
+}
+
 /// The value of a verified record held in `record`, when its key is `key`; the value becomes the
 /// buffer itself (one allocation per read).
 fn value_in_place(mut record: Vec<u8>, key: &[u8]) -> Option<Value> {
-    let header = decode_header(&record).expect("verified records have valid headers");
-    let key_end = RECORD_HEADER_BYTES + header.key_len as usize;
-    if &record[RECORD_HEADER_BYTES..key_end] != key {
+    if key_of(&record) != key {
         return None;
     }
+    let header = decode_header(&record).expect("verified records have valid headers");
+    let key_end = RECORD_HEADER_BYTES + header.key_len as usize;
     let value_len = header.value_len as usize;
     record.copy_within(key_end..key_end + value_len, 0);
     record.truncate(value_len);

@@ -12,7 +12,10 @@ use std::sync::atomic::Ordering;
 
 use parking_lot::RwLockWriteGuard;
 
+use std::sync::Arc;
+
 use super::{Namespace, Value};
+use crate::cache::CacheKey;
 use crate::config::Durability;
 use crate::digest::Digest;
 use crate::error::{EngineError, Result};
@@ -187,10 +190,9 @@ impl Namespace {
                 .collect(),
         };
         let writer = if writes.iter().all(|write| write.value.is_none()) { Writer::Deletion } else { Writer::Client };
-        let appended = self
-            .log
-            .append(&records, records.len() > 1, writer, items)
-            .map_err(|error| self.name_error(error))?;
+        let (appended, encoded) =
+            self.log.append(&records, records.len() > 1, writer, items).map_err(|error| self.name_error(error))?;
+        self.cache_written(&appended, &encoded);
         for (((write, old), record), done) in writes.iter().zip(&olds).zip(&records).zip(&appended) {
             let item = self.publish_item(write.digest, record, done);
             let partition = &mut guards.iter_mut().find(|(held, _)| *held == item.partition).expect("declared").1;
@@ -205,6 +207,19 @@ impl Namespace {
         self.unpublished_records.fetch_add(appended.len(), Ordering::Relaxed);
         let last = appended.last().expect("at least one write");
         Ok(position(self.log.block_seq(last.location.slot()), last.location.offset() + last.record_bytes as u64))
+    }
+
+    /// Puts freshly written records in the record cache: a key written is likely read soon, and
+    /// its new location would otherwise cost a device read once its block leaves memory.
+    fn cache_written(&self, appended: &[Appended], encoded: &[u8]) {
+        let Some(cache) = &self.cache else { return };
+        let mut start = 0;
+        for done in appended {
+            let record = &encoded[start..start + done.record_bytes];
+            start += done.record_bytes;
+            let block_seq = self.log.block_seq(done.location.slot());
+            cache.insert(CacheKey { location: done.location.0, block_seq }, Arc::from(record));
+        }
     }
 
     pub(crate) fn publish_item(&self, digest: Digest, record: &NewRecord<'_>, done: &Appended) -> PublishItem {
