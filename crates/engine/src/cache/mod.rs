@@ -94,6 +94,11 @@ impl RecordCache {
         found
     }
 
+    /// Looks an entry up without counting an access (listing keys is not reading values).
+    pub(crate) fn peek(&self, key: CacheKey) -> Option<Arc<[u8]>> {
+        self.shard(&key).lock().entries.get(&key).map(|entry| entry.record.clone())
+    }
+
     pub(crate) fn insert(&self, key: CacheKey, record: Arc<[u8]>) {
         let bytes = charge(&record);
         if bytes > self.shard_budget_bytes * SMALL_PERCENT / 100 {

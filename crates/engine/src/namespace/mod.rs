@@ -96,6 +96,14 @@ pub struct Namespace {
     pub(crate) defrag_running: Mutex<()>,
 }
 
+/// How a read uses the record cache: a value read counts as an access and is admitted; listing
+/// keys (SCAN, KEYS) only uses what is already cached, so a key listing cannot flood the cache.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum CacheUse {
+    Read,
+    Peek,
+}
+
 /// A fingerprint of what makes an index belong to a record log: the namespace and the data
 /// placement. An index region with another fingerprint is rebuilt.
 pub(crate) fn fingerprint_of(config: &NamespaceConfig) -> u64 {
@@ -176,22 +184,28 @@ impl Namespace {
     /// None when it belongs to another key (a digest collision). A damaged record is counted,
     /// logged and reported, never served.
     pub(crate) fn read_entry(&self, entry: &Entry, key: &[u8]) -> Result<Option<Value>> {
-        Ok(value_in_place(self.read_record(entry.location)?, key))
+        Ok(value_in_place(self.read_record(entry.location, CacheUse::Read)?, key))
     }
 
     /// The verified bytes of the record at `location`, from the cache or the medium.
-    fn read_record(&self, location: Location) -> Result<Vec<u8>> {
+    fn read_record(&self, location: Location, cache_use: CacheUse) -> Result<Vec<u8>> {
         let mut buffer = Vec::new();
         let Some(cache) = &self.cache else {
             self.read_verified_counted(location, &mut buffer)?;
             return Ok(buffer);
         };
         let cache_key = CacheKey { location: location.0, block_seq: self.log.block_seq(location.slot()) };
-        if let Some(record) = cache.get(cache_key) {
+        let cached = match cache_use {
+            CacheUse::Read => cache.get(cache_key),
+            CacheUse::Peek => cache.peek(cache_key),
+        };
+        if let Some(record) = cached {
             return Ok(record.to_vec());
         }
         self.read_verified_counted(location, &mut buffer)?;
-        cache.insert(cache_key, Arc::from(buffer.as_slice()));
+        if cache_use == CacheUse::Read {
+            cache.insert(cache_key, Arc::from(buffer.as_slice()));
+        }
         Ok(buffer)
     }
 
@@ -279,7 +293,7 @@ impl Namespace {
             if entry.is_expired(now) {
                 continue;
             }
-            match self.read_record(entry.location) {
+            match self.read_record(entry.location, CacheUse::Peek) {
                 Ok(record) => keys.push(key_of(&record).to_vec()),
                 // Counted and logged; the other keys are still listed.
                 Err(EngineError::Corrupt { .. }) => {}
