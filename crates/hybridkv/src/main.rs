@@ -22,6 +22,9 @@ struct Cli {
 enum Command {
     /// Serve the Redis protocol (RESP2/RESP3) on a TCP port.
     Serve(ServeArgs),
+    /// Benchmark a server with the reference workloads, alone or against Redis; `bench report`
+    /// regenerates bench/RESULTS.md.
+    Bench(hybridkv_bench::BenchArgs),
 }
 
 #[derive(Args)]
@@ -211,6 +214,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve(args),
+        Command::Bench(args) => hybridkv_bench::run(args).map_err(|error| error.to_string()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
