@@ -82,7 +82,7 @@ fn namespace_config(index: Tier, data: Tier, keys: u64, value_bytes: usize, dura
     config.journal = Tier::Ssd;
     config.durability = durability;
     let record_bytes = (40 + 16 + value_bytes as u64).next_multiple_of(8);
-    config.data_bytes = ((keys * record_bytes * 3 / 2) / (64 * MIB) + 2) * 64 * MIB;
+    config.data_bytes = ((keys * record_bytes * 2) / (64 * MIB) + 2) * 64 * MIB;
     config.index_bytes = (keys * 72 / MIB + 64) * MIB;
     config.checkpoint_interval_bytes = 256 * MIB;
     config.journal_segment_bytes = 64 * MIB;

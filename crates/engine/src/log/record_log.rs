@@ -185,6 +185,14 @@ impl<P> RecordLog<P> {
         &self.medium
     }
 
+    pub(crate) fn block_count(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub(crate) fn free_block_count(&self) -> usize {
+        self.state.lock().free_slots.len()
+    }
+
     pub(crate) fn bytes_appended(&self) -> u64 {
         self.bytes_appended.load(Ordering::Relaxed)
     }

@@ -19,6 +19,10 @@ const HOUSEKEEPING_INTERVAL: Duration = Duration::from_millis(50);
 const NONE_WRITE_BACK_INTERVAL_MS: u64 = 100;
 /// Partitions examined for expired keys per tick: a full pass takes 4096 / 32 ticks.
 const EXPIRY_PARTITIONS_PER_TICK: usize = 32;
+/// Blocks defragmented together, sharing one checkpoint.
+const DEFRAG_BLOCKS_PER_ROUND: usize = 8;
+/// Under 1/N of the blocks free, defragmentation runs at every tick.
+const FREE_BLOCKS_LOW_FRACTION: usize = 8;
 /// A checkpoint is taken early when old index tables waiting for one pass 1/N of the region.
 const INDEX_DEFERRED_FRACTION_MAX: u64 = 8;
 
@@ -101,6 +105,11 @@ impl Namespace {
         if since_checkpoint >= self.config.checkpoint_interval_bytes || index_waiting {
             self.checkpoint(false)?;
         }
+        // Short of free blocks, defragmentation runs at every tick, not only at housekeeping.
+        let short_of_space = self.log.free_block_count() * FREE_BLOCKS_LOW_FRACTION < self.log.block_count();
+        if short_of_space {
+            self.defragment_blocks()?;
+        }
         if state.last_housekeeping.elapsed() < HOUSEKEEPING_INTERVAL {
             return Ok(());
         }
@@ -110,7 +119,9 @@ impl Namespace {
             self.accounting_ready.store(true, Ordering::Relaxed);
         }
         self.reclaim_expired(state)?;
-        self.defragment_one_block()?;
+        if !short_of_space {
+            self.defragment_blocks()?;
+        }
         Ok(())
     }
 
@@ -161,47 +172,56 @@ impl Namespace {
         Ok(())
     }
 
-    /// Moves the live records of the emptiest block under the low-water mark to the head of the
-    /// log, waits until the moves are durable and published, checkpoints, then frees the block.
-    fn defragment_one_block(&self) -> Result<()> {
+    /// Moves the live records of the emptiest blocks under the low-water mark (up to
+    /// DEFRAG_BLOCKS_PER_ROUND) to the head of the log, waits until the moves are durable and
+    /// published, checkpoints once, then frees the blocks. Returns how many blocks were freed.
+    fn defragment_blocks(&self) -> Result<usize> {
         if !self.accounting_ready.load(Ordering::Relaxed) || self.check_writable().is_err() {
-            return Ok(());
+            return Ok(0);
         }
         let _defragmenting = self.defrag_running.lock();
         if self.full_scans_running.load(Ordering::Acquire) > 0 {
-            return Ok(());
+            return Ok(0);
         }
         let low_water = self.log.block_bytes() * self.config.defrag_low_water_percent as u64 / 100;
         let sealed = self.log.sealed_blocks();
-        let candidate =
-            sealed.iter().copied().filter(|&(slot, _)| self.log.live_bytes(slot) < low_water).min_by_key(|&(slot, _)| self.log.live_bytes(slot));
-        let Some((slot, seq)) = candidate else { return Ok(()) };
-        let oldest = sealed.first().map(|&(_, oldest)| oldest) == Some(seq);
-        let mut image = Vec::new();
-        self.log.read_block_from(slot, BLOCK_HEADER_BYTES as u64, &mut image)?;
+        let oldest_seq = sealed.first().map(|&(_, seq)| seq);
+        let mut candidates: Vec<(u32, u64)> =
+            sealed.iter().copied().filter(|&(slot, _)| self.log.live_bytes(slot) < low_water).collect();
+        candidates.sort_by_key(|&(slot, _)| self.log.live_bytes(slot));
+        candidates.truncate(DEFRAG_BLOCKS_PER_ROUND);
         let mut last_position = None;
-        let mut outcome = Ok(());
-        walk_records(&image, seq, |offset, view| {
-            if outcome.is_err() {
-                return;
-            }
-            let location = Namespace::location_of(slot, BLOCK_HEADER_BYTES as u64 + offset, view);
-            match self.move_if_live(view, location, oldest) {
-                Ok(Some(position)) => last_position = Some(position),
-                Ok(None) => {}
-                Err(error) => outcome = Err(error),
-            }
-        });
-        outcome?;
+        let mut image = Vec::new();
+        for &(slot, seq) in &candidates {
+            self.log.read_block_from(slot, BLOCK_HEADER_BYTES as u64, &mut image)?;
+            let mut outcome = Ok(());
+            walk_records(&image, seq, |offset, view| {
+                if outcome.is_err() {
+                    return;
+                }
+                let location = Namespace::location_of(slot, BLOCK_HEADER_BYTES as u64 + offset, view);
+                match self.move_if_live(view, location, Some(seq) == oldest_seq) {
+                    Ok(Some(position)) => last_position = Some(position),
+                    Ok(None) => {}
+                    Err(error) => outcome = Err(error),
+                }
+            });
+            outcome?;
+        }
+        if candidates.is_empty() {
+            return Ok(0);
+        }
         if let Some(position) = last_position {
             self.wait_durable_with(position, true)?;
         }
-        // The index must stop depending on this block's records (dropped tombstones included)
-        // durably before the block goes: a checkpoint after the moves, then the free.
+        // The index must stop depending on these blocks' records (dropped tombstones included)
+        // durably before they go: a checkpoint after the moves, then the frees.
         self.checkpoint(false)?;
-        self.log.free_block(slot)?;
-        self.counters.defragmented_blocks.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        for &(slot, _) in &candidates {
+            self.log.free_block(slot)?;
+        }
+        self.counters.defragmented_blocks.fetch_add(candidates.len() as u64, Ordering::Relaxed);
+        Ok(candidates.len())
     }
 
     /// Re-appends the record at `location` when the index still points at it (a tombstone when
