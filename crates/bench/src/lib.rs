@@ -50,6 +50,9 @@ pub fn run_workload(args: &RunArgs) -> Result<RunRecord, BenchError> {
             Vec::new()
         })
     };
+    // Plot links in the summary are made relative to the terminal's directory, like the JSON path.
+    let directory = path.parent().unwrap_or(std::path::Path::new("."));
+    let plots: Vec<String> = plots.iter().map(|name| directory.join(name).display().to_string()).collect();
     println!("{}", markdown::render_run(&record, &plots));
     println!("result: {}", path.display());
     Ok(record)

@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 use plotters::prelude::*;
 
 use crate::error::{BenchError, BenchResult};
-use crate::record::{Measurement, RunRecord};
+use crate::record::{Measurement, RunMode, RunRecord};
 use crate::workloads::headline_metrics;
 
 const PLOT_WIDTH_PIXELS: u32 = 1000;
@@ -73,15 +73,16 @@ fn measurement_label(measurement: &Measurement) -> String {
 /// Bars of the first headline metric; false when no measurement has it.
 fn draw_bars(record: &RunRecord, path: &PathBuf) -> BenchResult<bool> {
     let Some(&(metric, _)) = headline_metrics(record.workload).first() else { return Ok(false) };
-    let bars: Vec<(String, f64)> = record
+    let bars: Vec<(String, f64, PaletteColor<Palette99>)> = record
         .measurements
         .iter()
-        .filter_map(|measurement| Some((measurement_label(measurement), *measurement.metrics.get(metric)?)))
+        .enumerate()
+        .filter_map(|(index, measurement)| Some((measurement_label(measurement), *measurement.metrics.get(metric)?, bar_color(record, measurement, index))))
         .collect();
     if bars.is_empty() {
         return Ok(false);
     }
-    let top = bars.iter().map(|(_, value)| *value).fold(0.0, f64::max).max(f64::MIN_POSITIVE) * 1.1;
+    let top = bars.iter().map(|(_, value, _)| *value).fold(0.0, f64::max).max(f64::MIN_POSITIVE) * 1.1;
     let root = BitMapBackend::new(path, (PLOT_WIDTH_PIXELS, PLOT_HEIGHT_PIXELS)).into_drawing_area();
     root.fill(&WHITE).map_err(plot_error(path))?;
     let mut chart = ChartBuilder::on(&root)
@@ -89,29 +90,39 @@ fn draw_bars(record: &RunRecord, path: &PathBuf) -> BenchResult<bool> {
         .margin(15)
         .x_label_area_size(50)
         .y_label_area_size(90)
-        .build_cartesian_2d((0..bars.len()).into_segmented(), 0.0..top)
+        // A segmented 0..n range has n + 1 segments; the bars need n.
+        .build_cartesian_2d((0..bars.len().saturating_sub(1)).into_segmented(), 0.0..top)
         .map_err(plot_error(path))?;
     let label_of = |value: &SegmentValue<usize>| match value {
-        SegmentValue::CenterOf(index) => bars.get(*index).map(|(label, _)| label.clone()).unwrap_or_default(),
+        SegmentValue::CenterOf(index) => bars.get(*index).map(|(label, _, _)| label.clone()).unwrap_or_default(),
         _ => String::new(),
     };
     chart
         .configure_mesh()
         .x_labels(bars.len())
         .x_label_formatter(&label_of)
+        .y_label_formatter(&|value| format!("{value:.0}"))
         .y_desc(metric)
         .label_style((FONT_FAMILY, 13))
         .draw()
         .map_err(plot_error(path))?;
     chart
-        .draw_series(bars.iter().enumerate().map(|(index, (_, value))| {
-            let mut bar = Rectangle::new([(SegmentValue::Exact(index), 0.0), (SegmentValue::Exact(index + 1), *value)], Palette99::pick(index).filled());
+        .draw_series(bars.iter().enumerate().map(|(index, (_, value, color))| {
+            let mut bar = Rectangle::new([(SegmentValue::Exact(index), 0.0), (SegmentValue::Exact(index + 1), *value)], color.filled());
             bar.set_margin(0, 0, 8, 8);
             bar
         }))
         .map_err(plot_error(path))?;
     root.present().map_err(plot_error(path))?;
     Ok(true)
+}
+
+/// In a comparison one color per target, so the alternation is visible; otherwise one per bar.
+fn bar_color(record: &RunRecord, measurement: &Measurement, index: usize) -> PaletteColor<Palette99> {
+    match record.mode {
+        RunMode::Compare => Palette99::pick(usize::from(measurement.target != "hybridkv")),
+        RunMode::Single | RunMode::Matrix => Palette99::pick(index),
+    }
 }
 
 /// x = number of nines of the percentile (1 = 90 %, 2 = 99 % …), y = latency in µs (log scale).
@@ -141,6 +152,7 @@ fn draw_latency(record: &RunRecord, path: &PathBuf) -> BenchResult<bool> {
         .configure_mesh()
         .x_labels(LATENCY_NINES_MAX as usize + 1)
         .x_label_formatter(&|nines| format!("{}%", 100.0 - 100.0 * 10f64.powf(-nines)))
+        .y_label_formatter(&|value| format!("{value:.0}"))
         .x_desc("percentile")
         .y_desc("latency µs")
         .label_style((FONT_FAMILY, 13))

@@ -63,7 +63,9 @@ impl<'a> Session<'a> {
         if wants_hybridkv {
             check_hybridkv_binary(&args.hybridkv_binary)?;
         }
-        let redis_binary = if wants_redis { Some(find_redis_server(args.redis_server.as_deref())?) } else { find_redis_server(args.redis_server.as_deref()).ok() };
+        // Found even when not started, for the redis-server version in the machine description.
+        let redis_binary = find_redis_server(args.redis_server.as_deref());
+        let redis_binary = if wants_redis { Some(redis_binary?) } else { redis_binary.ok() };
         if args.workload == Workload::Restart && args.addr.is_some() {
             return Err(BenchError::InvalidArgument("restart stops and starts the server: use --target, not --addr".into()));
         }
