@@ -17,6 +17,12 @@ enum Column {
 }
 
 fn columns(workload: Workload) -> Vec<(&'static str, Column)> {
+    let mut columns = workload_columns(workload);
+    columns.push(("machine load (1 min)", Column::Metric { name: "machine_load_average_1m", decimals: 1 }));
+    columns
+}
+
+fn workload_columns(workload: Workload) -> Vec<(&'static str, Column)> {
     let metric = |name, decimals| Column::Metric { name, decimals };
     let latencies = || {
         vec![

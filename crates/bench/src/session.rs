@@ -146,7 +146,11 @@ impl<'a> Session<'a> {
     async fn measure(&self, mut target: Target, round: Option<u32>) -> BenchResult<Measurement> {
         let server = target.label();
         eprintln!("{}: {server}", self.args.workload);
-        let outcome = workloads::run(self.args.workload, &self.settings, &mut target).await?;
+        let mut outcome = workloads::run(self.args.workload, &self.settings, &mut target).await?;
+        // Other people's builds and tests share these 2 cores: the load says how quiet it was.
+        if let Some(load) = load_average_one_minute() {
+            outcome.set("machine_load_average_1m", load);
+        }
         let placement = target.server.as_ref().and_then(|server| match server.spec() {
             ServerSpec::Hybridkv { placement, .. } => Some(placement.to_string()),
             ServerSpec::Redis { .. } => None,
@@ -167,6 +171,11 @@ impl<'a> Session<'a> {
         };
         Ok(ServerSpec::Redis { binary, persistence })
     }
+}
+
+/// The first field of /proc/loadavg: runnable tasks averaged over the last minute.
+fn load_average_one_minute() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
 }
 
 fn failed_measurement(placement: &Placement, server: String, error: &BenchError) -> Measurement {
