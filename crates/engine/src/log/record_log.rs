@@ -119,6 +119,8 @@ pub(crate) struct RecordLog<P> {
     slots: Vec<BlockSlot>,
     state: Mutex<AppendState<P>>,
     buffer: RwLock<ActiveBuffer>,
+    /// Serialises writing pages of the active block out to a block file (see `take_flush_work`).
+    write_out: Mutex<()>,
     bytes_appended: AtomicU64,
 }
 
@@ -172,6 +174,7 @@ impl<P> RecordLog<P> {
             slots,
             state: Mutex::new(state),
             buffer: RwLock::new(ActiveBuffer { slot: u32::MAX, bytes: buffer_bytes }),
+            write_out: Mutex::new(()),
             bytes_appended: AtomicU64::new(0),
         };
         Ok((log, in_use))
@@ -391,7 +394,9 @@ impl<P> RecordLog<P> {
         if self.buffered {
             let mut buffer = self.buffer.write();
             if state.active_slot != u32::MAX {
-                self.write_out_pages(state, &buffer)?;
+                let _write_out = self.write_out.lock();
+                let (start, bytes) = self.take_changed_pages(state, &buffer);
+                self.medium.write_at(start, &bytes)?;
             }
             buffer.bytes.fill(0);
             buffer.bytes[..BLOCK_HEADER_BYTES].copy_from_slice(&header.encode());
@@ -413,31 +418,37 @@ impl<P> RecordLog<P> {
     }
 
     /// Writes the pages of the active block changed since the last write-out (block files).
-    /// The partly filled last page is rewritten whole each time.
-    fn write_out_pages(&self, state: &mut AppendState<P>, buffer: &ActiveBuffer) -> Result<()> {
-        let start = state.written_out_offset / PAGE_BYTES * PAGE_BYTES;
-        let end = state.write_offset.next_multiple_of(PAGE_BYTES).min(self.block_bytes);
-        let pages = &buffer.bytes[start as usize..end as usize];
-        self.medium.write_at(self.block_base(state.active_slot) + start, pages)?;
-        state.written_out_offset = state.write_offset;
-        Ok(())
-    }
-
     /// Takes what the next flush must make durable: everything appended so far. For block files
-    /// the changed pages are written out here, under the append lock, so that no older copy of a
-    /// page can ever overwrite a newer one. The work is returned even when that write fails, so
-    /// that the caller can withdraw its publications.
+    /// the changed pages are copied under the append lock and written out after it is released,
+    /// under the write-out lock, which is taken before the append lock is let go: no other
+    /// write-out, and no block rotation, can come between the copy and its write, so an older
+    /// copy of a page never overwrites a newer one, and appends continue during the I/O. The
+    /// work is returned even when the write fails, so that the caller can withdraw its
+    /// publications.
     pub(crate) fn take_flush_work(&self) -> (FlushWork<P>, Result<()>) {
         let mut state = self.state.lock();
         let upto_position = position(state.active_seq, state.write_offset);
         let publications = std::mem::take(&mut state.publications);
         let ranges = std::mem::take(&mut state.unflushed_ranges);
         let mut written = self.medium.write_back().map_err(EngineError::from);
-        if written.is_ok() && self.buffered && state.active_slot != u32::MAX && state.write_offset > state.written_out_offset {
-            let buffer = self.buffer.read();
-            written = self.write_out_pages(&mut state, &buffer);
+        let pages = (self.buffered && state.active_slot != u32::MAX && state.write_offset > state.written_out_offset)
+            .then(|| self.take_changed_pages(&mut state, &self.buffer.read()));
+        let write_out = self.write_out.lock();
+        drop(state);
+        if let (Some((start, bytes)), true) = (pages, written.is_ok()) {
+            written = self.medium.write_at(start, &bytes).map_err(EngineError::from);
         }
+        drop(write_out);
         (FlushWork { upto_position, publications, ranges }, written)
+    }
+
+    /// Copies the pages of the active block changed since the last write-out (the partly filled
+    /// last one whole) and marks them written out; returns their medium offset and bytes.
+    fn take_changed_pages(&self, state: &mut AppendState<P>, buffer: &ActiveBuffer) -> (u64, Vec<u8>) {
+        let start = state.written_out_offset / PAGE_BYTES * PAGE_BYTES;
+        let end = state.write_offset.next_multiple_of(PAGE_BYTES).min(self.block_bytes);
+        state.written_out_offset = state.write_offset;
+        (self.block_base(state.active_slot) + start, buffer.bytes[start as usize..end as usize].to_vec())
     }
 
     /// Makes the bytes of `work` durable.

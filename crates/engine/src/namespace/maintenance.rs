@@ -7,6 +7,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use super::Namespace;
+use crate::cache::CacheKey;
 use crate::config::Durability;
 use crate::error::Result;
 use crate::index::{Index, PendingEntry};
@@ -264,12 +265,25 @@ impl Namespace {
         let publication = |appended: &[crate::log::Appended]| super::Publication {
             items: vec![self.publish_item(digest, &record, &appended[0])],
         };
-        let (appended, _) = self.log.append(std::slice::from_ref(&record), false, Writer::Defrag, publication)?;
+        let (appended, encoded) = self.log.append(std::slice::from_ref(&record), false, Writer::Defrag, publication)?;
+        self.carry_cached(location, &appended[0], &encoded);
         let item = self.publish_item(digest, &record, &appended[0]);
         Index::push_pending(&mut partition, PendingEntry { entry: item.entry, lsn: item.lsn });
         self.unpublished_records.fetch_add(1, Ordering::Relaxed);
         let end = appended[0].location.offset() + appended[0].record_bytes as u64;
         Ok(Some(position(self.log.block_seq(appended[0].location.slot()), end)))
+    }
+}
+
+impl Namespace {
+    /// A moved record stays cached if it was: the hot set survives defragmentation.
+    fn carry_cached(&self, from: Location, moved: &crate::log::Appended, encoded: &[u8]) {
+        let Some(cache) = &self.cache else { return };
+        let old_key = CacheKey { location: from.0, block_seq: self.log.block_seq(from.slot()) };
+        if cache.peek(old_key).is_some() {
+            let new_key = CacheKey { location: moved.location.0, block_seq: self.log.block_seq(moved.location.slot()) };
+            cache.insert(new_key, std::sync::Arc::from(encoded));
+        }
     }
 }
 
