@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::args::{Placement, Workload};
+use crate::args::{Placement, RedisRestartSource, StopMode, Workload};
 use crate::record::{LatencySummary, Measurement, RunMode, RunRecord};
 use crate::session::median;
 use crate::workloads::headline_metrics;
@@ -105,24 +105,38 @@ pub fn render_run(record: &RunRecord, plots: &[String]) -> String {
 
 fn describe_settings(record: &RunRecord) -> String {
     let settings = &record.settings;
-    let limit = settings.operations.map_or_else(|| format!("{} s measured", settings.duration_seconds), |count| format!("{count} operations measured"));
-    let load = settings.rate_per_second.map_or_else(|| "closed loop".to_string(), |rate| format!("fixed rate {rate} ops/s"));
-    let data = match record.workload {
-        Workload::Messaging => "inbound messages of 1–2 KB, each stored with 4 transforms".to_string(),
-        _ => format!("{} records of {} bytes", settings.keys, settings.value_bytes),
+    let records = format!("{} records of {} bytes", settings.keys, settings.value_bytes);
+    let run = match record.workload {
+        Workload::Scan => format!("{records}; each pass over one connection (SCAN COUNT 1000, then MGET of each batch)"),
+        Workload::Restart => {
+            let verified = settings.verify_keys.map_or_else(|| "every key".to_string(), |count| format!("a sample of {count} keys"));
+            let source = match settings.redis_restart_from {
+                RedisRestartSource::Aof => "its append-only file",
+                RedisRestartSource::Rdb => "an RDB snapshot taken with SAVE",
+            };
+            let stop = match settings.stop {
+                StopMode::Clean => "clean stop (SIGTERM)",
+                StopMode::Kill => "crash (kill -9)",
+            };
+            format!("{records}; {stop}; Redis reloads {source}; read-back of {verified} over 4 connections")
+        }
+        workload => {
+            let limit = settings.operations.map_or_else(|| format!("{} s measured", settings.duration_seconds), |count| format!("{count} operations measured"));
+            let load = settings.rate_per_second.map_or_else(|| "closed loop".to_string(), |rate| format!("fixed rate {rate} ops/s"));
+            let data = if workload == Workload::Messaging { "inbound messages of 1–2 KB, each stored with 4 transforms".to_string() } else { records };
+            format!("{} connections, pipeline {}, {load}, {data}, {} s warm-up, {limit}", settings.connections, settings.pipeline, settings.warmup_seconds)
+        }
     };
+    let machine = &record.machine;
     format!(
-        "{} connections, pipeline {}, {load}, {data}, {} s warm-up, {limit}, durability {}; machine: {} × {}, {:.1} GiB, kernel {}, commit {}{}.",
-        settings.connections,
-        settings.pipeline,
-        settings.warmup_seconds,
+        "{run}; durability {}. Machine: {} × {}, {:.1} GiB, kernel {}, commit {}{}.",
         settings.durability.name(),
-        record.machine.processors,
-        record.machine.cpu_model,
-        record.machine.memory_bytes as f64 / (1u64 << 30) as f64,
-        record.machine.kernel,
-        record.machine.git_commit,
-        if record.machine.redis_version.is_empty() { String::new() } else { format!(", {}", record.machine.redis_version) },
+        machine.processors,
+        machine.cpu_model,
+        machine.memory_bytes as f64 / (1u64 << 30) as f64,
+        machine.kernel,
+        machine.git_commit,
+        if machine.redis_version.is_empty() { String::new() } else { format!(", {}", machine.redis_version) },
     )
 }
 

@@ -52,7 +52,7 @@ impl ServerSpec {
         match self {
             ServerSpec::Hybridkv { placement, durability, .. } => format!("hybridkv {placement} durability {}", durability.name()),
             ServerSpec::Redis { persistence: RedisPersistence::AppendOnly { fsync }, .. } => format!("redis appendfsync {fsync}"),
-            ServerSpec::Redis { persistence: RedisPersistence::SnapshotOnSave, .. } => "redis without AOF".to_string(),
+            ServerSpec::Redis { persistence: RedisPersistence::SnapshotOnSave, .. } => "redis without AOF (RDB by SAVE)".to_string(),
         }
     }
 
