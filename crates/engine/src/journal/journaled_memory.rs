@@ -15,6 +15,13 @@ use parking_lot::Mutex;
 use super::format::*;
 use crate::error::{EngineError, Result};
 
+/// Bytes of a segment to write, taken under the state lock.
+struct WriteOut {
+    segment: Arc<dyn Medium>,
+    offset: u64,
+    bytes: Vec<u8>,
+}
+
 struct JournalState {
     segment: Arc<dyn Medium>,
     segment_number: u64,
@@ -40,6 +47,8 @@ pub(crate) struct JournaledMemory {
     image: Arc<dyn Medium>,
     state: Mutex<JournalState>,
     changed_blocks: Mutex<BTreeSet<u64>>,
+    /// Serialises writes of journal bytes to segments (see `write_out`).
+    write_out: Mutex<()>,
     journal_writes: AtomicU64,
 }
 
@@ -81,6 +90,7 @@ impl JournaledMemory {
             image,
             state: Mutex::new(state),
             changed_blocks: Mutex::new(BTreeSet::new()),
+            write_out: Mutex::new(()),
             journal_writes: AtomicU64::new(0),
         };
         // Everything replayed must reach the image before the segments it came from can go.
@@ -116,27 +126,45 @@ impl JournaledMemory {
         Ok(())
     }
 
-    /// Writes the unwritten bytes of the current segment out (not yet durable).
-    fn write_out(&self, state: &mut JournalState) -> Result<(), MediaError> {
+    /// Takes the unwritten bytes of the current segment (padded to the write alignment) for a
+    /// write-out, keeping the partly filled last page to be rewritten whole next time.
+    fn take_unwritten(&self, state: &mut JournalState) -> Option<WriteOut> {
         if state.unwritten.is_empty() {
-            return Ok(());
+            return None;
         }
         let alignment = state.segment.write_alignment_bytes() as usize;
-        let padded = state.unwritten.len().next_multiple_of(alignment);
-        let mut bytes = std::mem::take(&mut state.unwritten);
-        bytes.resize(padded, 0);
-        let written = state.segment.write_at(state.unwritten_start, &bytes);
-        // Keep the partial last page: the next write-out rewrites it whole.
-        let keep_from = (state.write_offset - state.unwritten_start) as usize / alignment * alignment;
-        bytes.truncate((state.write_offset - state.unwritten_start) as usize);
-        state.unwritten = bytes.split_off(keep_from);
+        let unwritten_len = state.unwritten.len();
+        let keep_from = unwritten_len / alignment * alignment;
+        let mut bytes = state.unwritten.clone();
+        bytes.resize(unwritten_len.next_multiple_of(alignment), 0);
+        let write_out = WriteOut { segment: state.segment.clone(), offset: state.unwritten_start, bytes };
+        state.unwritten.drain(..keep_from);
         state.unwritten_start += keep_from as u64;
         self.journal_writes.fetch_add(1, Ordering::Relaxed);
-        written
+        Some(write_out)
+    }
+
+    /// Hands everything appended so far to the journal's medium. The bytes are taken under the
+    /// state lock and written under the write-out lock, taken before the state lock is released:
+    /// no other write-out can come between, so an older copy of the tail page never overwrites a
+    /// newer one, and appends continue during the I/O. Returns the segments still to be synced.
+    fn write_out(&self) -> Result<(Arc<dyn Medium>, Vec<Arc<dyn Medium>>), MediaError> {
+        let mut state = self.state.lock();
+        let work = self.take_unwritten(&mut state);
+        let segments = (state.segment.clone(), std::mem::take(&mut state.unpersisted));
+        let _write_out = self.write_out.lock();
+        drop(state);
+        if let Some(work) = work {
+            work.segment.write_at(work.offset, &work.bytes)?;
+        }
+        Ok(segments)
     }
 
     fn rotate(&self, state: &mut JournalState) -> Result<(), MediaError> {
-        self.write_out(state)?;
+        if let Some(work) = self.take_unwritten(state) {
+            let _write_out = self.write_out.lock();
+            work.segment.write_at(work.offset, &work.bytes)?;
+        }
         let number = state.segment_number + 1;
         let segment = create_segment(&*self.provider, self.journal_tier, &self.prefix, number, self.segment_bytes)
             .map_err(|error| match error {
@@ -221,18 +249,16 @@ impl Medium for JournaledMemory {
     }
 
     fn write_back(&self) -> Result<(), MediaError> {
-        let mut state = self.state.lock();
-        self.write_out(&mut state)
+        let (_, older) = self.write_out()?;
+        // Segments rotated away from stay on the list until a persist has synced them.
+        self.state.lock().unpersisted.extend(older);
+        Ok(())
     }
 
-    /// Makes every write so far durable: the journal is written out under the lock (so that an
-    /// older copy of the tail page can never overwrite a newer one), and synced outside it.
+    /// Makes every write so far durable: written out (see `write_out`), then synced without
+    /// holding any lock.
     fn persist(&self, _offset: u64, _len: u64) -> Result<(), MediaError> {
-        let (segment, older) = {
-            let mut state = self.state.lock();
-            self.write_out(&mut state)?;
-            (state.segment.clone(), std::mem::take(&mut state.unpersisted))
-        };
+        let (segment, older) = self.write_out()?;
         for old in older {
             old.persist(0, old.len_bytes())?;
         }
