@@ -70,6 +70,10 @@ struct ServeArgs {
     /// Largest value database 0 accepts, e.g. 4MiB (at most half a write block).
     #[arg(long, value_name = "SIZE")]
     value_bytes_max: Option<String>,
+    /// DRAM record cache of database 0 in front of records on ssd or pmem, e.g. 64MiB (0: none).
+    /// Records on ssd bypass the page cache, so this budget is what bounds their DRAM use.
+    #[arg(long, value_name = "SIZE")]
+    cache: Option<String>,
     /// Password clients must give with AUTH (or HELLO ... AUTH default PASSWORD).
     #[arg(long, value_name = "SECRET")]
     requirepass: Option<String>,
@@ -143,6 +147,9 @@ fn engine_config(args: &ServeArgs) -> Result<Config, String> {
     }
     if let Some(bytes) = size_flag(&args.value_bytes_max, "value-bytes-max")? {
         namespace.value_bytes_max = bytes;
+    }
+    if let Some(bytes) = size_flag(&args.cache, "cache")? {
+        namespace.cache_bytes = bytes;
     }
     config.validate().map_err(|error| error.to_string())?;
     std::fs::create_dir_all(&config.data_dir).map_err(|error| format!("cannot create {}: {error}", config.data_dir.display()))?;

@@ -76,6 +76,13 @@ fn memory_section(stats: &[NamespaceStats], text: &mut String) -> std::fmt::Resu
         if let Some(journal) = &namespace.journal {
             tier_line(text, &format!("{prefix}_journal"), journal)?;
         }
+        if let Some(cache) = &namespace.cache {
+            writeln!(text, "{prefix}_cache_used_bytes:{}\r", cache.used_bytes)?;
+            writeln!(text, "{prefix}_cache_capacity_bytes:{}\r", cache.capacity_bytes)?;
+            writeln!(text, "{prefix}_cache_hits:{}\r", cache.hits)?;
+            writeln!(text, "{prefix}_cache_misses:{}\r", cache.misses)?;
+            writeln!(text, "{prefix}_cache_evictions:{}\r", cache.evictions)?;
+        }
     }
     Ok(())
 }

@@ -73,6 +73,17 @@ pub fn bgsave(call: &mut Call<'_>) -> CommandResult {
     Ok(Reply::simple("Background saving started"))
 }
 
+/// MEMORY PURGE: Redis releases allocator pages; hybridkv empties its record caches, which is
+/// what a COLD measurement needs.
+pub fn memory(call: &mut Call<'_>) -> CommandResult {
+    let subcommand = &call.args[1];
+    if is(subcommand, "PURGE") && call.args.len() == 2 {
+        call.shared.database.clear_caches();
+        return Ok(Reply::Simple("OK".into()));
+    }
+    fail(format!("ERR unknown subcommand '{}'. Try MEMORY HELP.", String::from_utf8_lossy(subcommand)))
+}
+
 pub fn lastsave(call: &mut Call<'_>) -> CommandResult {
     Ok(Reply::Integer((call.shared.database.last_checkpoint_unix_ms() / 1000) as i64))
 }
