@@ -192,3 +192,23 @@ fn expired_keys_are_reclaimed_and_records_in_dram_survive_checkpoints() {
         assert_eq!(found.map(|value| value.bytes), (number % 2 == 1).then(|| value(number, 1, 1000)), "key {number}");
     }
 }
+
+#[test]
+fn clearing_a_namespace_of_large_keys_fits_its_batches_in_blocks_and_lasts() {
+    let (store, provider, config) = sim_database(Tier::Pmem, Tier::Ssd);
+    let database = Database::open_with(config.clone(), provider.clone()).unwrap();
+    let namespace = database.namespace(0).unwrap();
+    for number in 0..120u8 {
+        let mut big_key = vec![number; 8 * KIB as usize];
+        big_key[0] = b'k';
+        namespace.put(&big_key, b"v", 0).unwrap();
+    }
+    namespace.clear().unwrap();
+    assert_eq!(namespace.key_count(), 0);
+    assert!(namespace.scan(0, 1000).unwrap().keys.is_empty());
+    store.freeze();
+    drop(database);
+    store.crash_process();
+    let database = Database::open_with(config, provider).unwrap();
+    assert_eq!(database.namespace(0).unwrap().key_count(), 0);
+}

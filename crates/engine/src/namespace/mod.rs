@@ -325,14 +325,25 @@ impl Namespace {
 
     /// Deletes every key (FLUSHDB): tombstones, partition by partition.
     pub fn clear(&self) -> Result<()> {
-        const KEYS_PER_BATCH_MAX: usize = 256;
+        // Tombstone batches stay well inside one write block, whatever the key sizes.
+        let batch_bytes_max = (self.config.write_block_bytes / 4) as usize;
         for number in 0..crate::index::PARTITION_COUNT {
             let mut keys = Vec::new();
             // A clock of 0 makes expired keys count too: they go as well.
             self.keys_of_partition(number, 0, &mut keys)?;
-            for chunk in keys.chunks(KEYS_PER_BATCH_MAX) {
-                let operations = chunk.iter().map(|key| BatchOp::Delete { key: key.clone() }).collect();
-                self.apply_batch(operations)?;
+            let mut batch = Vec::new();
+            let mut batch_bytes = 0;
+            for key in keys {
+                let bytes = crate::log::record::record_bytes(key.len(), 0);
+                if batch_bytes + bytes > batch_bytes_max {
+                    self.apply_batch(std::mem::take(&mut batch))?;
+                    batch_bytes = 0;
+                }
+                batch_bytes += bytes;
+                batch.push(BatchOp::Delete { key });
+            }
+            if !batch.is_empty() {
+                self.apply_batch(batch)?;
             }
         }
         Ok(())
