@@ -52,7 +52,6 @@ pub struct ScanPage {
 
 #[derive(Default)]
 pub(crate) struct Counters {
-    pub(crate) gets: AtomicU64,
     pub(crate) hits: AtomicU64,
     pub(crate) misses: AtomicU64,
     pub(crate) writes: AtomicU64,
@@ -231,7 +230,6 @@ impl Namespace {
 
     pub fn get(&self, key: &[u8]) -> Result<Option<Value>> {
         Self::check_key(key)?;
-        self.counters.gets.fetch_add(1, Ordering::Relaxed);
         let digest = self.digest(key);
         let partition = self.index.partition(self.index.partition_of(digest)).read();
         let found = match self.index.lookup(&partition, digest)? {
@@ -382,7 +380,7 @@ impl Namespace {
             flushes: counter(&self.counters.flushes),
             journal_writes,
             log_bytes_written: self.log.bytes_appended(),
-            gets: counter(&self.counters.gets),
+            gets: counter(&self.counters.hits) + counter(&self.counters.misses),
             hits: counter(&self.counters.hits),
             misses: counter(&self.counters.misses),
             writes: counter(&self.counters.writes),
