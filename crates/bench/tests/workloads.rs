@@ -43,7 +43,7 @@ fn redis_available() -> bool {
 }
 
 /// Runs `hybridkv bench` with small, short settings plus `extra` arguments.
-fn run(binary: &PathBuf, results: &tempfile::TempDir, extra: &[&str]) -> Result<RunRecord, BenchError> {
+fn run(binary: &std::path::Path, results: &tempfile::TempDir, extra: &[&str]) -> Result<RunRecord, BenchError> {
     let mut arguments = vec!["bench", "--keys", SMALL_KEYS, "--warmup", WARMUP, "--duration", MEASURE, "--no-plots"];
     let binary_text = binary.display().to_string();
     let results_text = results.path().display().to_string();
@@ -121,7 +121,7 @@ fn restart_serves_every_key_after_a_clean_stop_and_a_kill() {
 #[test]
 fn restart_is_refused_against_a_server_it_cannot_restart() {
     let results = tempfile::tempdir().unwrap();
-    let error = run(&PathBuf::from("/nonexistent"), &results, &["--workload", "restart", "--addr", "127.0.0.1:1"]).unwrap_err();
+    let error = run(std::path::Path::new("/nonexistent"), &results, &["--workload", "restart", "--addr", "127.0.0.1:1"]).unwrap_err();
     assert!(error.to_string().contains("--addr"), "{error}");
 }
 
