@@ -36,6 +36,7 @@ impl Database {
         let mut reports = Vec::with_capacity(config.namespaces.len());
         for namespace_config in config.namespaces {
             let (namespace, report) = Namespace::open(namespace_config, provider.clone())?;
+            namespace.start_committers();
             if config.background_maintenance {
                 namespace.start_maintenance();
             }

@@ -92,10 +92,10 @@ struct ServeArgs {
     /// Largest unprocessed input per client before it is disconnected, e.g. 1GiB.
     #[arg(long, value_name = "SIZE")]
     client_query_buffer_limit: Option<String>,
-    /// Where engine calls run: inline (on the network threads), block-in-place (always handed
-    /// off), writes-block-in-place (hand off only batches that may wait for a flush). See
-    /// docs/SERVER.md for the measurement behind the default.
-    #[arg(long, default_value = "writes-block-in-place")]
+    /// Where engine calls run: inline (on the network threads; only administrative commands
+    /// are handed off) or block-in-place (every batch handed off). See docs/design/server.md
+    /// for the measurement behind the default.
+    #[arg(long, default_value = "inline")]
     engine_calls: String,
     /// Network worker threads (default: one per core).
     #[arg(long)]
@@ -167,7 +167,7 @@ fn server_config(args: &ServeArgs, config: &Config) -> Result<ServerConfig, Stri
     server.max_clients = args.maxclients;
     server.metrics_port = args.metrics_port;
     server.engine_call_mode = EngineCallMode::parse(&args.engine_calls)
-        .ok_or_else(|| format!("--engine-calls: expected inline, block-in-place or writes-block-in-place, got '{}'", args.engine_calls))?;
+        .ok_or_else(|| format!("--engine-calls: expected inline or block-in-place, got '{}'", args.engine_calls))?;
     if let Some(bytes) = size_flag(&args.proto_max_bulk_len, "proto-max-bulk-len")? {
         server.bulk_bytes_max = bytes as usize;
     }

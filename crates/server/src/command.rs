@@ -181,12 +181,19 @@ pub fn run(spec: &CommandSpec, args: &[Bytes], session: &mut SessionState, share
     let namespace = namespace.clone();
     let keys = spec.keys.keys(args);
     let result = if spec.has(WRITE) && !keys.is_empty() {
-        namespace
-            .transaction(&keys, |transaction| {
-                let mut call = Call { args, session, shared, namespace: &namespace, store: transaction };
-                run_in_transaction(spec.handler, &mut call)
-            })
-            .unwrap_or_else(|error| Err(CommandError::Engine(error)))
+        let outcome = namespace.transaction_deferred(&keys, |transaction| {
+            let mut call = Call { args, session, shared, namespace: &namespace, store: transaction };
+            run_in_transaction(spec.handler, &mut call)
+        });
+        match outcome {
+            Ok((result, ticket)) => {
+                if let Some(ticket) = ticket {
+                    session.hold_reply_until_durable(&namespace, ticket);
+                }
+                result
+            }
+            Err(error) => Err(CommandError::Engine(error)),
+        }
     } else {
         let mut store = DirectStore(&namespace);
         (spec.handler)(&mut Call { args, session, shared, namespace: &namespace, store: &mut store })

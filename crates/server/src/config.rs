@@ -18,18 +18,17 @@ pub const READ_CHUNK_BYTES: usize = 16 * 1024;
 /// How long SIGTERM/SHUTDOWN waits for connections to finish their commands in flight.
 pub const SHUTDOWN_DRAIN_MS_MAX: u64 = 5_000;
 
-/// Where the (blocking) engine calls of a batch of commands run; see docs/SERVER.md for the
-/// measurement that chose the default.
+/// Where the engine calls of a batch of commands run; docs/design/server.md has the measurement
+/// that chose the default.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EngineCallMode {
-    /// On the runtime worker itself: cheapest, but a write waiting for its group-commit flush
-    /// blocks every connection on that worker.
+    /// On the runtime worker itself. Writes never block there (a write's durability is awaited
+    /// asynchronously, see `session`); only administrative commands, which may wait for a
+    /// checkpoint, are handed off through `tokio::task::block_in_place`.
     Inline,
-    /// Always through `tokio::task::block_in_place`, which hands the worker's other connections
-    /// to another thread while this one waits.
+    /// Every batch through `block_in_place`, which hands the worker's other connections to
+    /// another thread for the duration (kept for comparison).
     BlockInPlace,
-    /// Batches that write go through block_in_place; read-only batches run inline.
-    WritesBlockInPlace,
 }
 
 impl EngineCallMode {
@@ -37,7 +36,6 @@ impl EngineCallMode {
         match text {
             "inline" => Some(EngineCallMode::Inline),
             "block-in-place" => Some(EngineCallMode::BlockInPlace),
-            "writes-block-in-place" => Some(EngineCallMode::WritesBlockInPlace),
             _ => None,
         }
     }
@@ -74,7 +72,7 @@ impl ServerConfig {
             arguments_max: hybridkv_resp::ARGUMENTS_MAX_DEFAULT,
             multi_queued_commands_max: MULTI_QUEUED_COMMANDS_MAX_DEFAULT,
             metrics_port: None,
-            engine_call_mode: EngineCallMode::WritesBlockInPlace,
+            engine_call_mode: EngineCallMode::Inline,
             dir: String::from("."),
         }
     }

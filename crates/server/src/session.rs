@@ -3,16 +3,18 @@
 //! server shuts down.
 
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
+use hybridkv_engine::{CommitTicket, Namespace};
 use hybridkv_resp::{encode, DecodeLimits, ProtocolError, ProtocolVersion, Reply, RequestDecoder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::command::{self, unknown_command, wrong_arity, CommandSpec, ADMIN, BEFORE_AUTH, IN_MULTI, TRANSACTION_CONTROL, WRITE};
+use crate::command::{self, engine_error_reply, unknown_command, wrong_arity, CommandSpec, ADMIN, BEFORE_AUTH, IN_MULTI, TRANSACTION_CONTROL};
 use crate::commands;
 use crate::config::{EngineCallMode, READ_CHUNK_BYTES, REPLY_FLUSH_BYTES};
 use crate::shared::{ClientHandle, Shared};
@@ -47,6 +49,11 @@ pub struct SessionState {
     pub close_after_reply: bool,
     /// The command's reply is not sent (SHUTDOWN closes the connection without one, as Redis).
     pub suppress_reply: bool,
+    /// What must be durable before the replies gathered so far may be sent: per namespace, the
+    /// ticket of its latest write (it covers the earlier ones).
+    pub pending_commits: Vec<(Arc<Namespace>, CommitTicket)>,
+    /// Writes that registered a ticket, counted so the session knows which replies depend on one.
+    pub commits_registered: u64,
 }
 
 impl SessionState {
@@ -60,6 +67,17 @@ impl SessionState {
             watched: Vec::new(),
             close_after_reply: false,
             suppress_reply: false,
+            pending_commits: Vec::new(),
+            commits_registered: 0,
+        }
+    }
+
+    /// The reply of the write that returned `ticket` is sent only once the ticket is durable.
+    pub fn hold_reply_until_durable(&mut self, namespace: &Arc<Namespace>, ticket: CommitTicket) {
+        self.commits_registered += 1;
+        match self.pending_commits.iter_mut().find(|(held, _)| Arc::ptr_eq(held, namespace)) {
+            Some((_, held)) => *held = ticket,
+            None => self.pending_commits.push((namespace.clone(), ticket)),
         }
     }
 
@@ -106,9 +124,10 @@ fn queue(spec: &'static CommandSpec, args: Vec<Bytes>, session: &mut SessionStat
     Reply::simple("QUEUED")
 }
 
-/// Whether a request may wait on the engine (a write's group-commit flush, a checkpoint).
+/// Whether a request may wait on the engine (a checkpoint, a whole-keyspace operation). A
+/// write's durability is awaited asynchronously, so writes do not count.
 fn may_block(args: &[Bytes]) -> bool {
-    commands::lookup(&args[0]).is_none_or(|spec| spec.has(WRITE) || spec.has(ADMIN))
+    commands::lookup(&args[0]).is_some_and(|spec| spec.has(ADMIN))
 }
 
 struct Connection {
@@ -120,6 +139,9 @@ struct Connection {
     pending: VecDeque<Vec<Bytes>>,
     protocol_error: Option<ProtocolError>,
     state: SessionState,
+    /// Byte ranges of `output` holding replies of writes that wait for durability: if the wait
+    /// fails they are replaced by the error, never sent as acknowledgements.
+    durable_reply_spans: Vec<Range<usize>>,
 }
 
 pub async fn serve_connection(stream: TcpStream, shared: Arc<Shared>, client: Arc<ClientHandle>) {
@@ -134,6 +156,7 @@ pub async fn serve_connection(stream: TcpStream, shared: Arc<Shared>, client: Ar
         pending: VecDeque::new(),
         protocol_error: None,
         state: SessionState::new(client.clone(), password_required),
+        durable_reply_spans: Vec::new(),
     };
     if let Err(error) = connection.run().await {
         tracing::debug!(client = client.id, %error, "connection ended with an I/O error");
@@ -207,18 +230,20 @@ impl Connection {
     /// Executes pending requests in order until they are done, the reply buffer is full enough
     /// to send, or a command closes the connection.
     fn execute_pending(&mut self) {
-        let mode = self.shared.config.engine_call_mode;
-        let blocking = match mode {
-            EngineCallMode::Inline => false,
+        let blocking = match self.shared.config.engine_call_mode {
+            EngineCallMode::Inline => self.pending.iter().any(|args| may_block(args)),
             EngineCallMode::BlockInPlace => true,
-            EngineCallMode::WritesBlockInPlace => self.pending.iter().any(|args| may_block(args)),
         };
-        let Connection { pending, state, shared, output, .. } = self;
+        let Connection { pending, state, shared, output, durable_reply_spans, .. } = self;
         let mut work = move || {
             while let Some(arguments) = pending.pop_front() {
+                let (reply_start, commits_before) = (output.len(), state.commits_registered);
                 let reply = execute(arguments, state, shared);
                 if !state.suppress_reply {
                     encode(&reply, state.protocol, output);
+                }
+                if state.commits_registered != commits_before {
+                    durable_reply_spans.push(reply_start..output.len());
                 }
                 if state.close_after_reply || output.len() >= REPLY_FLUSH_BYTES {
                     break;
@@ -233,6 +258,7 @@ impl Connection {
     }
 
     async fn flush(&mut self) -> std::io::Result<()> {
+        self.await_durability().await;
         if self.output.is_empty() {
             return Ok(());
         }
@@ -240,5 +266,34 @@ impl Connection {
         self.shared.stats.net_output_bytes.fetch_add(self.output.len() as u64, Ordering::Relaxed);
         self.output.clear();
         Ok(())
+    }
+
+    /// Waits until the writes whose replies are gathered are durable (group commit runs on the
+    /// engine's committer threads; this task only sleeps). When that fails, their replies become
+    /// the error: a write is acknowledged only once it is durable.
+    async fn await_durability(&mut self) {
+        for (namespace, ticket) in std::mem::take(&mut self.state.pending_commits) {
+            let (sender, receiver) = tokio::sync::oneshot::channel();
+            namespace.on_durable(ticket, Box::new(move |result| drop(sender.send(result))));
+            let failure = match receiver.await {
+                Ok(Ok(())) => continue,
+                Ok(Err(error)) => engine_error_reply(&error),
+                Err(_) => Reply::error("ERR the server stopped before the write was durable"),
+            };
+            self.replace_durable_replies(&failure);
+        }
+        self.durable_reply_spans.clear();
+    }
+
+    fn replace_durable_replies(&mut self, failure: &Reply) {
+        let mut rebuilt = BytesMut::with_capacity(self.output.len());
+        let mut copied = 0;
+        for span in self.durable_reply_spans.drain(..) {
+            rebuilt.extend_from_slice(&self.output[copied..span.start]);
+            encode(failure, self.state.protocol, &mut rebuilt);
+            copied = span.end;
+        }
+        rebuilt.extend_from_slice(&self.output[copied..]);
+        self.output = rebuilt;
     }
 }

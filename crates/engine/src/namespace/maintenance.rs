@@ -33,8 +33,8 @@ impl Namespace {
     pub(crate) fn finish_open(&self, accounting_rebuilt: bool) -> Result<()> {
         self.key_count.store(self.index.table_entry_count() as i64, Ordering::Relaxed);
         // The new active block's header must be durable before the index names its position.
-        let position = self.flush(true)?;
-        self.commit.lock().durable_position = position;
+        let position = self.log.append_position();
+        self.wait_durable_with(position, true)?;
         self.index.checkpoint(position, self.log.next_lsn(), false)?;
         self.last_checkpoint_unix_ms.store(crate::now_unix_ms(), Ordering::Relaxed);
         self.accounting_ready.store(accounting_rebuilt, Ordering::Relaxed);
@@ -49,12 +49,13 @@ impl Namespace {
             .name(name)
             .spawn(move || maintenance_loop(weak, stopping))
             .expect("spawning the maintenance thread");
-        *self.maintenance.lock() = Some(handle);
+        self.background_threads.lock().push(handle);
     }
 
     pub(crate) fn stop_maintenance(&self) {
         self.stopping.store(true, Ordering::Relaxed);
-        if let Some(handle) = self.maintenance.lock().take() {
+        self.committed.notify_all();
+        for handle in std::mem::take(&mut *self.background_threads.lock()) {
             let _ = handle.join();
         }
     }

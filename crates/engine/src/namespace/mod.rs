@@ -3,6 +3,7 @@
 //! publication) is in `write`, background work (flushes, checkpoints, defragmentation, expiry)
 //! in `maintenance`, and start-up in `crate::recovery`.
 
+mod commit;
 mod full_scan;
 mod maintenance;
 mod write;
@@ -24,7 +25,9 @@ use crate::log::record::decode_header;
 use crate::log::{Location, RecordLog, RecordView, RECORD_HEADER_BYTES};
 use crate::recovery::RestartReport;
 use crate::stats::{CacheStats, NamespaceStats, TierUsage};
+use commit::CommitState;
 
+pub use commit::{CommitTicket, DurableCallback};
 pub use full_scan::FullScanReport;
 pub use write::Transaction;
 pub(crate) use write::Publication;
@@ -61,12 +64,6 @@ pub(crate) struct Counters {
     pub(crate) corrupt_records: AtomicU64,
 }
 
-/// Group-commit state: one flusher at a time; everyone else waits for `durable_position`.
-pub(crate) struct CommitState {
-    pub(crate) durable_position: u64,
-    pub(crate) flushing: bool,
-}
-
 pub struct Namespace {
     pub(crate) config: NamespaceConfig,
     pub(crate) seed: u64,
@@ -87,7 +84,8 @@ pub struct Namespace {
     /// Live-byte accounting is trustworthy (rebuilt, or audited after a warm start).
     pub(crate) accounting_ready: AtomicBool,
     pub(crate) stopping: Arc<AtomicBool>,
-    pub(crate) maintenance: Mutex<Option<JoinHandle<()>>>,
+    /// The maintenance thread and the committer threads.
+    pub(crate) background_threads: Mutex<Vec<JoinHandle<()>>>,
     pub(crate) manual_maintenance: Mutex<maintenance::LoopState>,
     /// Full scans under way: defragmentation waits for them (so moves never duplicate a record).
     pub(crate) full_scans_running: AtomicUsize,
@@ -142,7 +140,7 @@ impl Namespace {
             index,
             log,
             journal,
-            commit: Mutex::new(CommitState { durable_position: 0, flushing: false }),
+            commit: Mutex::new(CommitState::new()),
             committed: Condvar::new(),
             key_count: AtomicI64::new(0),
             unpublished_records: AtomicUsize::new(0),
@@ -153,7 +151,7 @@ impl Namespace {
             checkpoint_lock: Mutex::new(()),
             accounting_ready: AtomicBool::new(false),
             stopping: Arc::new(AtomicBool::new(false)),
-            maintenance: Mutex::new(None),
+            background_threads: Mutex::new(Vec::new()),
             manual_maintenance: Mutex::new(maintenance::LoopState::new()),
             full_scans_running: AtomicUsize::new(0),
             defrag_running: Mutex::new(()),

@@ -14,13 +14,14 @@ use parking_lot::RwLockWriteGuard;
 
 use std::sync::Arc;
 
+use super::commit::CommitTicket;
 use super::{Namespace, Value};
 use crate::cache::CacheKey;
 use crate::config::Durability;
 use crate::digest::Digest;
 use crate::error::{EngineError, Result};
 use crate::index::{Entry, Index, Partition, PendingEntry, EXPIRY_UNIX_MS_MAX};
-use crate::log::{position, Appended, Location, NewRecord, Writer};
+use crate::log::{position, Appended, FlushWork, Location, NewRecord, Writer};
 
 /// One record's index change, published once the record is durable.
 pub(crate) struct PublishItem {
@@ -116,8 +117,24 @@ impl Transaction<'_> {
 }
 
 impl Namespace {
-    /// Runs `body` atomically over the declared keys and commits its writes as one batch.
+    /// Runs `body` atomically over the declared keys and commits its writes as one batch; with
+    /// durability `always`, returns once they are durable.
     pub fn transaction<T>(&self, keys: &[&[u8]], body: impl FnOnce(&mut Transaction<'_>) -> Result<T>) -> Result<T> {
+        let (result, ticket) = self.transaction_deferred(keys, body)?;
+        if let Some(ticket) = ticket {
+            self.wait_durable(ticket)?;
+        }
+        Ok(result)
+    }
+
+    /// Like `transaction`, without waiting: the writes are visible at once, and the ticket (with
+    /// durability `always`, when something was written) says what must be durable before they
+    /// may be acknowledged (`wait_durable`, `on_durable`).
+    pub fn transaction_deferred<T>(
+        &self,
+        keys: &[&[u8]],
+        body: impl FnOnce(&mut Transaction<'_>) -> Result<T>,
+    ) -> Result<(T, Option<CommitTicket>)> {
         let mut numbers: Vec<usize> = keys.iter().map(|key| self.index.partition_of(self.digest(key))).collect();
         numbers.sort_unstable();
         numbers.dedup();
@@ -125,17 +142,20 @@ impl Namespace {
         let mut transaction = Transaction { namespace: self, guards, writes: Vec::new() };
         let result = body(&mut transaction)?;
         if transaction.writes.is_empty() {
-            return Ok(result);
+            return Ok((result, None));
         }
         self.check_writable()?;
         let Transaction { mut guards, writes, .. } = transaction;
         let end_position = self.append_writes(&mut guards, writes)?;
         drop(guards);
         self.counters.writes.fetch_add(1, Ordering::Relaxed);
-        if self.durability() == Durability::Always || self.log_backlog() > PENDING_RECORDS_MAX {
+        if self.durability() == Durability::Always {
+            return Ok((result, Some(CommitTicket(end_position))));
+        }
+        if self.log_backlog() > PENDING_RECORDS_MAX {
             self.wait_durable_with(end_position, self.durability() != Durability::None)?;
         }
-        Ok(result)
+        Ok((result, None))
     }
 
     pub(crate) fn check_writable(&self) -> Result<()> {
@@ -242,40 +262,12 @@ impl Namespace {
         }
     }
 
-    /// Returns once every record before `target` is flushed (made durable when `persist`) and
-    /// published, flushing if no one else is: concurrent writers share one flush (group commit).
-    pub(crate) fn wait_durable_with(&self, target: u64, persist: bool) -> Result<()> {
-        let mut commit = self.commit.lock();
-        loop {
-            if commit.durable_position >= target {
-                return Ok(());
-            }
-            self.check_writable()?;
-            if !commit.flushing {
-                commit.flushing = true;
-                drop(commit);
-                let flushed = self.flush(persist);
-                commit = self.commit.lock();
-                commit.flushing = false;
-                if let Ok(upto) = flushed {
-                    commit.durable_position = commit.durable_position.max(upto);
-                }
-                self.committed.notify_all();
-                flushed?;
-                continue;
-            }
-            self.committed.wait(&mut commit);
-        }
-    }
-
-    /// One flush: hand everything appended so far to the medium, make it durable when
-    /// `persist`, then publish its index entries in log order. Returns the position covered.
-    /// A failure withdraws the pending entries and poisons the namespace.
-    pub(crate) fn flush(&self, persist: bool) -> Result<u64> {
-        let (work, written) = self.log.take_flush_work();
-        let result = written.and_then(|()| if persist { self.log.persist(&work) } else { Ok(()) });
+    /// Publishes the index entries of a flush whose bytes are now durable (`synced`), in log
+    /// order, and returns the position it covers. A failed sync, or an earlier flush that failed,
+    /// withdraws the pending entries instead and poisons the namespace.
+    pub(crate) fn publish_flush_work(&self, work: &FlushWork<Publication>, synced: Result<()>, persist: bool) -> Result<u64> {
         let items = work.publications.iter().flat_map(|publication| publication.items.iter());
-        if let Err(error) = result {
+        if let Err(error) = synced.and_then(|()| self.check_writable()) {
             for item in items {
                 let mut partition = self.index.partition(item.partition).write();
                 Index::drop_pending(&mut partition, item.entry.digest, item.lsn);

@@ -76,7 +76,7 @@ pub fn exec(call: &mut Call<'_>) -> CommandResult {
     }
     let namespace = Arc::clone(call.namespace);
     let (session, shared) = (&mut *call.session, call.shared);
-    let outcome = namespace.transaction(&keys, |transaction| {
+    let outcome = namespace.transaction_deferred(&keys, |transaction| {
         for key in watched.iter().filter(|watched| watched.database == database) {
             if KeyStore::get(transaction, &key.key)?.map(|value| value.version) != key.version {
                 return Ok(Reply::NullArray);
@@ -90,7 +90,15 @@ pub fn exec(call: &mut Call<'_>) -> CommandResult {
         }
         Ok(Reply::Array(replies))
     });
-    Ok(outcome.unwrap_or_else(|error| exec_failed(&error)))
+    match outcome {
+        Ok((reply, ticket)) => {
+            if let Some(ticket) = ticket {
+                call.session.hold_reply_until_durable(&namespace, ticket);
+            }
+            Ok(reply)
+        }
+        Err(error) => Ok(exec_failed(&error)),
+    }
 }
 
 /// An engine error aborts the whole transaction (nothing was written): EXEC answers with it.

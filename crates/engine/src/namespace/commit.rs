@@ -1,0 +1,197 @@
+//! Group commit: flushes that make appended records durable and then publish their index
+//! entries, shared by every writer waiting at the time.
+//!
+//! Up to `FLUSHES_IN_FLIGHT_MAX` flushes run at once: while one waits for its sync, the next
+//! takes and writes out what was appended meanwhile. Flushes take their work one at a time
+//! (`taking`), so tickets follow log order, and publish in ticket order, so index entries are
+//! still published in log order and the durable position only grows.
+//!
+//! Writers wait either by blocking (`wait_durable_with`) or by leaving a callback
+//! (`on_durable`): committer threads flush for the callbacks, so a server can await durability
+//! without a thread per waiting client.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use parking_lot::MutexGuard;
+
+use super::Namespace;
+use crate::error::Result;
+
+/// Flushes under way at once (each one sync in flight).
+pub(crate) const FLUSHES_IN_FLIGHT_MAX: usize = 2;
+/// How long an idle committer sleeps before it looks at the stop flag again.
+const COMMITTER_IDLE_WAIT: Duration = Duration::from_millis(100);
+
+/// Called once the position it waits for is durable, or with the error that prevents it.
+pub type DurableCallback = Box<dyn FnOnce(Result<()>) + Send>;
+
+/// A position a writer needs durable before it may acknowledge: returned by
+/// `Namespace::transaction_deferred`, redeemed by `wait_durable` or `on_durable`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use = "a write is durable only once its ticket is redeemed"]
+pub struct CommitTicket(pub(crate) u64);
+
+pub(crate) struct CommitState {
+    /// Everything before it is flushed (durable when the namespace syncs) and published.
+    pub(crate) durable_position: u64,
+    /// Everything before it is taken by a flush, finished or under way.
+    taken_position: u64,
+    /// A flush is taking its work: the next one waits, so tickets follow log order.
+    taking: bool,
+    flushes_in_flight: usize,
+    next_ticket: u64,
+    /// Flushes publish in ticket order: the last ticket published.
+    published_ticket: u64,
+    /// Callbacks waiting for a position, and the largest position any of them waits for.
+    waiters: Vec<(u64, DurableCallback)>,
+    waiters_target_max: u64,
+}
+
+impl CommitState {
+    pub(crate) fn new() -> CommitState {
+        CommitState {
+            durable_position: 0,
+            taken_position: 0,
+            taking: false,
+            flushes_in_flight: 0,
+            next_ticket: 1,
+            published_ticket: 0,
+            waiters: Vec::new(),
+            waiters_target_max: 0,
+        }
+    }
+
+    /// Whether a new flush may start now and would cover more than the flushes under way.
+    fn may_start_flush(&self, target: u64) -> bool {
+        !self.taking && self.flushes_in_flight < FLUSHES_IN_FLIGHT_MAX && self.taken_position < target
+    }
+}
+
+impl Namespace {
+    /// Returns once every record before `target` is flushed (made durable when `persist`) and
+    /// published, flushing if the flushes under way do not cover it (group commit).
+    pub(crate) fn wait_durable_with(&self, target: u64, persist: bool) -> Result<()> {
+        let mut commit = self.commit.lock();
+        loop {
+            if commit.durable_position >= target {
+                return Ok(());
+            }
+            self.check_writable()?;
+            if commit.may_start_flush(target) {
+                let flushed;
+                (commit, flushed) = self.run_flush(commit, persist);
+                // The writer whose flush failed learns why; the others, that writes are refused.
+                flushed?;
+                continue;
+            }
+            self.committed.wait(&mut commit);
+        }
+    }
+
+    /// Blocks until the ticket's writes are durable.
+    pub fn wait_durable(&self, ticket: CommitTicket) -> Result<()> {
+        self.wait_durable_with(ticket.0, true)
+    }
+
+    /// Calls `callback` once the ticket's writes are durable (at once when they already are),
+    /// on a committer thread: the caller does not block.
+    pub fn on_durable(&self, ticket: CommitTicket, callback: DurableCallback) {
+        let mut commit = self.commit.lock();
+        if commit.durable_position >= ticket.0 {
+            drop(commit);
+            return callback(Ok(()));
+        }
+        if let Err(error) = self.check_writable() {
+            drop(commit);
+            return callback(Err(error));
+        }
+        commit.waiters_target_max = commit.waiters_target_max.max(ticket.0);
+        commit.waiters.push((ticket.0, callback));
+        self.committed.notify_all();
+    }
+
+    /// One flush, started under the commit lock (which it releases while it works): takes the
+    /// work, makes it durable, waits for its turn, publishes, then wakes and calls back waiters.
+    fn run_flush<'a>(
+        &'a self,
+        mut commit: MutexGuard<'a, CommitState>,
+        persist: bool,
+    ) -> (MutexGuard<'a, CommitState>, Result<()>) {
+        let ticket = commit.next_ticket;
+        commit.next_ticket += 1;
+        commit.flushes_in_flight += 1;
+        commit.taking = true;
+        let (work, written) = MutexGuard::unlocked(&mut commit, || self.log.take_flush_work());
+        commit.taking = false;
+        commit.taken_position = commit.taken_position.max(work.upto_position);
+        self.committed.notify_all();
+        let synced = MutexGuard::unlocked(&mut commit, || {
+            written.and_then(|()| if persist { self.log.persist(&work) } else { Ok(()) })
+        });
+        while commit.published_ticket + 1 != ticket {
+            self.committed.wait(&mut commit);
+        }
+        let result = MutexGuard::unlocked(&mut commit, || self.publish_flush_work(&work, synced, persist));
+        commit.published_ticket = ticket;
+        commit.flushes_in_flight -= 1;
+        if let Ok(upto) = result {
+            commit.durable_position = commit.durable_position.max(upto);
+        }
+        let result = result.map(|_| ());
+        let ready = take_ready_waiters(&mut commit, self.check_writable().is_err());
+        self.committed.notify_all();
+        if !ready.is_empty() {
+            MutexGuard::unlocked(&mut commit, || {
+                for callback in ready {
+                    callback(self.check_writable());
+                }
+            });
+        }
+        (commit, result)
+    }
+
+    /// Starts the committer threads (stopped with the maintenance thread, `stop_maintenance`).
+    pub(crate) fn start_committers(self: &Arc<Self>) {
+        let committers = (0..FLUSHES_IN_FLIGHT_MAX).map(|number| {
+            let weak = Arc::downgrade(self);
+            std::thread::Builder::new()
+                .name(format!("hkv-commit{number}-{}", self.config.name))
+                .spawn(move || committer_loop(weak))
+                .expect("spawning a committer thread")
+        });
+        self.background_threads.lock().extend(committers);
+    }
+}
+
+/// The waiters whose position is now durable, or all of them when the namespace is poisoned.
+fn take_ready_waiters(commit: &mut CommitState, poisoned: bool) -> Vec<DurableCallback> {
+    let durable = commit.durable_position;
+    let (ready, waiting): (Vec<_>, Vec<_>) =
+        std::mem::take(&mut commit.waiters).into_iter().partition(|(target, _)| poisoned || *target <= durable);
+    commit.waiters = waiting;
+    if commit.waiters.is_empty() {
+        commit.waiters_target_max = 0;
+    }
+    ready.into_iter().map(|(_, callback)| callback).collect()
+}
+
+/// Flushes whenever a callback waits for a position no flush under way covers; ends when the
+/// namespace stops or is dropped.
+fn committer_loop(namespace: Weak<Namespace>) {
+    loop {
+        let Some(namespace) = namespace.upgrade() else { return };
+        if namespace.stopping.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut commit = namespace.commit.lock();
+        let target = commit.waiters_target_max;
+        if commit.may_start_flush(target) && namespace.check_writable().is_ok() {
+            // A failure poisons the namespace and fails the callbacks; nothing more to do here.
+            let _ = namespace.run_flush(commit, true);
+            continue;
+        }
+        namespace.committed.wait_for(&mut commit, COMMITTER_IDLE_WAIT);
+    }
+}

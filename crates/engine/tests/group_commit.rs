@@ -1,0 +1,89 @@
+//! Deferred commits: writes that return a ticket at once and are acknowledged by a callback once
+//! durable (what the server uses), with several flushes in flight.
+
+mod common;
+
+use std::sync::mpsc;
+use std::sync::Arc;
+
+use common::*;
+use hybridkv_engine::{Database, Durability, EngineError, Namespace, Tier, MIB};
+use hybridkv_media::sim::{FaultKind, FaultOn, FaultPlan, SimStore};
+
+/// Puts `key` without waiting; returns its ticket (durability `always` always gives one).
+fn put_deferred(namespace: &Namespace, key: &[u8], value: &[u8]) -> hybridkv_engine::CommitTicket {
+    let ((), ticket) = namespace.transaction_deferred(&[key], |transaction| transaction.put(key, value, 0)).unwrap();
+    ticket.expect("durability always returns a ticket")
+}
+
+#[test]
+fn callbacks_fire_once_durable_and_every_acknowledged_write_survives_a_power_cut() {
+    let store = SimStore::new(11);
+    let provider = Arc::new(store.clone());
+    let config = config_for(std::path::Path::new("/sim"), vec![small_namespace("ns", Tier::Pmem, Tier::Ssd, Durability::Always)]);
+    let database = Database::open_with(config.clone(), provider.clone()).unwrap();
+    let namespace = database.namespace(0).unwrap().clone();
+    const THREADS: u64 = 4;
+    const WRITES: u64 = 300;
+    let (acknowledged_sender, acknowledged) = mpsc::channel();
+    std::thread::scope(|scope| {
+        for thread in 0..THREADS {
+            let (namespace, acknowledged_sender) = (namespace.clone(), acknowledged_sender.clone());
+            scope.spawn(move || {
+                for number in 0..WRITES {
+                    let id = thread * WRITES + number;
+                    let ticket = put_deferred(&namespace, &key(id), &value(id, 1, 64));
+                    assert!(namespace.get(&key(id)).unwrap().is_some(), "visible before it is durable");
+                    let sender = acknowledged_sender.clone();
+                    namespace.on_durable(ticket, Box::new(move |result| sender.send((id, result.is_ok())).unwrap()));
+                }
+            });
+        }
+    });
+    drop(acknowledged_sender);
+    let outcomes: Vec<(u64, bool)> = acknowledged.iter().take((THREADS * WRITES) as usize).collect();
+    assert_eq!(outcomes.len() as u64, THREADS * WRITES, "every callback is called");
+    assert!(outcomes.iter().all(|(_, ok)| *ok));
+    let stats = namespace.stats();
+    assert!(stats.flushes < stats.writes, "group commit: {} flushes for {} writes", stats.flushes, stats.writes);
+    store.power_cut();
+    drop(namespace);
+    drop(database);
+    let database = Database::open_with(config, provider).unwrap();
+    let namespace = database.namespace(0).unwrap();
+    for (id, _) in outcomes {
+        assert_eq!(namespace.get(&key(id)).unwrap().unwrap().bytes, value(id, 1, 64), "acknowledged write {id} lost");
+    }
+}
+
+#[test]
+fn a_failed_sync_fails_the_callbacks_and_their_writes_stay_invisible() {
+    let store = SimStore::new(12);
+    let provider = Arc::new(store.clone());
+    let config = config_for(std::path::Path::new("/sim"), vec![small_namespace("ns", Tier::Pmem, Tier::Ssd, Durability::Always)]);
+    let database = Database::open_with(config, provider).unwrap();
+    let namespace = database.namespace(0).unwrap();
+    store.inject(FaultPlan { at_op: store.operations() + 1, kind: FaultKind::Eio, on: FaultOn::Persist, repeat: true });
+    let ticket = put_deferred(namespace, b"lost", b"1");
+    let (sender, outcome) = mpsc::channel();
+    namespace.on_durable(ticket, Box::new(move |result| sender.send(result).unwrap()));
+    let error = outcome.recv().unwrap().unwrap_err();
+    assert!(matches!(error, EngineError::Poisoned { .. }), "{error}");
+    assert_eq!(namespace.get(b"lost").unwrap(), None, "an unacknowledged write is withdrawn");
+    let (sender, late) = mpsc::channel();
+    namespace.on_durable(ticket, Box::new(move |result| sender.send(result.is_err()).unwrap()));
+    assert!(late.recv().unwrap(), "a callback left after the failure fails at once");
+}
+
+#[test]
+fn periodic_durability_returns_no_ticket() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut namespace_config = small_namespace("ns", Tier::Pmem, Tier::Ssd, Durability::Periodic);
+    namespace_config.data_bytes = 8 * MIB;
+    let database = Database::open(config_for(dir.path(), vec![namespace_config])).unwrap();
+    let namespace = database.namespace(0).unwrap();
+    let ((), ticket) = namespace.transaction_deferred(&[b"k"], |transaction| transaction.put(b"k", b"v", 0)).unwrap();
+    assert_eq!(ticket, None);
+    let (read, ticket) = namespace.transaction_deferred(&[b"k"], |transaction| transaction.get(b"k")).unwrap();
+    assert_eq!((read.unwrap().bytes, ticket), (b"v".to_vec(), None), "a transaction that only reads needs no flush");
+}
