@@ -1,7 +1,5 @@
-//! The hybridkv binary: `hybridkv serve` runs the RESP server on the storage engine.
-//!
-//! The lead adds `bench-engine` here: `mod bench_engine;` and a `BenchEngine(bench_engine::Args)`
-//! variant of `Command` that calls `bench_engine::run(args)`.
+//! The hybridkv binary: `hybridkv serve` runs the RESP server on the storage engine, `hybridkv
+//! bench` the load generator.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -10,6 +8,12 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use hybridkv_engine::{default_shmem_dir, parse_size_bytes, Config, Database, Durability, Tier};
 use hybridkv_server::{EngineCallMode, ServerConfig};
+
+/// Request buffers, replies and records are many short-lived allocations across threads:
+/// mimalloc's thread-local free lists serve them several times cheaper than glibc's malloc
+/// (docs/design/server.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
 #[command(name = "hybridkv", version, about = "A Redis-protocol key-value database that places its index, records and journal on the memory tier you choose")]
