@@ -280,20 +280,37 @@ impl Connection {
                 Ok(Err(error)) => engine_error_reply(&error),
                 Err(_) => Reply::error("ERR the server stopped before the write was durable"),
             };
-            self.replace_durable_replies(&failure);
+            let spans = std::mem::take(&mut self.durable_reply_spans);
+            self.output = replace_spans(&self.output, &spans, &failure, self.state.protocol);
         }
         self.durable_reply_spans.clear();
     }
+}
 
-    fn replace_durable_replies(&mut self, failure: &Reply) {
-        let mut rebuilt = BytesMut::with_capacity(self.output.len());
-        let mut copied = 0;
-        for span in self.durable_reply_spans.drain(..) {
-            rebuilt.extend_from_slice(&self.output[copied..span.start]);
-            encode(failure, self.state.protocol, &mut rebuilt);
-            copied = span.end;
-        }
-        rebuilt.extend_from_slice(&self.output[copied..]);
-        self.output = rebuilt;
+/// `output` with the replies at `spans` (ordered, disjoint) replaced by `failure`.
+fn replace_spans(output: &[u8], spans: &[Range<usize>], failure: &Reply, protocol: ProtocolVersion) -> BytesMut {
+    let mut rebuilt = BytesMut::with_capacity(output.len());
+    let mut copied = 0;
+    for span in spans {
+        assert!(copied <= span.start && span.end <= output.len(), "reply spans are ordered and inside the output");
+        rebuilt.extend_from_slice(&output[copied..span.start]);
+        encode(failure, protocol, &mut rebuilt);
+        copied = span.end;
+    }
+    rebuilt.extend_from_slice(&output[copied..]);
+    rebuilt
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_writes_replies_become_the_error_and_reads_stand() {
+        let output = b"+OK\r\n$1\r\nv\r\n:2\r\n";
+        let failure = Reply::error("ERR flush failed");
+        let rebuilt = replace_spans(output, &[0..5, 12..16], &failure, ProtocolVersion::Resp2);
+        assert_eq!(&rebuilt[..], b"-ERR flush failed\r\n$1\r\nv\r\n-ERR flush failed\r\n");
+        assert_eq!(&replace_spans(output, &[], &failure, ProtocolVersion::Resp2)[..], &output[..]);
     }
 }
