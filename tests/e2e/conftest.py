@@ -20,6 +20,9 @@ BINARY = REPO_ROOT / "target" / "release" / "hybridkv"
 # Small regions keep each start fast and the sparse files small.
 SMALL_SIZES = ["--index-bytes", "16MiB", "--data-bytes", "64MiB"]
 START_TIMEOUT_SECONDS = 20.0
+# Every (index tier, data tier) pair a namespace can be placed on.
+PLACEMENTS = [(index, data) for index in ("dram", "shmem", "pmem") for data in ("dram", "pmem", "ssd")]
+PLACEMENT_IDS = [f"index-{index}-data-{data}" for index, data in PLACEMENTS]
 
 
 def free_port() -> int:
@@ -52,13 +55,25 @@ class Server:
         self.log_path = directory.parent / f"{directory.name}.log"
         self.shmem_dir = Path("/dev/shm") / f"hybridkv-e2e-{os.getpid()}-{self.port}"
 
-    def start(self):
+    def launch(self):
+        """Starts the process without waiting for it to listen (it may still be recovering)."""
         sizes = [argument for flag, value in zip(SMALL_SIZES[::2], SMALL_SIZES[1::2]) if flag not in self.extra_args for argument in (flag, value)]
         command = [str(BINARY), "serve", "--port", str(self.port), "--dir", str(self.directory), "--shmem-dir", str(self.shmem_dir), *sizes, *self.extra_args]
-        log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        return self
+
+    def start(self):
+        self.launch()
         wait_for_port(self.port, self.process)
         return self
+
+    def rss_bytes(self) -> int:
+        """The server's resident memory (VmRSS of /proc/<pid>/status)."""
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        raise RuntimeError("no VmRSS line")
 
     def client(self, **options) -> redis.Redis:
         options.setdefault("decode_responses", True)
