@@ -5,6 +5,7 @@ Run: scripts/setup-python.sh && cargo build --release && .venv/bin/pytest tests/
 """
 
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -29,6 +30,18 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def raise_open_files_limit(descriptors: int) -> bool:
+    """Raises this process's soft RLIMIT_NOFILE to at least `descriptors` (servers started later
+    inherit it); False when the hard limit is lower."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft >= descriptors:
+        return True
+    if hard != resource.RLIM_INFINITY and hard < descriptors:
+        return False
+    resource.setrlimit(resource.RLIMIT_NOFILE, (descriptors, hard))
+    return True
 
 
 def wait_for_port(port: int, process: subprocess.Popen, timeout: float = START_TIMEOUT_SECONDS) -> None:
