@@ -50,6 +50,7 @@ class IntervalReport:
     p50_ms: float
     p99_ms: float
     rss_bytes: int
+    cache_bytes: int
 
 
 @dataclass
@@ -74,6 +75,12 @@ class SoakResult:
         p99s = [interval.p99_ms for interval in self.intervals if interval.ops]
         median = statistics.median(p99s) if p99s else 0.0
         return all(p99 <= P99_STABLE_FACTOR * median for p99 in p99s[len(p99s) // 2 :])
+
+
+def record_cache_bytes(client) -> int:
+    """Bytes held by the namespaces' DRAM record caches (INFO memory), part of the RSS."""
+    info = client.info("memory")
+    return sum(value for name, value in info.items() if name.endswith("_cache_used_bytes"))
 
 
 def percentile(sorted_values: list, fraction: float) -> float:
@@ -119,6 +126,7 @@ async def connection_loop(port: int, seed: int, rate_per_second: float, deadline
 
 async def sample_intervals(server: Server, deadline: float, interval_seconds: float, current: list, reports: list, on_report):
     began = time.monotonic()
+    info_client = server.client()
     while time.monotonic() < deadline:
         await asyncio.sleep(min(interval_seconds, max(0.0, deadline - time.monotonic())))
         finished, current[0] = current[0], Interval()
@@ -130,9 +138,11 @@ async def sample_intervals(server: Server, deadline: float, interval_seconds: fl
             p50_ms=percentile(latencies, 0.50) * 1000,
             p99_ms=percentile(latencies, 0.99) * 1000,
             rss_bytes=server.rss_bytes(),
+            cache_bytes=record_cache_bytes(info_client),
         )
         reports.append(report)
         on_report(report)
+    info_client.close()
 
 
 async def soak_async(server: Server, connections: int, seconds: float, interval_seconds: float, rate_per_second: float, seed: int, on_report) -> SoakResult:
@@ -154,7 +164,7 @@ def run_soak(server: Server, connections: int, seconds: float, interval_seconds:
 
 
 def print_row(report: IntervalReport):
-    print(f"{report.seconds:>8.1f} {report.ops:>9} {report.errors:>6} {report.p50_ms:>8.2f} {report.p99_ms:>8.2f} {report.rss_bytes / MIB:>9.1f}", flush=True)
+    print(f"{report.seconds:>8.1f} {report.ops:>9} {report.errors:>6} {report.p50_ms:>8.2f} {report.p99_ms:>8.2f} {report.rss_bytes / MIB:>9.1f} {report.cache_bytes / MIB:>9.1f}", flush=True)
 
 
 def main() -> int:
@@ -162,16 +172,17 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=300)
     parser.add_argument("--intervals", type=int, default=10, help="sampling intervals over the run")
-    parser.add_argument("--rate", type=float, default=10, help="commands per second per connection")
+    parser.add_argument("--rate", type=float, default=3, help="commands per second per connection (one Python process drives them all: keep it below what it can send)")
+    parser.add_argument("--cache", default="32MiB", help="the server's DRAM record cache: it fills to this budget, and RSS with it, before memory can be flat")
     parser.add_argument("--index", default="pmem")
     parser.add_argument("--data", default="ssd")
     parser.add_argument("--rss-growth-mib", type=float, default=16, help="largest resident memory growth over the second half that passes")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="hybridkv-soak-"))
-    server = Server(workdir / "data", ["--index", args.index, "--data", args.data, "--durability", "always", "--maxclients", str(args.connections + 100)])
-    print(f"soak: {args.connections} connections x {args.rate:g} commands/s for {args.seconds:g} s, index {args.index}, data {args.data}, durability always")
-    print(f"{'seconds':>8} {'ops':>9} {'errors':>6} {'p50 ms':>8} {'p99 ms':>8} {'RSS MiB':>9}")
+    server = Server(workdir / "data", ["--index", args.index, "--data", args.data, "--durability", "always", "--cache", args.cache, "--maxclients", str(args.connections + 100)])
+    print(f"soak: {args.connections} connections x {args.rate:g} commands/s for {args.seconds:g} s, index {args.index}, data {args.data}, record cache {args.cache}, durability always")
+    print(f"{'seconds':>8} {'ops':>9} {'errors':>6} {'p50 ms':>8} {'p99 ms':>8} {'RSS MiB':>9} {'cache MiB':>9}")
     try:
         server.start()
         result = run_soak(server, args.connections, args.seconds, args.seconds / args.intervals, args.rate, args.seed, print_row)
