@@ -51,6 +51,7 @@ class IntervalReport:
     p99_ms: float
     rss_bytes: int
     cache_bytes: int
+    threads: int
 
 
 @dataclass
@@ -139,6 +140,7 @@ async def sample_intervals(server: Server, deadline: float, interval_seconds: fl
             p99_ms=percentile(latencies, 0.99) * 1000,
             rss_bytes=server.rss_bytes(),
             cache_bytes=record_cache_bytes(info_client),
+            threads=server.status_number("Threads"),
         )
         reports.append(report)
         on_report(report)
@@ -164,7 +166,7 @@ def run_soak(server: Server, connections: int, seconds: float, interval_seconds:
 
 
 def print_row(report: IntervalReport):
-    print(f"{report.seconds:>8.1f} {report.ops:>9} {report.errors:>6} {report.p50_ms:>8.2f} {report.p99_ms:>8.2f} {report.rss_bytes / MIB:>9.1f} {report.cache_bytes / MIB:>9.1f}", flush=True)
+    print(f"{report.seconds:>8.1f} {report.ops:>9} {report.errors:>6} {report.p50_ms:>8.2f} {report.p99_ms:>8.2f} {report.rss_bytes / MIB:>9.1f} {report.cache_bytes / MIB:>9.1f} {report.threads:>7}", flush=True)
 
 
 def main() -> int:
@@ -182,7 +184,7 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="hybridkv-soak-"))
     server = Server(workdir / "data", ["--index", args.index, "--data", args.data, "--durability", "always", "--cache", args.cache, "--maxclients", str(args.connections + 100)])
     print(f"soak: {args.connections} connections x {args.rate:g} commands/s for {args.seconds:g} s, index {args.index}, data {args.data}, record cache {args.cache}, durability always")
-    print(f"{'seconds':>8} {'ops':>9} {'errors':>6} {'p50 ms':>8} {'p99 ms':>8} {'RSS MiB':>9} {'cache MiB':>9}")
+    print(f"{'seconds':>8} {'ops':>9} {'errors':>6} {'p50 ms':>8} {'p99 ms':>8} {'RSS MiB':>9} {'cache MiB':>9} {'threads':>7}")
     try:
         server.start()
         result = run_soak(server, args.connections, args.seconds, args.seconds / args.intervals, args.rate, args.seed, print_row)

@@ -81,12 +81,17 @@ class Server:
         wait_for_port(self.port, self.process)
         return self
 
-    def rss_bytes(self) -> int:
-        """The server's resident memory (VmRSS of /proc/<pid>/status)."""
+    def status_number(self, name: str) -> int:
+        """A number of the server's /proc/<pid>/status, e.g. Threads; kB fields in bytes."""
         for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-        raise RuntimeError("no VmRSS line")
+            if line.startswith(f"{name}:"):
+                words = line.split()
+                return int(words[1]) * (1024 if words[-1] == "kB" else 1)
+        raise RuntimeError(f"no {name} line")
+
+    def rss_bytes(self) -> int:
+        """The server's resident memory (VmRSS)."""
+        return self.status_number("VmRSS")
 
     def client(self, **options) -> redis.Redis:
         options.setdefault("decode_responses", True)
