@@ -64,9 +64,11 @@ def receive_exactly(connection: socket.socket, length: int) -> bytes:
     ],
 )
 def test_malformed_lengths_and_types_get_redis_replies(shared_server, reference_redis, payload):
-    """Byte for byte what redis-server answers, including whether it closes the connection."""
-    ours = raw_exchange(shared_server.port, payload, read_timeout=QUIET_SECONDS)
-    theirs = raw_exchange(reference_redis, payload, read_timeout=QUIET_SECONDS)
+    """Byte for byte what redis-server answers. A QUIT follows each payload so that every exchange
+    ends with the server closing: after a protocol error it is never read, otherwise it answers
+    +OK."""
+    ours = raw_exchange(shared_server.port, payload + b"QUIT\r\n", read_timeout=10)
+    theirs = raw_exchange(reference_redis, payload + b"QUIT\r\n", read_timeout=10)
     assert ours == theirs
 
 
