@@ -15,6 +15,7 @@ second half is above 3x the median interval. Exit status 1 when the verdict fail
 import argparse
 import asyncio
 import random
+import shlex
 import statistics
 import sys
 import tempfile
@@ -179,11 +180,12 @@ def main() -> int:
     parser.add_argument("--index", default="pmem")
     parser.add_argument("--data", default="ssd")
     parser.add_argument("--rss-growth-mib", type=float, default=16, help="largest resident memory growth over the second half that passes")
+    parser.add_argument("--server-args", default="", help="more `hybridkv serve` flags, e.g. '--engine-calls inline'")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="hybridkv-soak-"))
-    server = Server(workdir / "data", ["--index", args.index, "--data", args.data, "--durability", "always", "--cache", args.cache, "--maxclients", str(args.connections + 100)])
-    print(f"soak: {args.connections} connections x {args.rate:g} commands/s for {args.seconds:g} s, index {args.index}, data {args.data}, record cache {args.cache}, durability always")
+    server = Server(workdir / "data", ["--index", args.index, "--data", args.data, "--durability", "always", "--cache", args.cache, "--maxclients", str(args.connections + 100), *shlex.split(args.server_args)])
+    print(f"soak: {args.connections} connections x {args.rate:g} commands/s for {args.seconds:g} s, index {args.index}, data {args.data}, record cache {args.cache}, durability always {args.server_args}")
     print(f"{'seconds':>8} {'ops':>9} {'errors':>6} {'p50 ms':>8} {'p99 ms':>8} {'RSS MiB':>9} {'cache MiB':>9} {'threads':>7}")
     try:
         server.start()
