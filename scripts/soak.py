@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import random
 import shlex
+import shutil
 import statistics
 import sys
 import tempfile
@@ -192,6 +193,7 @@ def main() -> int:
         result = run_soak(server, args.connections, args.seconds, args.seconds / args.intervals, args.rate, args.seed, print_row)
     finally:
         server.cleanup()
+        shutil.rmtree(workdir, ignore_errors=True)
     growth_mib = result.rss_growth_second_half_bytes() / MIB
     print(f"ops {result.ops}, errors {result.errors}, RSS start {result.rss_start_bytes / MIB:.1f} MiB, end {result.intervals[-1].rss_bytes / MIB:.1f} MiB, growth over the second half {growth_mib:+.1f} MiB")
     for sample in result.error_samples:
