@@ -5,6 +5,7 @@ Run: scripts/setup-python.sh && cargo build --release && .venv/bin/pytest tests/
 """
 
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -20,12 +21,27 @@ BINARY = REPO_ROOT / "target" / "release" / "hybridkv"
 # Small regions keep each start fast and the sparse files small.
 SMALL_SIZES = ["--index-bytes", "16MiB", "--data-bytes", "64MiB"]
 START_TIMEOUT_SECONDS = 20.0
+# Every (index tier, data tier) pair a namespace can be placed on.
+PLACEMENTS = [(index, data) for index in ("dram", "shmem", "pmem") for data in ("dram", "pmem", "ssd")]
+PLACEMENT_IDS = [f"index-{index}-data-{data}" for index, data in PLACEMENTS]
 
 
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def raise_open_files_limit(descriptors: int) -> bool:
+    """Raises this process's soft RLIMIT_NOFILE to at least `descriptors` (servers started later
+    inherit it); False when the hard limit is lower."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft >= descriptors:
+        return True
+    if hard != resource.RLIM_INFINITY and hard < descriptors:
+        return False
+    resource.setrlimit(resource.RLIMIT_NOFILE, (descriptors, hard))
+    return True
 
 
 def wait_for_port(port: int, process: subprocess.Popen, timeout: float = START_TIMEOUT_SECONDS) -> None:
@@ -52,13 +68,30 @@ class Server:
         self.log_path = directory.parent / f"{directory.name}.log"
         self.shmem_dir = Path("/dev/shm") / f"hybridkv-e2e-{os.getpid()}-{self.port}"
 
-    def start(self):
+    def launch(self):
+        """Starts the process without waiting for it to listen (it may still be recovering)."""
         sizes = [argument for flag, value in zip(SMALL_SIZES[::2], SMALL_SIZES[1::2]) if flag not in self.extra_args for argument in (flag, value)]
         command = [str(BINARY), "serve", "--port", str(self.port), "--dir", str(self.directory), "--shmem-dir", str(self.shmem_dir), *sizes, *self.extra_args]
-        log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        return self
+
+    def start(self):
+        self.launch()
         wait_for_port(self.port, self.process)
         return self
+
+    def status_number(self, name: str) -> int:
+        """A number of the server's /proc/<pid>/status, e.g. Threads; kB fields in bytes."""
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith(f"{name}:"):
+                words = line.split()
+                return int(words[1]) * (1024 if words[-1] == "kB" else 1)
+        raise RuntimeError(f"no {name} line")
+
+    def rss_bytes(self) -> int:
+        """The server's resident memory (VmRSS)."""
+        return self.status_number("VmRSS")
 
     def client(self, **options) -> redis.Redis:
         options.setdefault("decode_responses", True)

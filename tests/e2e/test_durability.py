@@ -7,6 +7,8 @@ import time
 import pytest
 import redis
 
+from conftest import PLACEMENT_IDS, PLACEMENTS
+
 WRITERS = 4
 LOAD_SECONDS = 1.5
 VALUE_BYTES = 440
@@ -32,10 +34,7 @@ def writer(server, number, acknowledged, stop):
         pass  # the server was killed under us
 
 
-PLACEMENTS = [(index, data) for index in ("dram", "shmem", "pmem") for data in ("dram", "pmem", "ssd")]
-
-
-@pytest.mark.parametrize("index, data", PLACEMENTS, ids=[f"index-{i}-data-{d}" for i, d in PLACEMENTS])
+@pytest.mark.parametrize("index, data", PLACEMENTS, ids=PLACEMENT_IDS)
 def test_acknowledged_writes_survive_kill_9(make_server, index, data):
     server = make_server("--index", index, "--data", data, "--durability", "always")
     acknowledged = [{"sets": [], "counter": 0, "transactions": []} for _ in range(WRITERS)]

@@ -25,6 +25,14 @@ const BATCH_COMMANDS_MAX: usize = 1024;
 /// arrive, but a client announcing a huge bulk cannot make us allocate it up front.
 const READ_RESERVE_BYTES_MAX: usize = 1024 * 1024;
 
+/// Bytes to reserve before the next read: a pending large argument gets room for what it still
+/// needs, capped by READ_RESERVE_BYTES_MAX and by what is already buffered, so the buffer grows
+/// with the bytes that arrive (doubling) and a client that announces a huge bulk and dribbles it
+/// holds memory in proportion to what it sent, not a megabyte per connection.
+fn read_reserve_bytes(bulk_bytes_wanted: usize, buffered_bytes: usize) -> usize {
+    bulk_bytes_wanted.min(READ_RESERVE_BYTES_MAX).min(buffered_bytes).max(READ_CHUNK_BYTES)
+}
+
 pub struct MultiState {
     pub queued: Vec<(&'static CommandSpec, Vec<Bytes>)>,
     /// A command failed to queue: EXEC must answer EXECABORT.
@@ -191,8 +199,7 @@ impl Connection {
                 encode(&reply, self.state.protocol, &mut self.output);
                 return self.flush().await;
             }
-            let wanted = self.decoder.bulk_bytes_wanted(&self.input).min(READ_RESERVE_BYTES_MAX);
-            self.input.reserve(wanted.max(READ_CHUNK_BYTES));
+            self.input.reserve(read_reserve_bytes(self.decoder.bulk_bytes_wanted(&self.input), self.input.len()));
             let read = tokio::select! {
                 read = self.stream.read_buf(&mut self.input) => read?,
                 _ = self.state.client.kill.notified() => return Ok(()),
@@ -312,5 +319,19 @@ mod tests {
         let rebuilt = replace_spans(output, &[0..5, 12..16], &failure, ProtocolVersion::Resp2);
         assert_eq!(&rebuilt[..], b"-ERR flush failed\r\n$1\r\nv\r\n-ERR flush failed\r\n");
         assert_eq!(&replace_spans(output, &[], &failure, ProtocolVersion::Resp2)[..], &output[..]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_reserve_grows_with_the_bytes_that_arrived_not_with_the_announced_length() {
+        assert_eq!(read_reserve_bytes(0, 0), READ_CHUNK_BYTES);
+        assert_eq!(read_reserve_bytes(100_000_000, 300), READ_CHUNK_BYTES);
+        assert_eq!(read_reserve_bytes(100_000_000, 200_000), 200_000);
+        assert_eq!(read_reserve_bytes(100_000_000, 50_000_000), READ_RESERVE_BYTES_MAX);
+        assert_eq!(read_reserve_bytes(40_000, 200_000), 40_000);
     }
 }

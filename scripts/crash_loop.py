@@ -1,0 +1,258 @@
+#!/usr/bin/env python3
+"""Crash loop through the server: for each placement, a write load with durability `always`,
+SIGKILL at a random moment, restart, and a check that every acknowledged write is there with its
+latest acknowledged value (or the value of the one write still in flight when the server died).
+
+    .venv/bin/python scripts/crash_loop.py --cycles 20 --seconds 900 --placements all --seed 1
+
+Each writer connection owns its keys and sends one command at a time (SET, INCR, MSET, DEL,
+MULTI/EXEC), so the latest acknowledged value of every key is known, and at most one write per
+writer is in flight at the kill. A write in flight may be applied or not, but a multi-key write
+(MSET, MULTI/EXEC) is applied whole or not at all. Some cycles also kill the server while it is
+still recovering. The seed fixes the schedule: every kill delay and every writer's sequence of
+commands (not the interleaving of the writers' threads). Exit status 1 when anything was lost.
+"""
+
+import argparse
+import random
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
+from conftest import PLACEMENTS, Server  # noqa: E402
+
+WRITERS_DEFAULT = 6
+KEYS_PER_WRITER = 500
+COUNTERS_PER_WRITER = 4
+VALUE_PADDING_BYTES_MAX = 300
+MGET_KEYS_PER_CALL = 1000
+# Share of cycles that also kill the server once while it recovers, before it listens.
+RECOVERY_KILL_PROBABILITY = 0.2
+RECOVERY_KILL_DELAY_SECONDS_MAX = 0.05
+# Bigger than the e2e default so a long run's overwrites never fill the data tier.
+SERVER_SIZES = ("--index-bytes", "32MiB", "--data-bytes", "256MiB")
+# The errors a client sees when the server is killed under it.
+SERVER_GONE = (redis.ConnectionError, redis.TimeoutError, ConnectionResetError, BrokenPipeError)
+
+
+def parse_placements(text: str) -> list:
+    """`all`, or a comma-separated list of index/data pairs such as `pmem/ssd,dram/dram`."""
+    if text == "all":
+        return list(PLACEMENTS)
+    placements = [tuple(pair.split("/")) for pair in text.split(",")]
+    unknown = [pair for pair in placements if pair not in PLACEMENTS]
+    if unknown:
+        raise SystemExit(f"unknown placements {unknown}; expected index/data with index in dram|shmem|pmem, data in dram|pmem|ssd")
+    return placements
+
+
+class Writer:
+    """One connection's worth of writes to keys only it writes, one command at a time.
+
+    `expected` maps every key the writer owns to its latest acknowledged value (None: absent);
+    `in_flight` holds the changes of the command sent but not acknowledged when the server died."""
+
+    def __init__(self, number: int, seed: int):
+        self.number = number
+        self.rng = random.Random(seed)
+        self.keys = [f"w{number}:k{i}" for i in range(KEYS_PER_WRITER)]
+        self.counters = [f"w{number}:counter{i}" for i in range(COUNTERS_PER_WRITER)]
+        self.expected = dict.fromkeys(self.keys + self.counters)
+        self.in_flight = None
+        self.sequence = 0
+        self.acknowledged = 0
+        self.failure = None
+
+    def write_until_server_gone(self, port: int):
+        """A thread's body: writes until the connection breaks; other errors become `failure`."""
+        # No retries: a command resent after the kill would blur which write was in flight.
+        client = redis.Redis(host="127.0.0.1", port=port, decode_responses=True, socket_timeout=10, retry=Retry(NoBackoff(), 0))
+        try:
+            while True:
+                self.write_once(client)
+        except SERVER_GONE:
+            pass  # killed under us: `in_flight` may or may not have been applied
+        except Exception as error:  # noqa: BLE001 - any other error is a finding, reported whole
+            self.failure = f"writer {self.number}: {type(error).__name__}: {error}"
+        finally:
+            client.close()
+
+    def unique_value(self) -> str:
+        self.sequence += 1
+        return f"{self.number}.{self.sequence}." + "p" * self.rng.randrange(VALUE_PADDING_BYTES_MAX)
+
+    def next_counter_value(self, counter: str) -> str:
+        return str(int(self.expected[counter] or 0) + 1)
+
+    def write_once(self, client):
+        kind = self.rng.choices(["set", "incr", "mset", "multi", "del"], weights=[40, 20, 15, 15, 10])[0]
+        if kind == "set":
+            key = self.rng.choice(self.keys)
+            changes = {key: self.unique_value()}
+            self.send(changes, lambda: client.set(key, changes[key]), True)
+        elif kind == "incr":
+            counter = self.rng.choice(self.counters)
+            changes = {counter: self.next_counter_value(counter)}
+            self.send(changes, lambda: client.incr(counter), int(changes[counter]))
+        elif kind == "mset":
+            changes = {key: self.unique_value() for key in self.rng.sample(self.keys, self.rng.randint(2, 5))}
+            self.send(changes, lambda: client.mset(changes), True)
+        elif kind == "multi":
+            first, second = self.rng.sample(self.keys, 2)
+            counter = self.rng.choice(self.counters)
+            changes = {first: self.unique_value(), counter: self.next_counter_value(counter), second: self.unique_value()}
+            pipe = client.pipeline(transaction=True).set(first, changes[first]).incr(counter).set(second, changes[second])
+            self.send(changes, pipe.execute, [True, int(changes[counter]), True])
+        else:
+            key = self.rng.choice(self.keys)
+            changes = {key: None}
+            self.send(changes, lambda: client.delete(key), int(self.expected[key] is not None))
+
+    def send(self, changes: dict, command, expected_reply):
+        self.in_flight = changes
+        reply = command()
+        if reply != expected_reply:
+            raise AssertionError(f"reply {reply!r}, expected {expected_reply!r} for {changes}")
+        self.expected.update(changes)
+        self.in_flight = None
+        self.acknowledged += 1
+
+
+@dataclass
+class Tally:
+    cycles: int = 0
+    kills_under_load: int = 0
+    kills_in_recovery: int = 0
+    acknowledged_writes: int = 0
+    keys_checked: int = 0
+    in_flight_applied: int = 0
+    restart_seconds_max: float = 0.0
+    problems: list = field(default_factory=list)
+
+
+def check_after_restart(client, writer: Writer, tally: Tally, cycle: int):
+    """Compares every key of the writer with the model, then adopts what the server has for the
+    keys of the write that was in flight (applied or not, it is now durable)."""
+    actual = {}
+    for start in range(0, len(writer.expected), MGET_KEYS_PER_CALL):
+        keys = list(writer.expected)[start : start + MGET_KEYS_PER_CALL]
+        actual.update(zip(keys, client.mget(keys)))
+    in_flight = writer.in_flight or {}
+    for key, value in actual.items():
+        allowed = [writer.expected[key]] + ([in_flight[key]] if key in in_flight else [])
+        if value not in allowed:
+            kind = "LOST" if writer.expected[key] is not None else "RESURRECTED"
+            tally.problems.append(f"cycle {cycle}: {kind} {key}: acknowledged {writer.expected[key]!r:.40}, in flight {in_flight.get(key)!r:.40}, found {value!r:.40}")
+    changed = [key for key in in_flight if in_flight[key] != writer.expected[key]]
+    applied = [key for key in changed if actual[key] == in_flight[key]]
+    if applied and len(applied) != len(changed):
+        tally.problems.append(f"cycle {cycle}: HALF-APPLIED writer {writer.number}: {applied} of {changed}")
+    tally.in_flight_applied += bool(applied)
+    tally.keys_checked += len(actual)
+    writer.expected.update(actual)
+    writer.in_flight = None
+
+
+def restart(server: Server, rng: random.Random, tally: Tally):
+    """Starts the server again, first killing it mid-recovery in some cycles."""
+    if rng.random() < RECOVERY_KILL_PROBABILITY:
+        server.launch()
+        time.sleep(rng.uniform(0, RECOVERY_KILL_DELAY_SECONDS_MAX))
+        server.kill9()
+        tally.kills_in_recovery += 1
+    began = time.monotonic()
+    server.start()
+    tally.restart_seconds_max = max(tally.restart_seconds_max, time.monotonic() - began)
+
+
+def run_cycle(server: Server, writers: list, rng: random.Random, load_seconds_max: float, tally: Tally, cycle: int):
+    threads = [threading.Thread(target=writer.write_until_server_gone, args=(server.port,), daemon=True) for writer in writers]
+    for thread in threads:
+        thread.start()
+    time.sleep(rng.uniform(0.05, load_seconds_max))
+    server.kill9()
+    tally.kills_under_load += 1
+    for thread in threads:
+        thread.join(timeout=30)
+    for writer in writers:
+        if writer.failure:
+            tally.problems.append(f"cycle {cycle}: {writer.failure}")
+        tally.acknowledged_writes += writer.acknowledged
+        writer.acknowledged = 0
+    restart(server, rng, tally)
+    client = server.client()
+    for writer in writers:
+        check_after_restart(client, writer, tally, cycle)
+    client.close()
+    tally.cycles += 1
+
+
+def run_placement(index: str, data: str, cycles: int, seconds: float, seed: int, writers_count: int, load_seconds_max: float, workdir: Path, durability: str = "always") -> Tally:
+    """Runs up to `cycles` kill/restart cycles on one placement within `seconds`."""
+    rng = random.Random(f"{seed}/{index}/{data}")
+    tally = Tally()
+    server = Server(workdir / f"{index}-{data}", ["--index", index, "--data", data, "--durability", durability, *SERVER_SIZES])
+    writers = [Writer(number, rng.randrange(2**32)) for number in range(writers_count)]
+    deadline = time.monotonic() + seconds
+    try:
+        server.start()
+        while tally.cycles < cycles and time.monotonic() < deadline and not tally.problems:
+            run_cycle(server, writers, rng, load_seconds_max, tally, tally.cycles)
+        server.stop()
+    finally:
+        server.cleanup()
+    if tally.problems:
+        tally.problems.append(f"server log: {server.log_path}")
+    return tally
+
+
+TABLE_HEADER = f"{'placement':<14} {'cycles':>6} {'kills':>5} {'in recovery':>11} {'acknowledged':>12} {'keys checked':>12} {'in flight applied':>17} {'restart s max':>13} {'problems':>8}"
+
+
+def table_row(index: str, data: str, tally: Tally) -> str:
+    return (
+        f"{index + '/' + data:<14} {tally.cycles:>6} {tally.kills_under_load:>5} {tally.kills_in_recovery:>11} {tally.acknowledged_writes:>12} "
+        f"{tally.keys_checked:>12} {tally.in_flight_applied:>17} {tally.restart_seconds_max:>13.2f} {len(tally.problems):>8}"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cycles", type=int, default=10, help="kill/restart cycles per placement")
+    parser.add_argument("--seconds", type=float, default=300, help="time budget of the whole run, shared equally by the placements")
+    parser.add_argument("--placements", default="all", help="all, or index/data pairs such as pmem/ssd,dram/dram")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--writers", type=int, default=WRITERS_DEFAULT, help="writer connections")
+    parser.add_argument("--durability", default="always", help="always; periodic or none show that the check catches losses")
+    parser.add_argument("--load-seconds-max", type=float, default=2.0, help="longest load before a kill (each delay is uniform in [0.05, this])")
+    args = parser.parse_args()
+    placements = parse_placements(args.placements)
+    workdir = Path(tempfile.mkdtemp(prefix="hybridkv-crash-loop-"))
+    print(f"crash loop: seed {args.seed}, {args.cycles} cycles per placement, {args.seconds:.0f} s budget, {args.writers} writers, durability {args.durability}, data in {workdir}")
+    print(TABLE_HEADER, flush=True)
+    problems = []
+    for index, data in placements:
+        tally = run_placement(index, data, args.cycles, args.seconds / len(placements), args.seed, args.writers, args.load_seconds_max, workdir, args.durability)
+        print(table_row(index, data, tally), flush=True)
+        problems += tally.problems
+    for problem in problems[:50]:
+        print(problem)
+    if problems:
+        print(f"FAIL: {len(problems)} problems; data kept in {workdir}")
+        return 1
+    shutil.rmtree(workdir, ignore_errors=True)
+    print("PASS: every acknowledged write was found with its latest acknowledged value")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
