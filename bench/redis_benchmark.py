@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""redis-benchmark against hybridkv and against redis-server, side by side in one run.
+
+Starts both servers (each in a temporary directory, on free loopback ports), then runs the same
+redis-benchmark command against each alternately (A B A B ...) for --rounds rounds, with and
+without pipelining, and appends a markdown table of requests/s, p50 and p99 per test and the
+per-round ratios with their median to bench/results/redis-benchmark.md, which `hybridkv bench
+report` includes verbatim in bench/RESULTS.md.
+
+Durability is matched as the other benchmarks match it: hybridkv `periodic` against Redis
+`appendonly yes, appendfsync everysec`, or `always` against `appendfsync always`.
+
+    bench/redis_benchmark.py [--requests 200000] [--rounds 3] [--durability periodic|always]
+"""
+
+import argparse
+import csv
+import datetime
+import io
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BINARY = os.path.join(ROOT, "target", "release", "hybridkv")
+RESULTS = os.path.join(ROOT, "bench", "results", "redis-benchmark.md")
+# HSET is left out: redis-benchmark's HSET adds a field to one hash per request, and a hash is one
+# record rewritten whole on every change (docs/design/formats.md), so n requests write O(n²)
+# bytes. tests/e2e/test_tools.py runs it (with few requests) to show that it works.
+TESTS = "set,get,incr,mset"
+CLIENTS = 50
+VALUE_BYTES = 440
+PIPELINES = (1, 16)
+START_TIMEOUT_S = 60
+REDIS_FSYNC = {"periodic": "everysec", "always": "always"}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_for_port(port: int, process: subprocess.Popen) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            sys.exit(f"server on port {port} exited with {process.returncode} before accepting connections")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    sys.exit(f"server on port {port} did not accept connections within {START_TIMEOUT_S} s")
+
+
+def start_servers(workdir: str, durability: str):
+    hybridkv_port, redis_port = free_port(), free_port()
+    hybridkv = subprocess.Popen(
+        [BINARY, "serve", "--port", str(hybridkv_port), "--dir", os.path.join(workdir, "hybridkv"),
+         "--shmem-dir", os.path.join(workdir, "shm"), "--durability", durability],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    redis_dir = os.path.join(workdir, "redis")
+    os.makedirs(redis_dir)
+    redis = subprocess.Popen(
+        ["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--dir", redis_dir, "--save", "",
+         "--appendonly", "yes", "--appendfsync", REDIS_FSYNC[durability]],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for_port(hybridkv_port, hybridkv)
+    wait_for_port(redis_port, redis)
+    return [("hybridkv", hybridkv_port, hybridkv), ("redis", redis_port, redis)]
+
+
+def benchmark_command(port: int, requests: int, pipeline: int) -> list:
+    return ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-c", str(CLIENTS), "-d", str(VALUE_BYTES),
+            "-n", str(requests), "-r", str(requests), "-P", str(pipeline), "-t", TESTS, "--csv"]
+
+
+def run_benchmark(port: int, requests: int, pipeline: int) -> dict:
+    """Test name -> (requests/s, p50 ms, p99 ms), from redis-benchmark's CSV output."""
+    result = subprocess.run(benchmark_command(port, requests, pipeline), capture_output=True, text=True, timeout=1200)
+    if result.returncode != 0:
+        sys.exit(f"redis-benchmark failed: {result.stderr.strip()}")
+    rows = {}
+    for row in csv.DictReader(io.StringIO(result.stdout)):
+        rows[row["test"]] = (float(row["rps"]), float(row["p50_latency_ms"]), float(row["p99_latency_ms"]))
+    if not rows:
+        sys.exit(f"redis-benchmark printed no results: {result.stdout[:500]}")
+    return rows
+
+
+def markdown(durability: str, requests: int, rounds: int, measured: dict, port_note: str) -> str:
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    load = open("/proc/loadavg").read().split()[0]
+    lines = [
+        "", f"### redis-benchmark, hybridkv durability {durability} vs Redis appendfsync {REDIS_FSYNC[durability]} "
+        f"({now}, commit {commit}, load {load})", "", "```",
+        f"bench/redis_benchmark.py --requests {requests} --rounds {rounds} --durability {durability}", "```", "",
+        f"Each round runs, against each server in turn: `{' '.join(benchmark_command(0, requests, 1)).replace(' -p 0', ' -p PORT')}` "
+        f"(and the same with `-P 16`). {port_note} Ratios above 1 favour hybridkv.", "",
+        "| pipeline | test | hybridkv req/s (median) | Redis req/s (median) | ratio per round | median ratio | hybridkv p50 / p99 ms | Redis p50 / p99 ms |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for pipeline in PIPELINES:
+        for test in measured[pipeline]["hybridkv"][0]:
+            ours = [round_rows[test] for round_rows in measured[pipeline]["hybridkv"]]
+            theirs = [round_rows[test] for round_rows in measured[pipeline]["redis"]]
+            ratios = [a[0] / b[0] for a, b in zip(ours, theirs)]
+            median = lambda values, index: statistics.median(value[index] for value in values)
+            lines.append(
+                f"| {pipeline} | {test} | {median(ours, 0):.0f} | {median(theirs, 0):.0f} | "
+                f"{' '.join(f'{ratio:.2f}×' for ratio in ratios)} | **{statistics.median(ratios):.2f}×** | "
+                f"{median(ours, 1):.3f} / {median(ours, 2):.3f} | {median(theirs, 1):.3f} / {median(theirs, 2):.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=200_000, help="requests per test and run (default 200000)")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
+    parser.add_argument("--durability", choices=sorted(REDIS_FSYNC), default="periodic")
+    arguments = parser.parse_args()
+    for tool in ("redis-server", "redis-benchmark"):
+        if shutil.which(tool) is None:
+            sys.exit(f"{tool} is missing: apt-get install -y redis-server (scripts/setup-python.sh does it)")
+    if not os.access(BINARY, os.X_OK):
+        subprocess.run(["cargo", "build", "--release", "-p", "hybridkv"], cwd=ROOT, check=True)
+    with tempfile.TemporaryDirectory(prefix="hybridkv-redis-benchmark-") as workdir:
+        servers = start_servers(workdir, arguments.durability)
+        try:
+            measured = {pipeline: {name: [] for name, _, _ in servers} for pipeline in PIPELINES}
+            for round_number in range(1, arguments.rounds + 1):
+                for pipeline in PIPELINES:
+                    for name, port, _ in servers:
+                        print(f"round {round_number}, pipeline {pipeline}: {name}", file=sys.stderr, flush=True)
+                        measured[pipeline][name].append(run_benchmark(port, arguments.requests, pipeline))
+        finally:
+            for _, _, process in servers:
+                process.terminate()
+                process.wait(timeout=60)
+    text = markdown(arguments.durability, arguments.requests, arguments.rounds, measured,
+                    "hybridkv runs its default placement (index pmem, records ssd).")
+    with open(RESULTS, "a") as results:
+        results.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
