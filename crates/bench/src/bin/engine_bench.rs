@@ -356,7 +356,7 @@ fn cache_scan_table(args: &Args) -> String {
     load(&database, keys, args.value_bytes);
     database.close().expect("close");
     let mut table = format!(
-        "\nCache study: {keys} keys of {} bytes on ssd (O_DIRECT), index in pmem; \"data\" = {data_bytes} bytes as the cache charges them (record + {} bytes of entry overhead). The cache is S3-FIFO in 16 shards under one byte budget. An analytical pass = SCAN every key, GET its value, filter, aggregate. COLD = cache emptied; WARM = the pass repeated at once. Full scan = whole-block sequential reads, no cache.\n\n| cache / data | cache bytes | COLD s | WARM s | WARM speed-up | WARM hit ratio | full scan s |\n|---|---|---|---|---|---|---|\n",
+        "\nCache study: {keys} keys of {} bytes on ssd (O_DIRECT), index in pmem; \"data\" = {data_bytes} bytes as the cache charges them (record + {} bytes of entry overhead). The cache is S3-FIFO in up to 64 shards (one per 4 MiB) under one byte budget. An analytical pass = SCAN every key, GET its value, filter, aggregate. COLD = cache emptied; WARM = the pass repeated at once. Full scan = whole-block sequential reads, no cache.\n\n| cache / data | cache bytes | COLD s | WARM s | WARM speed-up | WARM hit ratio | full scan s |\n|---|---|---|---|---|---|---|\n",
         args.value_bytes,
         cached_record_bytes(args.value_bytes) - (40 + 16 + args.value_bytes as u64).next_multiple_of(8)
     );
