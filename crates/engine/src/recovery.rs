@@ -79,6 +79,11 @@ struct Recovered {
     record_bytes: usize,
 }
 
+/// Tombstones met during a cold rebuild (digest → newest deleting LSN), one map per index
+/// partition: a map is locked only by a thread holding its partition's write lock, so the
+/// parallel scan never contends on it.
+type Tombstones = Box<[Mutex<HashMap<Digest, u64>>]>;
+
 #[derive(Default)]
 struct Progress {
     blocks: AtomicUsize,
@@ -185,7 +190,7 @@ impl Namespace {
             } else {
                 BLOCK_HEADER_BYTES as u64
             };
-            let end = self.replay_block(block, from, None, progress, &mut touched)?;
+            let end = self.replay_block(block, from, None, progress, Some(&mut touched))?;
             last_end = Some((block, end));
         }
         // An entry written after the checkpoint may be torn (its location stored, its digest
@@ -208,20 +213,18 @@ impl Namespace {
     fn rebuild(&self, in_use: &[BlockHeader], progress: &Progress) -> Result<()> {
         let started = Instant::now();
         let next = AtomicUsize::new(0);
-        let tombstones = Mutex::new(HashMap::new());
+        let tombstones: Tombstones = (0..crate::index::PARTITION_COUNT).map(|_| Mutex::new(HashMap::new())).collect();
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(in_use.len()).max(1);
         let results: Vec<Result<()>> = std::thread::scope(|scope| {
             let workers: Vec<_> = (0..threads)
                 .map(|worker| {
                     let (next, tombstones) = (&next, &tombstones);
                     scope.spawn(move || -> Result<()> {
-                        let mut touched = BTreeSet::new();
                         let mut last_report = Instant::now();
                         loop {
                             let position = next.fetch_add(1, Ordering::Relaxed);
                             let Some(block) = in_use.get(position) else { return Ok(()) };
-                            self.replay_block(block, BLOCK_HEADER_BYTES as u64, Some(tombstones), progress, &mut touched)?;
-                            touched.clear();
+                            self.replay_block(block, BLOCK_HEADER_BYTES as u64, Some(tombstones), progress, None)?;
                             if worker == 0 && last_report.elapsed() >= PROGRESS_INTERVAL {
                                 last_report = Instant::now();
                                 tracing::info!(
@@ -239,7 +242,7 @@ impl Namespace {
             workers.into_iter().map(|worker| worker.join().expect("rebuild worker panicked")).collect()
         });
         results.into_iter().collect::<Result<Vec<()>>>()?;
-        self.apply_late_tombstones(tombstones.into_inner())?;
+        self.apply_late_tombstones(tombstones)?;
         let records = progress.records.load(Ordering::Relaxed);
         let seconds = started.elapsed().as_secs_f64().max(1e-9);
         tracing::info!(
@@ -254,8 +257,8 @@ impl Namespace {
     }
 
     /// Tombstones met before an older version of their key (blocks are scanned in any order).
-    fn apply_late_tombstones(&self, tombstones: HashMap<Digest, u64>) -> Result<()> {
-        for (digest, lsn) in tombstones {
+    fn apply_late_tombstones(&self, tombstones: Tombstones) -> Result<()> {
+        for (digest, lsn) in tombstones.into_vec().into_iter().flat_map(Mutex::into_inner) {
             let number = self.index.partition_of(digest);
             let mut partition = self.index.partition(number).write();
             let Some(current) = self.index.table_lookup(&partition, digest)? else { continue };
@@ -269,28 +272,33 @@ impl Namespace {
     }
 
     /// Applies the valid records of one block from `from` on; a batch applies only whole.
-    /// Returns the offset after the last valid record.
+    /// Adds the partitions it changes to `touched` when given. Returns the offset after the last
+    /// valid record.
     fn replay_block(
         &self,
         block: &BlockHeader,
         from: u64,
-        tombstones: Option<&Mutex<HashMap<Digest, u64>>>,
+        tombstones: Option<&Tombstones>,
         progress: &Progress,
-        touched: &mut BTreeSet<usize>,
+        mut touched: Option<&mut BTreeSet<usize>>,
     ) -> Result<u64> {
         let mut image = Vec::new();
         self.log.read_block_from(block.slot, from, &mut image)?;
         let mut batch: Vec<Recovered> = Vec::new();
         let mut outcome = Ok(());
-        let mut apply = |record: &Recovered, touched: &mut BTreeSet<usize>| {
+        // Counted per block: shared counters bumped per record would bounce between the threads.
+        let (mut records, mut max_lsn) = (0u64, 0u64);
+        let mut apply = |record: &Recovered, records: &mut u64| {
             if outcome.is_ok() {
-                touched.insert(self.index.partition_of(record.digest));
+                if let Some(touched) = touched.as_deref_mut() {
+                    touched.insert(self.index.partition_of(record.digest));
+                }
                 outcome = self.apply_recovered(record, tombstones);
-                progress.records.fetch_add(1, Ordering::Relaxed);
+                *records += 1;
             }
         };
         let end = walk_records(&image, block.seq, |offset, view| {
-            progress.max_lsn.fetch_max(view.header.lsn, Ordering::Relaxed);
+            max_lsn = max_lsn.max(view.header.lsn);
             let record = Recovered {
                 digest: self.digest(view.key),
                 location: Namespace::location_of(block.slot, from + offset, view),
@@ -303,26 +311,28 @@ impl Namespace {
             if !view.header.is_batch_member() {
                 // A batch interrupted by a record of its own kind never got its end: torn.
                 batch.clear();
-                apply(&record, touched);
+                apply(&record, &mut records);
                 return;
             }
             batch.push(record);
             if view.header.is_batch_end() {
                 if batch.len() == view.header.batch_len as usize {
                     for member in &batch {
-                        apply(member, touched);
+                        apply(member, &mut records);
                     }
                 }
                 batch.clear();
             }
         });
         outcome?;
+        progress.records.fetch_add(records, Ordering::Relaxed);
+        progress.max_lsn.fetch_max(max_lsn, Ordering::Relaxed);
         progress.blocks.fetch_add(1, Ordering::Relaxed);
         Ok(from + end)
     }
 
     /// Applies one recovered record if it is newer than what the index holds for its key.
-    fn apply_recovered(&self, record: &Recovered, tombstones: Option<&Mutex<HashMap<Digest, u64>>>) -> Result<()> {
+    fn apply_recovered(&self, record: &Recovered, tombstones: Option<&Tombstones>) -> Result<()> {
         let number = self.index.partition_of(record.digest);
         let mut partition = self.index.partition(number).write();
         if let Some(current) = self.index.table_lookup(&partition, record.digest)? {
@@ -331,7 +341,7 @@ impl Namespace {
             }
         }
         if let Some(tombstones) = tombstones {
-            let mut tombstones = tombstones.lock();
+            let mut tombstones = tombstones[number].lock();
             if record.tombstone {
                 let newest = tombstones.entry(record.digest).or_insert(record.lsn);
                 *newest = (*newest).max(record.lsn);

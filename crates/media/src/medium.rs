@@ -121,6 +121,10 @@ pub trait Medium: Send + Sync {
     fn write_alignment_bytes(&self) -> u64 {
         1
     }
+    /// A hint that `[offset, offset + len)` will be read soon: memory media start loading its
+    /// cache lines without waiting for them, so that the misses of several reads overlap.
+    /// Never fails, whatever the range; media that cannot prefetch ignore it.
+    fn prefetch(&self, _offset: u64, _len: u64) {}
 }
 
 /// Checks the arguments of a media access: a violation is a bug in the caller.

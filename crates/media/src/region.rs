@@ -196,6 +196,14 @@ impl Medium for MmapRegion {
         Ok(())
     }
 
+    fn prefetch(&self, offset: u64, len: u64) {
+        let Some(end) = offset.checked_add(len).filter(|&end| end <= self.len_bytes) else { return };
+        if len > 0 {
+            // Only the address is formed (in range of the live mapping); nothing is dereferenced.
+            prefetch_line_range(self.base.wrapping_add(offset as usize), (end - offset) as usize);
+        }
+    }
+
     fn persist(&self, offset: u64, len: u64) -> Result<(), MediaError> {
         assert_in_range(self.len_bytes, offset, len);
         match self.pmem {
@@ -214,9 +222,19 @@ impl Medium for MmapRegion {
 /// of following one another (a random record read is bound by memory latency).
 #[inline]
 fn prefetch_lines(start: *const u8, len: usize) {
-    const LINE_BYTES: usize = 64;
-    const PREFETCH_BYTES_MAX: usize = 4096;
-    if len <= LINE_BYTES || len > PREFETCH_BYTES_MAX {
+    if len > LINE_BYTES {
+        prefetch_line_range(start, len);
+    }
+}
+
+const LINE_BYTES: usize = 64;
+/// Longer ranges are left to the hardware prefetcher (it follows sequential reads).
+const PREFETCH_BYTES_MAX: usize = 4096;
+
+/// Prefetches every cache line of `[start, start + len)`, for ranges up to PREFETCH_BYTES_MAX.
+#[inline]
+fn prefetch_line_range(start: *const u8, len: usize) {
+    if len > PREFETCH_BYTES_MAX {
         return;
     }
     #[cfg(target_arch = "x86_64")]

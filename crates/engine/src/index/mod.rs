@@ -250,6 +250,11 @@ impl Index {
         Ok(Probe::Absent(first_deleted))
     }
 
+    /// Starts loading the slot where the probe for `digest` begins (see `Medium::prefetch`).
+    pub(crate) fn prefetch_home_slot(&self, partition: &Partition, digest: Digest) {
+        self.medium.prefetch(Self::slot_offset(partition, digest.home_slot(partition.capacity)), ENTRY_BYTES);
+    }
+
     /// The newest entry for `digest`: a pending one first, then the table. None when absent or
     /// deleted (expiry is the caller's business).
     pub(crate) fn lookup(&self, partition: &Partition, digest: Digest) -> Result<Option<Entry>> {

@@ -234,6 +234,10 @@ impl Medium for JournaledMemory {
         self.memory.read_at(offset, buf)
     }
 
+    fn prefetch(&self, offset: u64, len: u64) {
+        self.memory.prefetch(offset, len)
+    }
+
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), MediaError> {
         let mut state = self.state.lock();
         self.append_entry(&mut state, offset, data)?;

@@ -496,6 +496,12 @@ impl<P> RecordLog<P> {
         Ok(())
     }
 
+    /// Starts loading the record at `location` from a memory medium (see `Medium::prefetch`).
+    pub(crate) fn prefetch_record(&self, location: Location) {
+        let bytes = location.record_bytes().unwrap_or(RECORD_READ_AHEAD_BYTES);
+        self.medium.prefetch(self.block_base(location.slot()) + location.offset(), bytes as u64);
+    }
+
     fn read_block_bytes(&self, slot: u32, offset: u64, out: &mut [u8]) -> Result<()> {
         if self.buffered {
             let buffer = self.buffer.read();

@@ -212,7 +212,7 @@ impl Namespace {
         let writer = if writes.iter().all(|write| write.value.is_none()) { Writer::Deletion } else { Writer::Client };
         let (appended, encoded) =
             self.log.append(&records, records.len() > 1, writer, items).map_err(|error| self.name_error(error))?;
-        self.cache_written(&appended, &encoded);
+        self.cache_written(&appended, &encoded, &olds);
         for (((write, old), record), done) in writes.iter().zip(&olds).zip(&records).zip(&appended) {
             let item = self.publish_item(write.digest, record, done);
             let partition = &mut guards.iter_mut().find(|(held, _)| *held == item.partition).expect("declared").1;
@@ -229,16 +229,20 @@ impl Namespace {
         Ok(position(self.log.block_seq(last.location.slot()), last.location.offset() + last.record_bytes as u64))
     }
 
-    /// Puts freshly written records in the record cache: a key written is likely read soon, and
-    /// its new location would otherwise cost a device read once its block leaves memory.
-    fn cache_written(&self, appended: &[Appended], encoded: &[u8]) {
+    /// Puts freshly written records in the record cache, each in place of its key's previous
+    /// record (`olds`): a key written is likely read soon, and its new location would otherwise
+    /// cost a device read once its block leaves memory.
+    fn cache_written(&self, appended: &[Appended], encoded: &[u8], olds: &[Option<Entry>]) {
         let Some(cache) = &self.cache else { return };
+        let cache_key = |location: Location| CacheKey { location: location.0, block_seq: self.log.block_seq(location.slot()) };
         let mut start = 0;
-        for done in appended {
-            let record = &encoded[start..start + done.record_bytes];
+        for (done, old) in appended.iter().zip(olds) {
+            let record = Arc::from(&encoded[start..start + done.record_bytes]);
             start += done.record_bytes;
-            let block_seq = self.log.block_seq(done.location.slot());
-            cache.insert(CacheKey { location: done.location.0, block_seq }, Arc::from(record));
+            match old {
+                Some(old) => cache.replace(cache_key(old.location), cache_key(done.location), record),
+                None => cache.insert(cache_key(done.location), record),
+            }
         }
     }
 
