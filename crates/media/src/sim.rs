@@ -198,13 +198,28 @@ impl SimStore {
 
     /// Flips the byte at `offset` of a stored medium, in both its written and durable images.
     pub fn corrupt(&self, name: &str, tier: Tier, offset: u64) -> bool {
+        self.flip_bits(name, tier, offset, 0xff)
+    }
+
+    /// XORs `mask` into the byte at `offset` of a stored medium, in both its written and durable
+    /// images (damage at rest); false when there is no such medium.
+    pub fn flip_bits(&self, name: &str, tier: Tier, offset: u64, mask: u8) -> bool {
         let media = self.shared.media.lock();
         let Some(medium) = media.get(&(tier, name.to_string())) else { return false };
         let mut bytes = medium.bytes.lock();
         let index = offset as usize;
-        bytes.written[index] ^= 0xff;
-        bytes.durable[index] ^= 0xff;
+        bytes.written[index] ^= mask;
+        bytes.durable[index] ^= mask;
         true
+    }
+
+    /// The name, tier and current bytes of every stored medium (to choose where to damage).
+    pub fn images(&self) -> Vec<(String, Tier, Vec<u8>)> {
+        let media = self.shared.media.lock();
+        let mut images: Vec<_> =
+            media.iter().map(|((tier, name), medium)| (name.clone(), *tier, medium.bytes.lock().written.clone())).collect();
+        images.sort_by(|a, b| a.0.cmp(&b.0));
+        images
     }
 }
 
