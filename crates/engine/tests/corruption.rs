@@ -108,6 +108,17 @@ fn choose_damage(store: &SimStore, rng: &mut StdRng) -> (String, Tier, u64, u8) 
     (name.clone(), *tier, offset as u64, mask)
 }
 
+/// A clean close, or a process crash (with `always`, everything acknowledged is durable).
+fn stop(store: &SimStore, database: Database, clean: bool) {
+    if clean {
+        database.close().unwrap();
+    } else {
+        store.freeze();
+        drop(database);
+        store.crash_process();
+    }
+}
+
 fn names(keys: &[Vec<u8>]) -> Vec<String> {
     keys.iter().map(|key| String::from_utf8_lossy(key).into_owned()).collect()
 }
@@ -133,13 +144,7 @@ fn trial(seed: u64, tally: &mut Tally) {
         operations.push(operation);
     }
     let clean = rng.gen_bool(0.5);
-    if clean {
-        database.close().unwrap();
-    } else {
-        store.freeze();
-        drop(database);
-        store.crash_process();
-    }
+    stop(&store, database, clean);
     let (name, tier, offset, mask) = choose_damage(&store, &mut rng);
     let context = format!("seed {seed} ({index}/{data}/{journal}, clean stop {clean}): {name} byte {offset} ^ {mask:#04x}");
     assert!(store.flip_bits(&name, tier, offset, mask));
@@ -215,13 +220,7 @@ fn record_offset(number: u64, value_bytes: u64) -> u64 {
 }
 
 fn reopen_after(store: &SimStore, database: Database, clean: bool, config: &Config) -> Database {
-    if clean {
-        database.close().unwrap();
-    } else {
-        store.freeze();
-        drop(database);
-        store.crash_process();
-    }
+    stop(store, database, clean);
     Database::open_with(config.clone(), Arc::new(store.clone())).unwrap()
 }
 

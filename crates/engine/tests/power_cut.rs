@@ -35,6 +35,9 @@ const OPERATIONS_PER_RUN: usize = 80;
 /// Media operations per engine operation, roughly: the cut lands anywhere in the run.
 const MEDIA_OPERATIONS_PER_OPERATION: u64 = 6;
 
+/// How often a long campaign reports its progress.
+const PROGRESS_EVERY_SEEDS: u64 = 1000;
+
 /// What one run met: whether the cut landed inside the workload (rather than after it).
 struct RunOutcome {
     cut_in_workload: bool,
@@ -134,6 +137,9 @@ fn acknowledged_writes_survive_power_cuts_at_random_points() {
         let outcome = run_reporting(seed);
         in_workload += u64::from(outcome.cut_in_workload);
         acknowledged += outcome.acknowledged_operations;
+        if (seed - first + 1).is_multiple_of(PROGRESS_EVERY_SEEDS) {
+            eprintln!("power-cut campaign: {} of {cuts} cut points, {:.0} s", seed - first + 1, started.elapsed().as_secs_f64());
+        }
     }
     eprintln!(
         "power-cut campaign: seeds {first}..{}: {cuts} cut points ({in_workload} inside an operation), \
