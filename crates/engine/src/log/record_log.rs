@@ -157,12 +157,20 @@ impl<P> RecordLog<P> {
         for (slot, seq) in damaged {
             let plausible = seq > 0 && seq <= newest_intact_seq + slot_count;
             let header = BlockHeader { slot, seq, block_bytes, fingerprint, created_unix_ms: 0 };
-            if plausible && first_record_is_valid(&*medium, &header)? {
-                tracing::error!(slot, seq, "write block header damaged: block recognised by its records");
-                in_use.push(header);
-            } else {
-                tracing::error!(slot, "write block header damaged and its block unrecognisable: set aside, neither read nor reused");
-                set_aside_slots += 1;
+            match first_record(&*medium, &header)? {
+                FirstRecord::Valid if plausible => {
+                    tracing::error!(slot, seq, "write block header damaged: block recognised by its records");
+                    in_use.push(header);
+                }
+                FirstRecord::Absent => {
+                    // Nothing to keep (a block start torn by a crash, or damage over an empty block).
+                    tracing::warn!(slot, "write block header invalid over an empty block: freed");
+                    free_slots.insert(slot);
+                }
+                _ => {
+                    tracing::error!(slot, "write block header damaged and its block unrecognisable: set aside, neither read nor reused");
+                    set_aside_slots += 1;
+                }
             }
         }
         in_use.sort_by_key(|header| header.seq);
@@ -564,23 +572,35 @@ impl<P> RecordLog<P> {
     }
 }
 
-/// Whether the first record of `block` is valid under its sequence number: how a block whose
-/// header is damaged (not zeroed, so not freed) is told from garbage. Each record carries the low
-/// 32 bits of its block's sequence number, under its checksum.
-fn first_record_is_valid(medium: &dyn Medium, block: &BlockHeader) -> Result<bool> {
+/// What starts a block whose header is damaged.
+enum FirstRecord {
+    /// Zeroes: the block holds no record.
+    Absent,
+    /// A record valid under the header's sequence number.
+    Valid,
+    /// Anything else: a damaged record, another use's leftovers, or a damaged sequence number.
+    Unrecognised,
+}
+
+/// How a block whose header is damaged (not zeroed, so not freed) is told from garbage: each
+/// record carries the low 32 bits of its block's sequence number, under its checksum.
+fn first_record(medium: &dyn Medium, block: &BlockHeader) -> Result<FirstRecord> {
     let base = block.slot as u64 * block.block_bytes + BLOCK_HEADER_BYTES as u64;
     let room = (block.block_bytes - BLOCK_HEADER_BYTES as u64) as usize;
     let mut bytes = vec![0u8; RECORD_READ_AHEAD_BYTES.min(room)];
     medium.read_at(base, &mut bytes)?;
-    let Ok(header) = decode_header(&bytes) else { return Ok(false) };
+    if bytes[..RECORD_HEADER_BYTES].iter().all(|&byte| byte == 0) {
+        return Ok(FirstRecord::Absent);
+    }
+    let Ok(header) = decode_header(&bytes) else { return Ok(FirstRecord::Unrecognised) };
     if header.record_bytes() > room {
-        return Ok(false);
+        return Ok(FirstRecord::Unrecognised);
     }
     if header.record_bytes() > bytes.len() {
         bytes.resize(header.record_bytes(), 0);
         medium.read_at(base, &mut bytes)?;
     }
-    Ok(record::decode(&bytes, block.seq as u32).is_ok())
+    Ok(if record::decode(&bytes, block.seq as u32).is_ok() { FirstRecord::Valid } else { FirstRecord::Unrecognised })
 }
 
 fn corrupt(location: Location, detail: &str) -> EngineError {
@@ -608,7 +628,8 @@ pub(crate) fn walk_records(image: &[u8], block_seq: u64, past_damage: bool, mut 
     let mut skipped_bytes = 0;
     while offset + RECORD_HEADER_BYTES <= image.len() {
         match record::decode(&image[offset..], block_seq as u32) {
-            Ok(view) => {
+            // A record ends with its padding: one whose padding runs past the image is cut short.
+            Ok(view) if view.header.record_bytes() <= image.len() - offset => {
                 let size = view.header.record_bytes();
                 visit(offset as u64, &view);
                 offset += size;
@@ -620,7 +641,7 @@ pub(crate) fn walk_records(image: &[u8], block_seq: u64, past_damage: bool, mut 
                 }
                 None => break,
             },
-            Err(_) => break,
+            _ => break,
         }
     }
     Walked { end: offset as u64, skipped_bytes }
