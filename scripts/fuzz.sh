@@ -42,7 +42,11 @@ else
     mapfile -t targets < <(cargo +nightly fuzz list)
 fi
 
-cargo +nightly fuzz build -O
+if ! build_log="$(cargo +nightly fuzz build -O 2>&1)"; then
+    echo "$build_log" | tail -40
+    echo "fuzz: the targets do not build" >&2
+    exit 1
+fi
 
 failed=0
 for target in "${targets[@]}"; do
