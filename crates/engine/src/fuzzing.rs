@@ -15,9 +15,12 @@ use crate::log::{record, walk_records, BlockHeader};
 /// Walks arbitrary bytes as the records of a block.
 pub fn records(bytes: &[u8]) {
     let seq = bytes.first().copied().unwrap_or(0) as u64;
-    walk_records(bytes, seq, |_, view| {
-        assert!(view.key.len() == view.header.key_len as usize);
-    });
+    for past_damage in [false, true] {
+        let walked = walk_records(bytes, seq, past_damage, |_, view| {
+            assert!(view.key.len() == view.header.key_len as usize);
+        });
+        assert!(walked.end <= bytes.len() as u64 && walked.skipped_bytes <= walked.end);
+    }
     let _ = record::decode(bytes, seq as u32);
     let _ = BlockHeader::decode(bytes, 0, 1 << 20, 0);
 }

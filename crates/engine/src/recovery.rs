@@ -100,7 +100,7 @@ pub(crate) fn open_namespace(
     let started = Instant::now();
     let fingerprint = fingerprint_of(&config);
     let (log, in_use) = RecordLog::open(data, config.write_block_bytes, fingerprint)?;
-    let decision = decide(&config, index_medium.existed, index_medium.medium.clone(), fingerprint, &in_use)?;
+    let decision = decide(&config, index_medium.existed, index_medium.medium.clone(), fingerprint, &in_use, log.set_aside_slots())?;
     let (index, kind, reason) = match decision {
         Decision::Attach(index, kind) => (index, kind, String::new()),
         Decision::Rebuild(reason) => {
@@ -150,6 +150,7 @@ fn decide(
     medium: Arc<dyn Medium>,
     fingerprint: u64,
     in_use: &[BlockHeader],
+    set_aside_slots: u64,
 ) -> Result<Decision> {
     if config.index == Tier::Dram {
         return Ok(Decision::Rebuild("the index is in DRAM".into()));
@@ -163,7 +164,9 @@ fn decide(
     };
     let header = index.header();
     let newest_seq = in_use.last().map_or(0, |block| block.seq);
-    if position_seq(header.consistent_position) > newest_seq {
+    // A block set aside (damaged header) may be the newest: the index is then kept, and reads of
+    // its records report them damaged.
+    if position_seq(header.consistent_position) > newest_seq && set_aside_slots == 0 {
         return Ok(Decision::Rebuild("the index is ahead of the record log".into()));
     }
     if header.clean {
@@ -297,7 +300,17 @@ impl Namespace {
                 *records += 1;
             }
         };
-        let end = walk_records(&image, block.seq, |offset, view| {
+        // With `always` every record before the last acknowledged one is durable: an invalid one
+        // among valid ones is damage, and the records after it are replayed. With other
+        // durabilities it is where the durable part of the log ends.
+        let past_damage = self.config.durability == Durability::Always;
+        let mut expected_offset = 0;
+        let walked = walk_records(&image, block.seq, past_damage, |offset, view| {
+            if offset != expected_offset {
+                // Records were skipped: a batch in progress lost members.
+                batch.clear();
+            }
+            expected_offset = offset + view.header.record_bytes() as u64;
             max_lsn = max_lsn.max(view.header.lsn);
             let record = Recovered {
                 digest: self.digest(view.key),
@@ -327,8 +340,16 @@ impl Namespace {
         outcome?;
         progress.records.fetch_add(records, Ordering::Relaxed);
         progress.max_lsn.fetch_max(max_lsn, Ordering::Relaxed);
+        if walked.skipped_bytes > 0 {
+            tracing::error!(
+                namespace = %self.config.name,
+                slot = block.slot,
+                skipped_bytes = walked.skipped_bytes,
+                "invalid records between valid ones skipped (damage, or a write torn by a crash)"
+            );
+        }
         progress.blocks.fetch_add(1, Ordering::Relaxed);
-        Ok(from + end)
+        Ok(from + walked.end)
     }
 
     /// Applies one recovered record if it is newer than what the index holds for its key.
@@ -336,7 +357,7 @@ impl Namespace {
         let number = self.index.partition_of(record.digest);
         let mut partition = self.index.partition(number).write();
         if let Some(current) = self.index.table_lookup(&partition, record.digest)? {
-            if self.lsn_at(current.location) >= record.lsn {
+            if self.supersedes(current.location, record) {
                 return Ok(());
             }
         }
@@ -370,13 +391,35 @@ impl Namespace {
 
     /// Whether an entry that may have been written after the checkpoint at block `first_seq`
     /// points at a valid record of its own key (older entries were durable at the checkpoint).
+    /// With `always`, an unreadable record was durable before the entry was stored (a torn store
+    /// points at another key's valid record): it is damaged, and the entry stays so that reads
+    /// report it rather than forget the key.
     fn entry_is_sound(&self, entry: &Entry, first_seq: u64) -> bool {
         let seq = self.log.block_seq(entry.location.slot());
         if seq != 0 && seq < first_seq {
             return true;
         }
         let mut buffer = Vec::new();
-        self.log.read_verified(entry.location, &mut buffer).is_ok_and(|view| self.digest(view.key) == entry.digest)
+        match self.log.read_verified(entry.location, &mut buffer) {
+            Ok(view) => self.digest(view.key) == entry.digest,
+            Err(_) => self.config.durability == Durability::Always,
+        }
+    }
+
+    /// Whether the record the index holds at `current` is newer than `record`. An unreadable one
+    /// is older (a record lost to the crash, durability other than `always`) — except with
+    /// `always`, where every indexed record was durable before its entry: an unreadable one is
+    /// damaged, and it stays (reported on read) rather than let an older version of its key come
+    /// back. The versions of one key lie in log order (a move happens only while the index
+    /// points at the record moved, before any newer version exists); a damaged record whose
+    /// block header is damaged too has no known place in it and stays.
+    fn supersedes(&self, current: Location, record: &Recovered) -> bool {
+        let lsn = self.lsn_at(current);
+        if lsn != 0 || self.config.durability != Durability::Always {
+            return lsn >= record.lsn;
+        }
+        let log_order = |location: Location| (self.log.block_seq(location.slot()), location.offset());
+        log_order(current).0 == 0 || log_order(current) > log_order(record.location)
     }
 
     /// The LSN of the valid record at `location`, or 0 when it is not valid (anything beats it).

@@ -59,6 +59,7 @@ fn a_failed_sync_fails_the_write_poisons_writes_and_loses_nothing_acknowledged()
         let error = namespace.put(b"lost", b"2", 0).unwrap_err();
         assert_eq!(error.is_out_of_space(), kind == FaultKind::NoSpace, "{error}");
         assert_eq!(namespace.get(b"lost").unwrap(), None, "an unacknowledged write stays invisible");
+        assert_eq!(namespace.key_count(), 1, "and uncounted");
         let refused = namespace.put(b"later", b"3", 0).unwrap_err();
         assert!(matches!(refused, EngineError::Poisoned { .. }), "{refused}");
         assert_eq!(namespace.get(b"kept").unwrap().unwrap().bytes, b"1", "reads keep working");

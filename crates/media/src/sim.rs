@@ -2,6 +2,11 @@
 //! was not made durable and tearing unflushed writes at 8 bytes for regions and 4 KiB for block
 //! files, in any order), simulates a process crash, and injects I/O errors and ENOSPC.
 //!
+//! At a power cut each chunk written since it was last made durable independently ends up with
+//! any of the values it held since then: its durable value, the last one written, or one written
+//! in between (a cache line or a device cache evicted early, then overwritten) — like PMDK's
+//! pmreorder, any subset of unflushed stores, in any order, may have reached the media.
+//!
 //! A crash is simulated in three steps: `freeze` (every later operation fails, as if the process
 //! were gone), dropping whatever used the media, then `crash_process` or `power_cut` ("reboot").
 
@@ -20,6 +25,9 @@ use crate::MediaError;
 pub const REGION_TEAR_BYTES: u64 = 8;
 /// Failure atomicity of a block-file write.
 pub const BLOCK_TEAR_BYTES: u64 = PAGE_BYTES;
+/// Values a chunk held between two flushes that a power cut may still leave on the media, besides
+/// its durable and its last value (older ones are forgotten, bounding the simulation's memory).
+pub const EARLIER_VALUES_KEPT_MAX: usize = 4;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FaultKind {
@@ -101,6 +109,10 @@ impl Shared {
 
     fn random_bool(&self) -> bool {
         self.control.lock().rng.gen_bool(0.5)
+    }
+
+    fn random_below(&self, bound: usize) -> usize {
+        self.control.lock().rng.gen_range(0..bound)
     }
 }
 
@@ -186,13 +198,28 @@ impl SimStore {
 
     /// Flips the byte at `offset` of a stored medium, in both its written and durable images.
     pub fn corrupt(&self, name: &str, tier: Tier, offset: u64) -> bool {
+        self.flip_bits(name, tier, offset, 0xff)
+    }
+
+    /// XORs `mask` into the byte at `offset` of a stored medium, in both its written and durable
+    /// images (damage at rest); false when there is no such medium.
+    pub fn flip_bits(&self, name: &str, tier: Tier, offset: u64, mask: u8) -> bool {
         let media = self.shared.media.lock();
         let Some(medium) = media.get(&(tier, name.to_string())) else { return false };
         let mut bytes = medium.bytes.lock();
         let index = offset as usize;
-        bytes.written[index] ^= 0xff;
-        bytes.durable[index] ^= 0xff;
+        bytes.written[index] ^= mask;
+        bytes.durable[index] ^= mask;
         true
+    }
+
+    /// The name, tier and current bytes of every stored medium (to choose where to damage).
+    pub fn images(&self) -> Vec<(String, Tier, Vec<u8>)> {
+        let media = self.shared.media.lock();
+        let mut images: Vec<_> =
+            media.iter().map(|((tier, name), medium)| (name.clone(), *tier, medium.bytes.lock().written.clone())).collect();
+        images.sort_by(|a, b| a.0.cmp(&b.0));
+        images
     }
 }
 
@@ -201,6 +228,28 @@ struct Bytes {
     durable: Vec<u8>,
     /// One bit per tear-granularity chunk written since it was last made durable.
     dirty_chunks: ChunkSet,
+    /// Values a dirty chunk held before its last write (media that survive a power cut only).
+    earlier_values: HashMap<u64, Vec<Vec<u8>>>,
+}
+
+impl Bytes {
+    fn chunk_range(&self, chunk: u64, tear_bytes: u64) -> std::ops::Range<usize> {
+        let start = (chunk * tear_bytes) as usize;
+        start..(start + tear_bytes as usize).min(self.written.len())
+    }
+
+    /// Before `chunk` is overwritten while dirty: remembers its value, which may reach the media.
+    fn remember_earlier_value(&mut self, chunk: u64, tear_bytes: u64) {
+        if !self.dirty_chunks.contains(chunk) {
+            return;
+        }
+        let value = self.written[self.chunk_range(chunk, tear_bytes)].to_vec();
+        let values = self.earlier_values.entry(chunk).or_default();
+        if values.len() == EARLIER_VALUES_KEPT_MAX {
+            values.remove(0);
+        }
+        values.push(value);
+    }
 }
 
 /// A bit set of chunk numbers.
@@ -215,6 +264,10 @@ impl ChunkSet {
 
     fn insert(&mut self, chunk: u64) {
         self.words[(chunk / 64) as usize] |= 1 << (chunk % 64);
+    }
+
+    fn contains(&self, chunk: u64) -> bool {
+        self.words[(chunk / 64) as usize] & (1 << (chunk % 64)) != 0
     }
 
     /// Removes and returns the members in `range`, in order.
@@ -266,21 +319,31 @@ impl SimMedium {
             let chunk_start = (chunk * self.tear_bytes).max(offset);
             let chunk_end = ((chunk + 1) * self.tear_bytes).min(offset + data.len() as u64);
             let source = &data[(chunk_start - offset) as usize..(chunk_end - offset) as usize];
+            if self.info.tier.survives_power_cut() {
+                bytes.remember_earlier_value(chunk, self.tear_bytes);
+            }
             bytes.written[chunk_start as usize..chunk_end as usize].copy_from_slice(source);
             bytes.dirty_chunks.insert(chunk);
         }
     }
 
+    /// Each dirty chunk keeps its durable value, its last value or one of its earlier values.
     fn lose_unflushed(&self, shared: &Shared) {
         let mut guard = self.bytes.lock();
-        let Bytes { written, durable, dirty_chunks } = &mut *guard;
-        for chunk in dirty_chunks.take_range(0..u64::MAX) {
-            let start = (chunk * self.tear_bytes) as usize;
-            let end = (start + self.tear_bytes as usize).min(self.len_bytes as usize);
-            if shared.random_bool() {
-                durable[start..end].copy_from_slice(&written[start..end]);
+        let mut earlier_values = std::mem::take(&mut guard.earlier_values);
+        for chunk in guard.dirty_chunks.take_range(0..u64::MAX) {
+            let range = guard.chunk_range(chunk, self.tear_bytes);
+            let earlier = earlier_values.remove(&chunk).unwrap_or_default();
+            // 0: nothing reached the media; 1..=earlier: that earlier value; above: the last one.
+            let choice = shared.random_below(earlier.len() + 2);
+            let Bytes { written, durable, .. } = &mut *guard;
+            match choice {
+                0 => {}
+                choice if choice <= earlier.len() => durable[range].copy_from_slice(&earlier[choice - 1]),
+                _ => durable[range.clone()].copy_from_slice(&written[range]),
             }
         }
+        let Bytes { written, durable, .. } = &mut *guard;
         written.copy_from_slice(durable);
     }
 
@@ -347,13 +410,13 @@ impl Medium for SimMedium {
             return Ok(());
         }
         let mut guard = self.bytes.lock();
-        let Bytes { written, durable, dirty_chunks } = &mut *guard;
         // A block-file fdatasync makes the whole file durable; a region flush only its range.
         let range = if self.info.tier == Tier::Ssd { 0..u64::MAX } else { self.chunks(offset, len) };
-        for chunk in dirty_chunks.take_range(range) {
-            let start = (chunk * self.tear_bytes) as usize;
-            let end = (start + self.tear_bytes as usize).min(self.len_bytes as usize);
-            durable[start..end].copy_from_slice(&written[start..end]);
+        for chunk in guard.dirty_chunks.take_range(range) {
+            let range = guard.chunk_range(chunk, self.tear_bytes);
+            guard.earlier_values.remove(&chunk);
+            let Bytes { written, durable, .. } = &mut *guard;
+            durable[range.clone()].copy_from_slice(&written[range]);
         }
         Ok(())
     }
@@ -390,6 +453,7 @@ impl MediaProvider for SimStore {
                 written: vec![0; len_bytes as usize],
                 durable: vec![0; len_bytes as usize],
                 dirty_chunks: ChunkSet::new(len_bytes.div_ceil(tear_bytes)),
+                earlier_values: HashMap::new(),
             }),
         });
         // Dram is anonymous: it is never found again.
@@ -445,6 +509,42 @@ mod tests {
         // Unflushed 8-byte chunks each landed whole or not at all.
         for chunk in buf[64..].chunks(8) {
             assert!(chunk.iter().all(|&byte| byte == 2) || chunk.iter().all(|&byte| byte == 0));
+        }
+    }
+
+    #[test]
+    fn power_cut_leaves_any_value_an_unflushed_chunk_held_and_nothing_else() {
+        let mut seen = std::collections::BTreeSet::new();
+        for seed in 0..64 {
+            let store = SimStore::new(seed);
+            let medium = store.open("region", Tier::Pmem, 64).unwrap().medium;
+            medium.store_u64(0, 1).unwrap();
+            medium.persist(0, 8).unwrap();
+            for value in 2..=4 {
+                medium.store_u64(0, value).unwrap();
+            }
+            store.freeze();
+            store.power_cut();
+            let mut word = [0u8; 8];
+            store.open("region", Tier::Pmem, 64).unwrap().medium.read_at(0, &mut word).unwrap();
+            seen.insert(u64::from_le_bytes(word));
+        }
+        assert_eq!(seen.into_iter().collect::<Vec<_>>(), vec![1, 2, 3, 4], "durable, earlier and last values");
+    }
+
+    #[test]
+    fn a_flush_forgets_earlier_values() {
+        for seed in 0..16 {
+            let store = SimStore::new(seed);
+            let medium = store.open("blocks", Tier::Ssd, 4 * PAGE_BYTES).unwrap().medium;
+            medium.write_at(0, &[1u8; PAGE_BYTES as usize]).unwrap();
+            medium.write_at(0, &[2u8; PAGE_BYTES as usize]).unwrap();
+            medium.persist(0, PAGE_BYTES).unwrap();
+            store.freeze();
+            store.power_cut();
+            let mut page = vec![0u8; PAGE_BYTES as usize];
+            store.open("blocks", Tier::Ssd, 4 * PAGE_BYTES).unwrap().medium.read_at(0, &mut page).unwrap();
+            assert!(page.iter().all(|&byte| byte == 2), "seed {seed}: a synced page is its last value");
         }
     }
 

@@ -339,13 +339,48 @@ fn replay_segments(
             continue;
         }
         let mut offset = SEGMENT_HEADER_BYTES;
-        while let Some((target, data)) = decode_entry(&bytes[offset..], number) {
+        while let Some(start) = next_entry_from(&bytes, offset, number) {
+            if start != offset {
+                tracing::error!(
+                    segment = %name,
+                    offset,
+                    skipped_bytes = start - offset,
+                    "journal: invalid bytes before a valid entry (damage, or a write torn by a crash) skipped"
+                );
+            }
+            let (target, data) = decode_entry(&bytes[start..], number).expect("found valid");
             if target.checked_add(data.len() as u64).is_none_or(|end| end > memory.len_bytes()) {
                 break;
             }
             memory.write_at(target, data)?;
-            offset += entry_bytes(data.len());
+            offset = start + entry_bytes(data.len());
         }
     }
     Ok(last)
+}
+
+/// The offset of the first valid entry of segment `number` at or after `offset` (8-byte aligned):
+/// replay goes on past a damaged entry, since an entry carries its checksum and segment number.
+fn next_entry_from(bytes: &[u8], offset: usize, number: u64) -> Option<usize> {
+    (offset..bytes.len()).step_by(ENTRY_ALIGN_BYTES).find(|&at| decode_entry(&bytes[at..], number).is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replay_finds_the_entry_after_a_damaged_one() {
+        let mut bytes = vec![0u8; SEGMENT_HEADER_BYTES];
+        let mut starts = Vec::new();
+        for data in [&b"first"[..], b"second", b"third"] {
+            starts.push(bytes.len());
+            encode_entry(7, 0, data, &mut bytes);
+        }
+        bytes.resize(bytes.len() + 256, 0);
+        assert_eq!(next_entry_from(&bytes, starts[1], 7), Some(starts[1]));
+        bytes[starts[1] + 4] ^= 0x20;
+        assert_eq!(next_entry_from(&bytes, starts[1], 7), Some(starts[2]), "the damaged entry is skipped");
+        assert_eq!(next_entry_from(&bytes, starts[2] + 8, 7), None, "zeroes after the last entry");
+    }
 }

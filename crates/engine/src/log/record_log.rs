@@ -16,9 +16,11 @@ use hybridkv_media::{Medium, PAGE_BYTES};
 use parking_lot::{Mutex, RwLock};
 
 use crate::error::{EngineError, Result};
-use crate::log::block::{BlockHeader, BLOCK_HEADER_BYTES};
+use crate::log::block::{BlockHeader, BLOCK_HEADER_BYTES, BLOCK_SEQ_FIELD_OFFSET};
 use crate::log::location::{Location, BLOCK_SLOTS_MAX};
-use crate::log::record::{self, decode_header, RecordHeader, RecordView, RECORD_HEADER_BYTES};
+use crate::log::record::{
+    self, decode_header, u32_at, u64_at, RecordHeader, RecordView, BLOCK_SEQ_OFFSET, RECORD_ALIGN_BYTES, RECORD_HEADER_BYTES,
+};
 
 /// Blocks kept free for defragmentation, so that it can always make progress on a full device.
 pub(crate) const BLOCKS_RESERVED_FOR_DEFRAG: usize = 2;
@@ -113,6 +115,8 @@ pub(crate) struct FlushWork<P> {
 
 pub(crate) struct RecordLog<P> {
     medium: Arc<dyn Medium>,
+    /// Blocks whose damaged header could not be recognised (see `open`).
+    set_aside_slots: u64,
     block_bytes: u64,
     fingerprint: u64,
     buffered: bool,
@@ -136,13 +140,36 @@ impl<P> RecordLog<P> {
         assert!(slot_count >= 4 && slot_count < BLOCK_SLOTS_MAX, "validated by the configuration");
         let mut in_use = Vec::new();
         let mut free_slots = BTreeSet::new();
+        let mut damaged = Vec::new();
         let mut header_bytes = [0u8; BLOCK_HEADER_BYTES];
         for slot in 0..slot_count as u32 {
             medium.read_at(slot as u64 * block_bytes, &mut header_bytes)?;
             match BlockHeader::decode(&header_bytes, slot, block_bytes, fingerprint) {
                 Some(header) => in_use.push(header),
-                None => {
+                None if header_bytes.iter().all(|&byte| byte == 0) => {
                     free_slots.insert(slot);
+                }
+                None => damaged.push((slot, u64_at(&header_bytes, BLOCK_SEQ_FIELD_OFFSET))),
+            }
+        }
+        let newest_intact_seq = in_use.iter().map(|header| header.seq).max().unwrap_or(0);
+        let mut set_aside_slots = 0;
+        for (slot, seq) in damaged {
+            let plausible = seq > 0 && seq <= newest_intact_seq + slot_count;
+            let header = BlockHeader { slot, seq, block_bytes, fingerprint, created_unix_ms: 0 };
+            match first_record(&*medium, &header)? {
+                FirstRecord::Valid if plausible => {
+                    tracing::error!(slot, seq, "write block header damaged: block recognised by its records");
+                    in_use.push(header);
+                }
+                FirstRecord::Absent => {
+                    // Nothing to keep (a block start torn by a crash, or damage over an empty block).
+                    tracing::warn!(slot, "write block header invalid over an empty block: freed");
+                    free_slots.insert(slot);
+                }
+                _ => {
+                    tracing::error!(slot, "write block header damaged and its block unrecognisable: set aside, neither read nor reused");
+                    set_aside_slots += 1;
                 }
             }
         }
@@ -168,6 +195,7 @@ impl<P> RecordLog<P> {
         let buffer_bytes = if buffered { vec![0u8; block_bytes as usize] } else { Vec::new() };
         let log = RecordLog {
             medium,
+            set_aside_slots,
             block_bytes,
             fingerprint,
             buffered,
@@ -182,6 +210,11 @@ impl<P> RecordLog<P> {
 
     pub(crate) fn block_bytes(&self) -> u64 {
         self.block_bytes
+    }
+
+    /// Blocks neither in use nor free: their header is damaged beyond recognition.
+    pub(crate) fn set_aside_slots(&self) -> u64 {
+        self.set_aside_slots
     }
 
     pub(crate) fn medium(&self) -> &Arc<dyn Medium> {
@@ -545,6 +578,37 @@ impl<P> RecordLog<P> {
     }
 }
 
+/// What starts a block whose header is damaged.
+enum FirstRecord {
+    /// Zeroes: the block holds no record.
+    Absent,
+    /// A record valid under the header's sequence number.
+    Valid,
+    /// Anything else: a damaged record, another use's leftovers, or a damaged sequence number.
+    Unrecognised,
+}
+
+/// How a block whose header is damaged (not zeroed, so not freed) is told from garbage: each
+/// record carries the low 32 bits of its block's sequence number, under its checksum.
+fn first_record(medium: &dyn Medium, block: &BlockHeader) -> Result<FirstRecord> {
+    let base = block.slot as u64 * block.block_bytes + BLOCK_HEADER_BYTES as u64;
+    let room = (block.block_bytes - BLOCK_HEADER_BYTES as u64) as usize;
+    let mut bytes = vec![0u8; RECORD_READ_AHEAD_BYTES.min(room)];
+    medium.read_at(base, &mut bytes)?;
+    if bytes[..RECORD_HEADER_BYTES].iter().all(|&byte| byte == 0) {
+        return Ok(FirstRecord::Absent);
+    }
+    let Ok(header) = decode_header(&bytes) else { return Ok(FirstRecord::Unrecognised) };
+    if header.record_bytes() > room {
+        return Ok(FirstRecord::Unrecognised);
+    }
+    if header.record_bytes() > bytes.len() {
+        bytes.resize(header.record_bytes(), 0);
+        medium.read_at(base, &mut bytes)?;
+    }
+    Ok(if record::decode(&bytes, block.seq as u32).is_ok() { FirstRecord::Valid } else { FirstRecord::Unrecognised })
+}
+
 fn corrupt(location: Location, detail: &str) -> EngineError {
     EngineError::Corrupt {
         what: format!("record at block {} offset {}", location.slot(), location.offset()),
@@ -552,15 +616,48 @@ fn corrupt(location: Location, detail: &str) -> EngineError {
     }
 }
 
-/// Walks the records of a block image from its start until the first invalid record; returns the
-/// end offset (relative to the image start) of the last valid record.
-pub(crate) fn walk_records(image: &[u8], block_seq: u64, mut visit: impl FnMut(u64, &RecordView<'_>)) -> u64 {
+/// What a walk over a block image found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Walked {
+    /// The end offset (relative to the image start) of the last valid record.
+    pub(crate) end: u64,
+    /// Bytes of invalid records skipped before a later valid one (damage, or a torn write).
+    pub(crate) skipped_bytes: u64,
+}
+
+/// Walks the records of a block image from its start. At an invalid record the walk ends, or,
+/// when `past_damage`, goes on at the next valid record of the block if there is one: every
+/// record carries its checksum and its block's sequence number, so one damaged record does not
+/// hide the records after it.
+pub(crate) fn walk_records(image: &[u8], block_seq: u64, past_damage: bool, mut visit: impl FnMut(u64, &RecordView<'_>)) -> Walked {
     let mut offset = 0usize;
+    let mut skipped_bytes = 0;
     while offset + RECORD_HEADER_BYTES <= image.len() {
-        let Ok(view) = record::decode(&image[offset..], block_seq as u32) else { break };
-        let size = view.header.record_bytes();
-        visit(offset as u64, &view);
-        offset += size;
+        match record::decode(&image[offset..], block_seq as u32) {
+            // A record ends with its padding: one whose padding runs past the image is cut short.
+            Ok(view) if view.header.record_bytes() <= image.len() - offset => {
+                let size = view.header.record_bytes();
+                visit(offset as u64, &view);
+                offset += size;
+            }
+            Err(_) if past_damage => match next_valid_record(image, offset + RECORD_ALIGN_BYTES, block_seq as u32) {
+                Some(next) => {
+                    skipped_bytes += (next - offset) as u64;
+                    offset = next;
+                }
+                None => break,
+            },
+            _ => break,
+        }
     }
-    offset as u64
+    Walked { end: offset as u64, skipped_bytes }
+}
+
+/// The first offset at or after `from` (record-aligned) holding a valid record of this block.
+fn next_valid_record(image: &[u8], from: usize, block_seq_low: u32) -> Option<usize> {
+    let last = image.len().checked_sub(RECORD_HEADER_BYTES)?;
+    (from..=last).step_by(RECORD_ALIGN_BYTES).find(|&at| {
+        // Cheap filter first: zeroes and an earlier use's leftovers fail it.
+        u32_at(image, at + BLOCK_SEQ_OFFSET) == block_seq_low && record::decode(&image[at..], block_seq_low).is_ok()
+    })
 }

@@ -54,7 +54,7 @@ impl Namespace {
                 report.blocks_read += 1;
                 report.bytes_read += image.len() as u64;
                 let mut stopped = false;
-                walk_records(&image, seq, |offset, view| {
+                walk_records(&image, seq, true, |offset, view| {
                     if stopped {
                         return;
                     }

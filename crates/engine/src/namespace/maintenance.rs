@@ -136,7 +136,7 @@ impl Namespace {
             let mut image = Vec::new();
             self.log.read_block_from(slot, BLOCK_HEADER_BYTES as u64, &mut image)?;
             let mut live = 0u64;
-            walk_records(&image, seq, |offset, view| {
+            walk_records(&image, seq, true, |offset, view| {
                 let location = Namespace::location_of(slot, BLOCK_HEADER_BYTES as u64 + offset, view);
                 if view.header.is_tombstone() || self.points_at(view, location) {
                     live += view.header.record_bytes() as u64;
@@ -194,10 +194,11 @@ impl Namespace {
         candidates.truncate(DEFRAG_BLOCKS_PER_ROUND);
         let mut last_position = None;
         let mut image = Vec::new();
+        let mut damaged = Vec::new();
         for &(slot, seq) in &candidates {
             self.log.read_block_from(slot, BLOCK_HEADER_BYTES as u64, &mut image)?;
             let mut outcome = Ok(());
-            walk_records(&image, seq, |offset, view| {
+            let walked = walk_records(&image, seq, true, |offset, view| {
                 if outcome.is_err() {
                     return;
                 }
@@ -209,7 +210,14 @@ impl Namespace {
                 }
             });
             outcome?;
+            if walked.skipped_bytes > 0 {
+                // A damaged record may be the one the index holds for its key: freeing the block
+                // would turn a read reported as damaged into a silent loss. The block stays.
+                tracing::error!(namespace = %self.config.name, slot, skipped_bytes = walked.skipped_bytes, "damaged records in a write block: it is not defragmented");
+                damaged.push(slot);
+            }
         }
+        candidates.retain(|(slot, _)| !damaged.contains(slot));
         if candidates.is_empty() {
             return Ok(0);
         }

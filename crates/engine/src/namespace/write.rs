@@ -273,8 +273,7 @@ impl Namespace {
         let items = work.publications.iter().flat_map(|publication| publication.items.iter());
         if let Err(error) = synced.and_then(|()| self.check_writable()) {
             for item in items {
-                let mut partition = self.index.partition(item.partition).write();
-                Index::drop_pending(&mut partition, item.entry.digest, item.lsn);
+                self.withdraw(item);
             }
             self.poison(&error);
             return Err(error);
@@ -294,6 +293,17 @@ impl Namespace {
             self.counters.log_writes.fetch_add(1, Ordering::Relaxed);
         }
         Ok(work.upto_position)
+    }
+
+    /// Withdraws the pending entry of a write that never became durable; the key count follows
+    /// what reads see again.
+    fn withdraw(&self, item: &PublishItem) {
+        let mut partition = self.index.partition(item.partition).write();
+        let visible = |partition: &Partition| self.index.lookup(partition, item.entry.digest).is_ok_and(|entry| entry.is_some());
+        let before = visible(&partition);
+        Index::drop_pending(&mut partition, item.entry.digest, item.lsn);
+        let after = visible(&partition);
+        self.key_count.fetch_add(i64::from(after) - i64::from(before), Ordering::Relaxed);
     }
 
     fn publish(&self, item: &PublishItem) -> Result<()> {

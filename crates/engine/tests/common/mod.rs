@@ -1,6 +1,8 @@
 //! Helpers shared by the engine's scenario tests.
 #![allow(dead_code)]
 
+pub mod workload;
+
 use std::path::Path;
 
 use hybridkv_engine::{Config, Database, Durability, NamespaceConfig, Tier, KIB, MIB};
