@@ -74,6 +74,11 @@ CASES = {
         ["MULTI"], ["MULTI"], ["DISCARD"], ["EXEC"], ["DISCARD"], ["WATCH", "a"], ["UNWATCH"], ["HELLO", "4"], ["HELLO", "x"],
         ["HELLO", "2", "BOGUS"], ["SHUTDOWN", "ABORT"], ["SHUTDOWN", "BOGUS"],
     ],
+    "empty key": [
+        ["SET", "", "v"], ["GET", ""], ["EXISTS", ""], ["STRLEN", ""], ["APPEND", "", "w"], ["MGET", "", "nokey"],
+        ["HSET", "h", "", "e"], ["HGET", "h", ""], ["TYPE", ""], ["RENAME", "", "moved"], ["GET", "moved"],
+        ["SET", "", "again"], ("sorted", ["KEYS", "*"]), ["DEL", ""], ["GET", ""], ["DBSIZE"],
+    ],
     "transactions": [
         ["MULTI"], ["SET", "a", "1"], ["INCR", "a"], ["GET", "a"], ["EXEC"], ["MULTI"], ["SET", "b", "1"], ["NOSUCH"], ["EXEC"],
         ["GET", "b"], ["MULTI"], ["SET", "c", "x"], ["INCR", "c"], ["GET", "c"], ["EXEC"], ["MULTI"], ["GET"], ["EXEC"],

@@ -58,6 +58,11 @@ pub trait KeyStore {
     fn get(&mut self, key: &[u8]) -> Result<Option<Value>, EngineError>;
     fn put(&mut self, key: &[u8], value: &[u8], expiry_unix_ms: u64) -> Result<(), EngineError>;
     fn delete(&mut self, key: &[u8]) -> Result<bool, EngineError>;
+
+    /// What `get` answers for each key, in order.
+    fn get_many(&mut self, keys: &[&[u8]]) -> Vec<Result<Option<Value>, EngineError>> {
+        keys.iter().map(|key| self.get(key)).collect()
+    }
 }
 
 impl KeyStore for Transaction<'_> {
@@ -84,6 +89,15 @@ impl KeyStore for DirectStore<'_> {
     }
     fn delete(&mut self, key: &[u8]) -> Result<bool, EngineError> {
         self.0.delete(key)
+    }
+
+    /// One batched engine read whose memory misses overlap; key by key when a key is invalid
+    /// (the batched read refuses the whole call for one bad key).
+    fn get_many(&mut self, keys: &[&[u8]]) -> Vec<Result<Option<Value>, EngineError>> {
+        match self.0.get_many(keys) {
+            Ok(values) => values.into_iter().map(Ok).collect(),
+            Err(_) => keys.iter().map(|key| self.0.get(key)).collect(),
+        }
     }
 }
 

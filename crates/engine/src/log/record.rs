@@ -147,7 +147,6 @@ pub(crate) fn decode_header(bytes: &[u8]) -> Result<RecordHeader, DecodeError> {
     };
     let tombstone_with_value = header.is_tombstone() && header.value_len != 0;
     if header.lsn == 0
-        || header.key_len == 0
         || header.flags & !FLAGS_KNOWN != 0
         || bytes[RESERVED_OFFSET] != 0
         || tombstone_with_value

@@ -450,7 +450,12 @@ impl<P> RecordLog<P> {
         Ok(())
     }
 
-    /// Writes the pages of the active block changed since the last write-out (block files).
+    /// The queued publications alone, without writing anything out: what a poisoned namespace
+    /// withdraws.
+    pub(crate) fn take_publications(&self) -> Vec<P> {
+        std::mem::take(&mut self.state.lock().publications)
+    }
+
     /// Takes what the next flush must make durable: everything appended so far. For block files
     /// the changed pages are copied under the append lock and written out after it is released,
     /// under the write-out lock, which is taken before the append lock is let go: no other

@@ -175,7 +175,7 @@ impl Namespace {
     }
 
     pub(crate) fn check_key(key: &[u8]) -> Result<()> {
-        if key.is_empty() || key.len() > KEY_BYTES_MAX {
+        if key.len() > KEY_BYTES_MAX {
             return Err(EngineError::KeyTooLarge { len_bytes: key.len(), limit_bytes: KEY_BYTES_MAX });
         }
         Ok(())

@@ -272,10 +272,14 @@ impl Namespace {
     pub(crate) fn publish_flush_work(&self, work: &FlushWork<Publication>, synced: Result<()>, persist: bool) -> Result<u64> {
         let items = work.publications.iter().flat_map(|publication| publication.items.iter());
         if let Err(error) = synced.and_then(|()| self.check_writable()) {
-            for item in items {
+            self.poison(&error);
+            // Writes appended after this flush took its work will never be flushed either (the
+            // namespace refuses flushes from now on): withdraw them too, or reads would serve
+            // values that were never acknowledged and vanish at the restart.
+            let later = self.log.take_publications();
+            for item in items.chain(later.iter().flat_map(|publication| publication.items.iter())) {
                 self.withdraw(item);
             }
-            self.poison(&error);
             return Err(error);
         }
         let mut published = 0;

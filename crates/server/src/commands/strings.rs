@@ -7,7 +7,7 @@ use hybridkv_resp::Reply;
 
 use super::{format_float, is, parse_float, parse_integer, read_string, value_bytes_max, NOT_INTEGER, SYNTAX_ERROR};
 use crate::command::{fail, Call, CommandResult};
-use crate::values::encode_string;
+use crate::values::{encode_string, Stored};
 
 fn bulk_or_null(value: Option<Bytes>) -> Reply {
     value.map_or(Reply::Null, Reply::Bulk)
@@ -123,12 +123,16 @@ pub fn psetex(call: &mut Call<'_>) -> CommandResult {
 }
 
 pub fn mget(call: &mut Call<'_>) -> CommandResult {
-    let mut values = Vec::with_capacity(call.args.len() - 1);
-    for key in &call.args[1..] {
+    let keys: Vec<&[u8]> = call.args[1..].iter().map(|key| key.as_ref()).collect();
+    let values = call.store.get_many(&keys).into_iter().map(|found| {
         // As Redis: a key of another type reads as missing here, not as an error.
-        values.push(bulk_or_null(read_string(call.store, key).ok().flatten().map(|(value, _)| value)));
-    }
-    Ok(Reply::Array(values))
+        let string = found.ok().flatten().and_then(|value| match Stored::decode(value.bytes) {
+            Ok(Stored::String(string)) => Some(string),
+            _ => None,
+        });
+        bulk_or_null(string)
+    });
+    Ok(Reply::Array(values.collect()))
 }
 
 fn put_pairs(call: &mut Call<'_>) -> Result<(), crate::command::CommandError> {
