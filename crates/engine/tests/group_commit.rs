@@ -76,14 +76,24 @@ fn a_failed_sync_fails_the_callbacks_and_their_writes_stay_invisible() {
 }
 
 #[test]
-fn periodic_durability_returns_no_ticket() {
+fn periodic_durability_returns_a_ticket_only_under_back_pressure() {
     let dir = tempfile::tempdir().unwrap();
     let mut namespace_config = small_namespace("ns", Tier::Pmem, Tier::Ssd, Durability::Periodic);
-    namespace_config.data_bytes = 8 * MIB;
+    namespace_config.data_bytes = 64 * MIB;
+    namespace_config.index_bytes = 32 * MIB;
     let database = Database::open(config_for(dir.path(), vec![namespace_config])).unwrap();
     let namespace = database.namespace(0).unwrap();
     let ((), ticket) = namespace.transaction_deferred(&[b"k"], |transaction| transaction.put(b"k", b"v", 0)).unwrap();
     assert_eq!(ticket, None);
     let (read, ticket) = namespace.transaction_deferred(&[b"k"], |transaction| transaction.get(b"k")).unwrap();
     assert_eq!((read.unwrap().bytes, ticket), (b"v".to_vec(), None), "a transaction that only reads needs no flush");
+    // Nothing flushes in the background here: the backlog grows until writes get tickets.
+    let first_ticket = (0..200_000u64).find_map(|number| {
+        let key = key(number);
+        namespace.transaction_deferred(&[&key], |transaction| transaction.put(&key, b"v", 0)).unwrap().1
+    });
+    let ticket = first_ticket.expect("a growing backlog makes writers wait");
+    namespace.wait_durable(ticket).unwrap();
+    let ((), after) = namespace.transaction_deferred(&[b"k"], |transaction| transaction.put(b"k", b"w", 0)).unwrap();
+    assert_eq!(after, None, "the flush cleared the backlog");
 }

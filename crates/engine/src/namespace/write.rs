@@ -127,9 +127,11 @@ impl Namespace {
         Ok(result)
     }
 
-    /// Like `transaction`, without waiting: the writes are visible at once, and the ticket (with
-    /// durability `always`, when something was written) says what must be durable before they
-    /// may be acknowledged (`wait_durable`, `on_durable`).
+    /// Like `transaction`, without waiting: the writes are visible at once, and the ticket says
+    /// what must be flushed before they may be acknowledged (`wait_durable`, `on_durable`). There
+    /// is one when something was written and either durability is `always` or more than
+    /// PENDING_RECORDS_MAX records wait for publication (back-pressure that bounds the pending
+    /// entries: the writer, not its thread, waits for the flush).
     pub fn transaction_deferred<T>(
         &self,
         keys: &[&[u8]],
@@ -149,13 +151,8 @@ impl Namespace {
         let end_position = self.append_writes(&mut guards, writes)?;
         drop(guards);
         self.counters.writes.fetch_add(1, Ordering::Relaxed);
-        if self.durability() == Durability::Always {
-            return Ok((result, Some(CommitTicket(end_position))));
-        }
-        if self.log_backlog() > PENDING_RECORDS_MAX {
-            self.wait_durable_with(end_position, self.durability() != Durability::None)?;
-        }
-        Ok((result, None))
+        let must_wait = self.durability() == Durability::Always || self.log_backlog() > PENDING_RECORDS_MAX;
+        Ok((result, must_wait.then_some(CommitTicket(end_position))))
     }
 
     pub(crate) fn check_writable(&self) -> Result<()> {
