@@ -320,11 +320,6 @@ mod tests {
         assert_eq!(&rebuilt[..], b"-ERR flush failed\r\n$1\r\nv\r\n-ERR flush failed\r\n");
         assert_eq!(&replace_spans(output, &[], &failure, ProtocolVersion::Resp2)[..], &output[..]);
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
 
     #[test]
     fn read_reserve_grows_with_the_bytes_that_arrived_not_with_the_announced_length() {
