@@ -30,6 +30,37 @@ def test_cache_budget_statistics_and_purge(make_server):
     assert info_cache(client)["misses"] == misses_before + 1
 
 
+
+def test_pipelined_commands_on_uncached_records_read_them_ahead_and_answer_right(make_server):
+    """Reads of records on ssd that the cache lost are loaded on a blocking thread before the
+    batch runs; every kind of command that reads a value still answers as if read directly."""
+    server = make_server("--cache", "1MiB", "--durability", "periodic")
+    client = server.client()
+    for number in range(200):
+        client.set(f"key:{number}", f"value-{number}")
+        client.set(f"count:{number}", number)
+    client.hset("hash", mapping={"a": "1", "b": "2"})
+    assert client.execute_command("MEMORY", "PURGE") in (True, "OK")
+    misses_before = info_cache(client)["misses"]
+    pipe = client.pipeline(transaction=False)
+    for number in range(0, 200, 10):
+        pipe.get(f"key:{number}")
+        pipe.incr(f"count:{number}")
+    pipe.mget("key:1", "missing", "key:2")
+    pipe.hget("hash", "b")
+    pipe.delete("key:3", "missing")
+    pipe.getdel("key:4")
+    pipe.set("key:5", "new")
+    pipe.get("key:5")
+    replies = pipe.execute()
+    expected = []
+    for number in range(0, 200, 10):
+        expected += [f"value-{number}", number + 1]
+    expected += [["value-1", None, "value-2"], "2", 1, "value-4", True, "new"]
+    assert replies == expected
+    assert info_cache(client)["misses"] > misses_before
+
+
 def test_memory_subcommand_errors(make_server):
     client = make_server().client()
     with pytest.raises(redis.ResponseError, match="unknown subcommand 'DOCTOR'. Try MEMORY HELP."):

@@ -129,3 +129,65 @@ fn the_full_scan_visits_each_live_record_once() {
         }
     }
 }
+
+#[test]
+fn records_loaded_ahead_are_then_read_from_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let (database, _shmem) = cached_database(dir.path(), Tier::Ssd, 4 * MIB, Durability::None);
+    let namespace = database.namespace(0).unwrap();
+    assert!(namespace.reads_may_wait());
+    load(&database, 100);
+    namespace.put(b"gone", b"soon", 1).unwrap();
+    namespace.clear_cache();
+    let (present, absent, expired): (&[u8], &[u8], &[u8]) = (&key(7), b"never written", b"gone");
+    assert!(namespace.reads_would_wait(&[absent, present]));
+    assert!(!namespace.reads_would_wait(&[absent, expired, &[b'k'; 20_000]]), "only live records wait");
+
+    namespace.load_into_cache(&[present.to_vec(), absent.to_vec(), vec![b'k'; 20_000]]);
+    assert!(!namespace.reads_would_wait(&[present]));
+    let before = namespace.stats().cache.unwrap();
+    assert_eq!(namespace.get(present).unwrap().unwrap().bytes, value(7, 0, VALUE_BYTES));
+    let after = namespace.stats().cache.unwrap();
+    assert_eq!((after.hits - before.hits, after.misses - before.misses), (1, 0), "served from the cache");
+}
+
+#[test]
+fn records_in_memory_never_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let (database, _shmem) = cached_database(dir.path(), Tier::Pmem, 4 * MIB, Durability::None);
+    let namespace = database.namespace(0).unwrap();
+    load(&database, 10);
+    namespace.clear_cache();
+    assert!(!namespace.reads_may_wait());
+    assert!(!namespace.reads_would_wait(&[&key(3)]));
+}
+
+#[test]
+fn the_cache_holds_one_record_per_live_key_through_rewrites_deletes_and_defragmentation() {
+    let dir = tempfile::tempdir().unwrap();
+    let (database, _shmem) = cached_database(dir.path(), Tier::Ssd, 4 * MIB, Durability::Always);
+    let namespace = database.namespace(0).unwrap();
+    const KEYS: u64 = 200;
+    let cached_bytes_per_key = VALUE_BYTES as u64 + 200;
+    // About 12 MiB written in 1 MiB blocks: most blocks fall under the low-water mark.
+    for version in 0..60 {
+        for number in 0..KEYS {
+            namespace.put(&key(number), &value(number, version, VALUE_BYTES), 0).unwrap();
+        }
+        database.run_maintenance_once().unwrap();
+    }
+    assert!(namespace.stats().defragmented_blocks > 0, "the test must move records");
+    let cache = namespace.stats().cache.unwrap();
+    assert!(cache.used_bytes <= KEYS * cached_bytes_per_key, "{cache:?}");
+    for number in 0..KEYS / 2 {
+        namespace.delete(&key(number)).unwrap();
+    }
+    let cache = namespace.stats().cache.unwrap();
+    assert!(cache.used_bytes <= KEYS / 2 * cached_bytes_per_key, "deleted keys leave the cache: {cache:?}");
+    for number in 0..KEYS {
+        let expected = (number >= KEYS / 2).then(|| value(number, 59, VALUE_BYTES));
+        assert_eq!(namespace.get(&key(number)).unwrap().map(|found| found.bytes), expected);
+    }
+    namespace.clear().unwrap();
+    assert_eq!(namespace.stats().cache.unwrap().used_bytes, 0, "FLUSHDB empties the cache");
+}

@@ -149,6 +149,8 @@ pub const TRANSACTION_CONTROL: u8 = 8;
 pub const READONLY: u8 = 16;
 /// Server administration (COMMAND INFO flag "admin").
 pub const ADMIN: u8 = 32;
+/// Writes its keys without reading their values first: nothing to load into the cache ahead.
+pub const BLIND_WRITE: u8 = 64;
 
 pub struct CommandSpec {
     pub name: &'static str,

@@ -14,7 +14,7 @@ use hybridkv_resp::{encode, DecodeLimits, ProtocolError, ProtocolVersion, Reply,
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::command::{self, engine_error_reply, unknown_command, wrong_arity, CommandSpec, ADMIN, BEFORE_AUTH, IN_MULTI, TRANSACTION_CONTROL};
+use crate::command::{self, engine_error_reply, unknown_command, wrong_arity, CommandSpec, ADMIN, BEFORE_AUTH, BLIND_WRITE, IN_MULTI, TRANSACTION_CONTROL};
 use crate::commands;
 use crate::config::{EngineCallMode, READ_CHUNK_BYTES, REPLY_FLUSH_BYTES};
 use crate::shared::{ClientHandle, Shared};
@@ -24,6 +24,8 @@ const BATCH_COMMANDS_MAX: usize = 1024;
 /// Largest single read reserved for a pending large argument; the buffer grows past it as bytes
 /// arrive, but a client announcing a huge bulk cannot make us allocate it up front.
 const READ_RESERVE_BYTES_MAX: usize = 1024 * 1024;
+/// Keys of one batch of requests whose records are loaded into the cache ahead of the batch.
+const LOAD_AHEAD_KEYS_MAX: usize = 1024;
 
 /// Bytes to reserve before the next read: a pending large argument gets room for what it still
 /// needs, capped by READ_RESERVE_BYTES_MAX and by what is already buffered, so the buffer grows
@@ -138,6 +140,23 @@ fn may_block(args: &[Bytes]) -> bool {
     commands::lookup(&args[0]).is_some_and(|spec| spec.has(ADMIN))
 }
 
+/// The keys whose values the pending requests will read, up to the first transaction-control
+/// command (after MULTI, commands are queued, not run) and at most LOAD_AHEAD_KEYS_MAX.
+fn keys_read_by(pending: &VecDeque<Vec<Bytes>>) -> Vec<&[u8]> {
+    let mut keys = Vec::new();
+    for args in pending {
+        let Some(spec) = commands::lookup(&args[0]) else { continue };
+        if spec.has(TRANSACTION_CONTROL) || keys.len() >= LOAD_AHEAD_KEYS_MAX {
+            break;
+        }
+        if !spec.has(BLIND_WRITE) {
+            keys.extend(spec.keys.keys(args));
+        }
+    }
+    keys.truncate(LOAD_AHEAD_KEYS_MAX);
+    keys
+}
+
 struct Connection {
     stream: TcpStream,
     shared: Arc<Shared>,
@@ -178,6 +197,7 @@ impl Connection {
         loop {
             self.decode_requests();
             if !self.pending.is_empty() {
+                self.load_records_ahead().await;
                 self.execute_pending();
                 self.flush().await?;
                 if self.state.close_after_reply {
@@ -232,6 +252,27 @@ impl Connection {
                 Err(error) => self.protocol_error = Some(error),
             }
         }
+    }
+
+    /// When the pending requests would read records from the disk (records on ssd that the
+    /// cache does not hold), reads them into the cache on a blocking thread first: a network
+    /// worker serves many connections and must not stall them all for one device read.
+    async fn load_records_ahead(&mut self) {
+        if self.shared.config.engine_call_mode != EngineCallMode::Inline || !self.state.authenticated || self.state.multi.is_some() {
+            return;
+        }
+        let Some(namespace) = self.shared.database.namespace(self.state.database) else { return };
+        if !namespace.reads_may_wait() {
+            return;
+        }
+        let keys = keys_read_by(&self.pending);
+        if keys.is_empty() || !namespace.reads_would_wait(&keys) {
+            return;
+        }
+        let keys: Vec<Vec<u8>> = keys.into_iter().map(<[u8]>::to_vec).collect();
+        let namespace = namespace.clone();
+        // Loading is only a head start: if it fails, the commands read (and report) themselves.
+        let _ = tokio::task::spawn_blocking(move || namespace.load_into_cache(&keys)).await;
     }
 
     /// Executes pending requests in order until they are done, the reply buffer is full enough

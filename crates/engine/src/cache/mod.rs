@@ -179,6 +179,11 @@ impl RecordCache {
         self.shard(&key).read().entries.get(&key).map(|entry| entry.record.clone())
     }
 
+    /// Whether the cache holds `key`, without counting an access.
+    pub(crate) fn contains(&self, key: CacheKey) -> bool {
+        self.shard(&key).read().entries.contains_key(&key)
+    }
+
     /// Admits a record read from the medium (or written) that the cache does not hold.
     pub(crate) fn insert(&self, key: CacheKey, record: Arc<[u8]>) {
         self.admit(key, record, None);
@@ -189,15 +194,28 @@ impl RecordCache {
     /// ageing out, and the new one keeps its place in the main FIFO and its reads, so a hot key
     /// that is written often stays cached.
     pub(crate) fn replace(&self, old: CacheKey, key: CacheKey, record: Arc<[u8]>) {
-        let inherited = {
-            let mut shard = self.shard(&old).write();
-            let removed = shard.remove(&old);
-            if let Some((bytes, _)) = removed {
-                self.used_bytes.fetch_sub(bytes, Ordering::Relaxed);
-            }
-            removed.map(|(_, placement)| placement)
-        };
+        let inherited = self.take(old);
         self.admit(key, record, inherited);
+    }
+
+    /// Moves a cached record to its new place (`key`), keeping its queue and reads; nothing when
+    /// the cache does not hold it (defragmentation moves records, it does not read them).
+    pub(crate) fn relocate(&self, old: CacheKey, key: CacheKey, record: Arc<[u8]>) {
+        if let Some(placement) = self.take(old) {
+            self.admit(key, record, Some(placement));
+        }
+    }
+
+    /// Drops a record nobody will read again (its key was deleted).
+    pub(crate) fn remove(&self, old: CacheKey) {
+        self.take(old);
+    }
+
+    /// Removes an entry; where it was in the queues, if the cache held it.
+    fn take(&self, old: CacheKey) -> Option<Placement> {
+        let (bytes, placement) = self.shard(&old).write().remove(&old)?;
+        self.used_bytes.fetch_sub(bytes, Ordering::Relaxed);
+        Some(placement)
     }
 
     fn admit(&self, key: CacheKey, record: Arc<[u8]>, inherited: Option<Placement>) {

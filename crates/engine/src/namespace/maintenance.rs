@@ -24,6 +24,12 @@ const EXPIRY_PARTITIONS_PER_TICK: usize = 32;
 const DEFRAG_BLOCKS_PER_ROUND: usize = 8;
 /// Under 1/N of the blocks free, defragmentation runs at every tick.
 const FREE_BLOCKS_LOW_FRACTION: usize = 8;
+/// While at least 1/N of the blocks are free, only blocks under the low-water mark divided by
+/// DEFRAG_UNPRESSED_LOW_WATER_DIVISOR are defragmented: a block left alone keeps losing live
+/// records to overwrites and deletes, so waiting copies fewer live bytes per byte freed (at a
+/// quarter live, a third of a byte; at half live, one byte).
+const FREE_BLOCKS_UNPRESSED_FRACTION: usize = 2;
+const DEFRAG_UNPRESSED_LOW_WATER_DIVISOR: u64 = 2;
 /// A checkpoint is taken early when old index tables waiting for one pass 1/N of the region.
 const INDEX_DEFERRED_FRACTION_MAX: u64 = 8;
 
@@ -110,7 +116,7 @@ impl Namespace {
         // Short of free blocks, defragmentation runs at every tick, not only at housekeeping.
         let short_of_space = self.log.free_block_count() * FREE_BLOCKS_LOW_FRACTION < self.log.block_count();
         if short_of_space {
-            self.defragment_blocks()?;
+            self.defragment_blocks(self.defrag_low_water_bytes())?;
         }
         if state.last_housekeeping.elapsed() < HOUSEKEEPING_INTERVAL {
             return Ok(());
@@ -122,9 +128,17 @@ impl Namespace {
         }
         self.reclaim_expired(state)?;
         if !short_of_space {
-            self.defragment_blocks()?;
+            self.defragment_blocks(self.defrag_low_water_bytes())?;
         }
         Ok(())
+    }
+
+    /// Live bytes under which a block is defragmented now: the configured low-water mark when
+    /// space runs short, a lower mark while it is plentiful.
+    fn defrag_low_water_bytes(&self) -> u64 {
+        let low_water = self.log.block_bytes() * self.config.defrag_low_water_percent as u64 / 100;
+        let unpressed = self.log.free_block_count() * FREE_BLOCKS_UNPRESSED_FRACTION >= self.log.block_count();
+        if unpressed { low_water / DEFRAG_UNPRESSED_LOW_WATER_DIVISOR } else { low_water }
     }
 
     /// Recomputes each block's live bytes from the index (after a warm start, where they are not
@@ -177,7 +191,7 @@ impl Namespace {
     /// Moves the live records of the emptiest blocks under the low-water mark (up to
     /// DEFRAG_BLOCKS_PER_ROUND) to the head of the log, waits until the moves are durable and
     /// published, checkpoints once, then frees the blocks. Returns how many blocks were freed.
-    fn defragment_blocks(&self) -> Result<usize> {
+    fn defragment_blocks(&self, low_water_bytes: u64) -> Result<usize> {
         if !self.accounting_ready.load(Ordering::Relaxed) || self.check_writable().is_err() {
             return Ok(0);
         }
@@ -185,11 +199,10 @@ impl Namespace {
         if self.full_scans_running.load(Ordering::Acquire) > 0 {
             return Ok(0);
         }
-        let low_water = self.log.block_bytes() * self.config.defrag_low_water_percent as u64 / 100;
         let sealed = self.log.sealed_blocks();
         let oldest_seq = sealed.first().map(|&(_, seq)| seq);
         let mut candidates: Vec<(u32, u64)> =
-            sealed.iter().copied().filter(|&(slot, _)| self.log.live_bytes(slot) < low_water).collect();
+            sealed.iter().copied().filter(|&(slot, _)| self.log.live_bytes(slot) < low_water_bytes).collect();
         candidates.sort_by_key(|&(slot, _)| self.log.live_bytes(slot));
         candidates.truncate(DEFRAG_BLOCKS_PER_ROUND);
         let mut last_position = None;
@@ -289,10 +302,8 @@ impl Namespace {
     fn carry_cached(&self, from: Location, moved: &crate::log::Appended, encoded: &[u8]) {
         let Some(cache) = &self.cache else { return };
         let old_key = CacheKey { location: from.0, block_seq: self.log.block_seq(from.slot()) };
-        if cache.peek(old_key).is_some() {
-            let new_key = CacheKey { location: moved.location.0, block_seq: self.log.block_seq(moved.location.slot()) };
-            cache.insert(new_key, std::sync::Arc::from(encoded));
-        }
+        let new_key = CacheKey { location: moved.location.0, block_seq: self.log.block_seq(moved.location.slot()) };
+        cache.relocate(old_key, new_key, std::sync::Arc::from(encoded));
     }
 }
 

@@ -5,6 +5,7 @@
 
 mod commit;
 mod full_scan;
+mod load_ahead;
 mod maintenance;
 mod write;
 
@@ -386,6 +387,8 @@ impl Namespace {
                 self.apply_batch(batch)?;
             }
         }
+        // Every record cached before is dead now; their entries would only age out.
+        self.clear_cache();
         Ok(())
     }
 

@@ -116,6 +116,18 @@ impl Transaction<'_> {
     }
 }
 
+/// `writes` without those a later write of the same key supersedes, in their order.
+fn last_write_per_key(writes: Vec<BufferedWrite>) -> Vec<BufferedWrite> {
+    if writes.len() < 2 {
+        return writes;
+    }
+    let mut seen = std::collections::HashSet::with_capacity(writes.len());
+    let mut last_of_key: Vec<bool> = writes.iter().rev().map(|write| seen.insert(write.key.as_slice())).collect();
+    drop(seen);
+    last_of_key.reverse();
+    writes.into_iter().zip(last_of_key).filter_map(|(write, last)| last.then_some(write)).collect()
+}
+
 impl Namespace {
     /// Runs `body` atomically over the declared keys and commits its writes as one batch; with
     /// durability `always`, returns once they are durable.
@@ -170,13 +182,9 @@ impl Namespace {
     fn append_writes(
         &self,
         guards: &mut [(usize, RwLockWriteGuard<'_, Partition>)],
-        mut writes: Vec<BufferedWrite>,
+        writes: Vec<BufferedWrite>,
     ) -> Result<u64> {
-        // Only the last write of each key matters.
-        let mut seen = std::collections::HashSet::new();
-        writes.reverse();
-        writes.retain(|write| seen.insert(write.key.clone()));
-        writes.reverse();
+        let writes = last_write_per_key(writes);
         let mut olds = Vec::with_capacity(writes.len());
         for write in &writes {
             let number = self.index.partition_of(write.digest);
@@ -209,7 +217,7 @@ impl Namespace {
         let writer = if writes.iter().all(|write| write.value.is_none()) { Writer::Deletion } else { Writer::Client };
         let (appended, encoded) =
             self.log.append(&records, records.len() > 1, writer, items).map_err(|error| self.name_error(error))?;
-        self.cache_written(&appended, &encoded, &olds);
+        self.cache_written(&records, &appended, &encoded, &olds);
         for (((write, old), record), done) in writes.iter().zip(&olds).zip(&records).zip(&appended) {
             let item = self.publish_item(write.digest, record, done);
             let partition = &mut guards.iter_mut().find(|(held, _)| *held == item.partition).expect("declared").1;
@@ -229,16 +237,19 @@ impl Namespace {
     /// Puts freshly written records in the record cache, each in place of its key's previous
     /// record (`olds`): a key written is likely read soon, and its new location would otherwise
     /// cost a device read once its block leaves memory.
-    fn cache_written(&self, appended: &[Appended], encoded: &[u8], olds: &[Option<Entry>]) {
+    /// A tombstone is never read: it only takes its key's record out.
+    fn cache_written(&self, records: &[NewRecord<'_>], appended: &[Appended], encoded: &[u8], olds: &[Option<Entry>]) {
         let Some(cache) = &self.cache else { return };
         let cache_key = |location: Location| CacheKey { location: location.0, block_seq: self.log.block_seq(location.slot()) };
         let mut start = 0;
-        for (done, old) in appended.iter().zip(olds) {
-            let record = Arc::from(&encoded[start..start + done.record_bytes]);
+        for ((record, done), old) in records.iter().zip(appended).zip(olds) {
+            let bytes = &encoded[start..start + done.record_bytes];
             start += done.record_bytes;
-            match old {
-                Some(old) => cache.replace(cache_key(old.location), cache_key(done.location), record),
-                None => cache.insert(cache_key(done.location), record),
+            match (old, record.tombstone) {
+                (Some(old), true) => cache.remove(cache_key(old.location)),
+                (None, true) => {}
+                (Some(old), false) => cache.replace(cache_key(old.location), cache_key(done.location), Arc::from(bytes)),
+                (None, false) => cache.insert(cache_key(done.location), Arc::from(bytes)),
             }
         }
     }

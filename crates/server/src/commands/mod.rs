@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 
 use bytes::Bytes;
 
-use crate::command::{fail, Call, CommandError, CommandSpec, KeySpec, KeyStore, ADMIN, BEFORE_AUTH, IN_MULTI, READONLY, TRANSACTION_CONTROL, WRITE};
+use crate::command::{fail, Call, CommandError, CommandSpec, KeySpec, KeyStore, ADMIN, BEFORE_AUTH, BLIND_WRITE, IN_MULTI, READONLY, TRANSACTION_CONTROL, WRITE};
 use crate::values::{HashRecord, Stored};
 
 pub const SYNTAX_ERROR: &str = "ERR syntax error";
@@ -22,6 +22,7 @@ pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong
 
 const READ: u8 = READONLY | IN_MULTI;
 const WRITES: u8 = WRITE | IN_MULTI;
+const BLIND_WRITES: u8 = WRITES | BLIND_WRITE;
 const PAIRS: KeySpec = KeySpec { first: 1, last: -1, step: 2 };
 const TWO: KeySpec = KeySpec { first: 1, last: 2, step: 1 };
 
@@ -53,12 +54,12 @@ pub static TABLE: &[CommandSpec] = &[
     command!("lastsave", 1, KeySpec::NONE, 0, "server", "Returns the Unix time of the last checkpoint.", admin::lastsave),
     command!("memory", -2, KeySpec::NONE, ADMIN, "server", "MEMORY PURGE empties the record caches (a COLD start without restarting).", admin::memory),
     command!("get", 2, KeySpec::ONE, READ, "string", "Returns the string value of a key.", strings::get),
-    command!("set", -3, KeySpec::ONE, WRITES, "string", "Sets the string value of a key (EX PX EXAT PXAT NX XX GET KEEPTTL).", strings::set),
+    command!("set", -3, KeySpec::ONE, BLIND_WRITES, "string", "Sets the string value of a key (EX PX EXAT PXAT NX XX GET KEEPTTL).", strings::set),
     command!("setnx", 3, KeySpec::ONE, WRITES, "string", "Sets a key only when it does not exist.", strings::setnx),
-    command!("setex", 4, KeySpec::ONE, WRITES, "string", "Sets a key with an expiry in seconds.", strings::setex),
-    command!("psetex", 4, KeySpec::ONE, WRITES, "string", "Sets a key with an expiry in milliseconds.", strings::psetex),
+    command!("setex", 4, KeySpec::ONE, BLIND_WRITES, "string", "Sets a key with an expiry in seconds.", strings::setex),
+    command!("psetex", 4, KeySpec::ONE, BLIND_WRITES, "string", "Sets a key with an expiry in milliseconds.", strings::psetex),
     command!("mget", -2, KeySpec::ALL, READ, "string", "Returns the values of keys.", strings::mget),
-    command!("mset", -3, PAIRS, WRITES, "string", "Sets several keys atomically.", strings::mset),
+    command!("mset", -3, PAIRS, BLIND_WRITES, "string", "Sets several keys atomically.", strings::mset),
     command!("msetnx", -3, PAIRS, WRITES, "string", "Sets several keys only when none exists.", strings::msetnx),
     command!("getset", 3, KeySpec::ONE, WRITES, "string", "Sets a key and returns its previous value.", strings::getset),
     command!("getdel", 2, KeySpec::ONE, WRITES, "string", "Returns a key's value and deletes it.", strings::getdel),

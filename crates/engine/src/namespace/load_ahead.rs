@@ -1,0 +1,53 @@
+//! Loading records into the record cache ahead of the reads that need them, for callers that
+//! must not wait for the disk on their own thread (the server's network workers, each of which
+//! serves many connections): they ask `reads_would_wait` and, when it says so, run
+//! `load_into_cache` on a thread that may block, then read from the cache.
+
+use hybridkv_media::Tier;
+
+use super::{CacheUse, Namespace};
+use crate::cache::CacheKey;
+
+impl Namespace {
+    /// Whether reading a record of this namespace can wait for a device: records on ssd behind
+    /// the record cache. Records in DRAM or pmem are read at memory speed.
+    pub fn reads_may_wait(&self) -> bool {
+        self.cache.is_some() && self.config.data == Tier::Ssd
+    }
+
+    /// Whether reading any of `keys` now would read the device: a live record the cache does
+    /// not hold. A hint (a record may be evicted or written right after), never an error:
+    /// invalid keys count as not waiting, the read that follows reports them.
+    pub fn reads_would_wait(&self, keys: &[&[u8]]) -> bool {
+        let Some(cache) = self.cache.as_ref().filter(|_| self.reads_may_wait()) else { return false };
+        keys.iter().any(|key| {
+            let Some(location) = self.live_location(key) else { return false };
+            !cache.contains(CacheKey { location: location.0, block_seq: self.log.block_seq(location.slot()) })
+        })
+    }
+
+    /// Reads the records of `keys` into the record cache. Absent, invalid and damaged keys are
+    /// skipped: the command that reads them next reports what is wrong. Each record read from
+    /// the device counts as a cache miss, and its later read as a hit.
+    pub fn load_into_cache(&self, keys: &[Vec<u8>]) {
+        for key in keys {
+            if Self::check_key(key).is_err() {
+                continue;
+            }
+            let digest = self.digest(key);
+            let partition = self.index.partition(self.index.partition_of(digest)).read();
+            if let Ok(Some(entry)) = self.index.lookup(&partition, digest) {
+                // The partition lock keeps the record where the entry says while it is read.
+                let _ = self.read_record(entry.location, CacheUse::Read);
+            }
+        }
+    }
+
+    fn live_location(&self, key: &[u8]) -> Option<crate::log::Location> {
+        Self::check_key(key).ok()?;
+        let digest = self.digest(key);
+        let partition = self.index.partition(self.index.partition_of(digest)).read();
+        let entry = self.index.lookup(&partition, digest).ok()??;
+        (!entry.is_expired_now()).then_some(entry.location)
+    }
+}
