@@ -198,8 +198,8 @@ impl RecordCache {
         self.admit(key, record, inherited);
     }
 
-    /// Moves a cached record to its new place (`key`), keeping its queue and reads; nothing when
-    /// the cache does not hold it (defragmentation moves records, it does not read them).
+    /// Puts `record` in place of `old` (a moved record, or its key's new version), keeping the
+    /// queue and reads; nothing when the cache does not hold `old`.
     pub(crate) fn relocate(&self, old: CacheKey, key: CacheKey, record: Arc<[u8]>) {
         if let Some(placement) = self.take(old) {
             self.admit(key, record, Some(placement));

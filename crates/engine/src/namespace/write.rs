@@ -237,10 +237,13 @@ impl Namespace {
     /// Puts freshly written records in the record cache, each in place of its key's previous
     /// record (`olds`): a key written is likely read soon, and its new location would otherwise
     /// cost a device read once its block leaves memory.
-    /// A tombstone is never read: it only takes its key's record out.
+    /// A tombstone is never read: it only takes its key's record out. Records on pmem are read
+    /// at memory speed, so there a write only keeps an already cached key cached: admitting every
+    /// written record cost more (admission and eviction) than the reads it would save.
     fn cache_written(&self, records: &[NewRecord<'_>], appended: &[Appended], encoded: &[u8], olds: &[Option<Entry>]) {
         let Some(cache) = &self.cache else { return };
         let cache_key = |location: Location| CacheKey { location: location.0, block_seq: self.log.block_seq(location.slot()) };
+        let admit_written = self.reads_may_wait();
         let mut start = 0;
         for ((record, done), old) in records.iter().zip(appended).zip(olds) {
             let bytes = &encoded[start..start + done.record_bytes];
@@ -248,8 +251,10 @@ impl Namespace {
             match (old, record.tombstone) {
                 (Some(old), true) => cache.remove(cache_key(old.location)),
                 (None, true) => {}
-                (Some(old), false) => cache.replace(cache_key(old.location), cache_key(done.location), Arc::from(bytes)),
-                (None, false) => cache.insert(cache_key(done.location), Arc::from(bytes)),
+                (Some(old), false) if admit_written => cache.replace(cache_key(old.location), cache_key(done.location), Arc::from(bytes)),
+                (Some(old), false) => cache.relocate(cache_key(old.location), cache_key(done.location), Arc::from(bytes)),
+                (None, false) if admit_written => cache.insert(cache_key(done.location), Arc::from(bytes)),
+                (None, false) => {}
             }
         }
     }
