@@ -24,7 +24,7 @@ use crate::digest::Digest;
 use crate::error::Result;
 use crate::index::{current_boot_id, Entry, Index};
 use crate::journal::JournaledMemory;
-use crate::log::{position_offset, position_seq, walk_records, BlockHeader, Location, RecordLog, BLOCK_HEADER_BYTES};
+use crate::log::{position_offset, position_seq, walk_records, BlockHeader, Location, RecordLog, Walked, BLOCK_HEADER_BYTES};
 use crate::namespace::{fingerprint_of, Namespace};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,6 +63,9 @@ pub struct RestartReport {
 
 /// How often a cold rebuild logs its progress.
 const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
+/// How many records ahead of the one being applied a replay loads the index slot: enough to
+/// overlap that many memory misses, few enough that the slots are still cached when reached.
+const REPLAY_PREFETCH_DISTANCE_RECORDS: usize = 16;
 
 enum Decision {
     Attach(Index, RestartKind),
@@ -83,6 +86,16 @@ struct Recovered {
 /// partition: a map is locked only by a thread holding its partition's write lock, so the
 /// parallel scan never contends on it.
 type Tombstones = Box<[Mutex<HashMap<Digest, u64>>]>;
+
+/// Buffers a replay thread reuses from block to block (a block image is megabytes).
+#[derive(Default)]
+struct ReplayBuffers {
+    image: Vec<u8>,
+    /// Members of the batch being walked.
+    batch: Vec<Recovered>,
+    /// The records of the block to apply, in log order.
+    applicable: Vec<Recovered>,
+}
 
 #[derive(Default)]
 struct Progress {
@@ -187,13 +200,14 @@ impl Namespace {
         let first_seq = position_seq(consistent_position);
         let mut touched = BTreeSet::new();
         let mut last_end = None;
+        let mut buffers = ReplayBuffers::default();
         for block in in_use.iter().filter(|block| block.seq >= first_seq) {
             let from = if block.seq == first_seq {
                 position_offset(consistent_position).max(BLOCK_HEADER_BYTES as u64)
             } else {
                 BLOCK_HEADER_BYTES as u64
             };
-            let end = self.replay_block(block, from, None, progress, Some(&mut touched))?;
+            let end = self.replay_block(block, from, None, progress, Some(&mut touched), &mut buffers)?;
             last_end = Some((block, end));
         }
         // An entry written after the checkpoint may be torn (its location stored, its digest
@@ -224,10 +238,11 @@ impl Namespace {
                     let (next, tombstones) = (&next, &tombstones);
                     scope.spawn(move || -> Result<()> {
                         let mut last_report = Instant::now();
+                        let mut buffers = ReplayBuffers::default();
                         loop {
                             let position = next.fetch_add(1, Ordering::Relaxed);
                             let Some(block) = in_use.get(position) else { return Ok(()) };
-                            self.replay_block(block, BLOCK_HEADER_BYTES as u64, Some(tombstones), progress, None)?;
+                            self.replay_block(block, BLOCK_HEADER_BYTES as u64, Some(tombstones), progress, None, &mut buffers)?;
                             if worker == 0 && last_report.elapsed() >= PROGRESS_INTERVAL {
                                 last_report = Instant::now();
                                 tracing::info!(
@@ -283,29 +298,41 @@ impl Namespace {
         from: u64,
         tombstones: Option<&Tombstones>,
         progress: &Progress,
-        mut touched: Option<&mut BTreeSet<usize>>,
+        touched: Option<&mut BTreeSet<usize>>,
+        buffers: &mut ReplayBuffers,
     ) -> Result<u64> {
-        let mut image = Vec::new();
-        self.log.read_block_from(block.slot, from, &mut image)?;
-        let mut batch: Vec<Recovered> = Vec::new();
-        let mut outcome = Ok(());
+        self.log.read_block_from(block.slot, from, &mut buffers.image)?;
+        let (walked, max_lsn) = self.applicable_records(block, from, buffers);
+        let records = self.apply_all(&buffers.applicable, tombstones, touched)?;
         // Counted per block: shared counters bumped per record would bounce between the threads.
-        let (mut records, mut max_lsn) = (0u64, 0u64);
-        let mut apply = |record: &Recovered, records: &mut u64| {
-            if outcome.is_ok() {
-                if let Some(touched) = touched.as_deref_mut() {
-                    touched.insert(self.index.partition_of(record.digest));
-                }
-                outcome = self.apply_recovered(record, tombstones);
-                *records += 1;
-            }
-        };
+        progress.records.fetch_add(records, Ordering::Relaxed);
+        progress.max_lsn.fetch_max(max_lsn, Ordering::Relaxed);
+        if walked.skipped_bytes > 0 {
+            tracing::error!(
+                namespace = %self.config.name,
+                slot = block.slot,
+                skipped_bytes = walked.skipped_bytes,
+                "invalid records between valid ones skipped (damage, or a write torn by a crash)"
+            );
+        }
+        progress.blocks.fetch_add(1, Ordering::Relaxed);
+        Ok(from + walked.end)
+    }
+
+    /// Walks the block image in `buffers` into `buffers.applicable`, in log order: every record
+    /// outside a batch, and the members of every complete batch. Returns the walk and the largest
+    /// LSN seen (applicable or not).
+    fn applicable_records(&self, block: &BlockHeader, from: u64, buffers: &mut ReplayBuffers) -> (Walked, u64) {
+        let ReplayBuffers { image, batch, applicable } = buffers;
+        batch.clear();
+        applicable.clear();
+        let mut max_lsn = 0u64;
         // With `always` every record before the last acknowledged one is durable: an invalid one
         // among valid ones is damage, and the records after it are replayed. With other
         // durabilities it is where the durable part of the log ends.
         let past_damage = self.config.durability == Durability::Always;
         let mut expected_offset = 0;
-        let walked = walk_records(&image, block.seq, past_damage, |offset, view| {
+        let walked = walk_records(image, block.seq, past_damage, |offset, view| {
             if offset != expected_offset {
                 // Records were skipped: a batch in progress lost members.
                 batch.clear();
@@ -324,32 +351,42 @@ impl Namespace {
             if !view.header.is_batch_member() {
                 // A batch interrupted by a record of its own kind never got its end: torn.
                 batch.clear();
-                apply(&record, &mut records);
+                applicable.push(record);
                 return;
             }
             batch.push(record);
             if view.header.is_batch_end() {
                 if batch.len() == view.header.batch_len as usize {
-                    for member in &batch {
-                        apply(member, &mut records);
-                    }
+                    applicable.append(batch);
                 }
                 batch.clear();
             }
         });
-        outcome?;
-        progress.records.fetch_add(records, Ordering::Relaxed);
-        progress.max_lsn.fetch_max(max_lsn, Ordering::Relaxed);
-        if walked.skipped_bytes > 0 {
-            tracing::error!(
-                namespace = %self.config.name,
-                slot = block.slot,
-                skipped_bytes = walked.skipped_bytes,
-                "invalid records between valid ones skipped (damage, or a write torn by a crash)"
-            );
+        (walked, max_lsn)
+    }
+
+    /// Applies `records` in order, loading the index slot of the record
+    /// REPLAY_PREFETCH_DISTANCE_RECORDS ahead meanwhile: the slots are random, and each one is a
+    /// memory miss that would otherwise be waited for alone. Returns how many were applied.
+    fn apply_all(&self, records: &[Recovered], tombstones: Option<&Tombstones>, mut touched: Option<&mut BTreeSet<usize>>) -> Result<u64> {
+        for record in records.iter().take(REPLAY_PREFETCH_DISTANCE_RECORDS) {
+            self.prefetch_index_slot(record.digest);
         }
-        progress.blocks.fetch_add(1, Ordering::Relaxed);
-        Ok(from + walked.end)
+        for (position, record) in records.iter().enumerate() {
+            if let Some(ahead) = records.get(position + REPLAY_PREFETCH_DISTANCE_RECORDS) {
+                self.prefetch_index_slot(ahead.digest);
+            }
+            if let Some(touched) = touched.as_deref_mut() {
+                touched.insert(self.index.partition_of(record.digest));
+            }
+            self.apply_recovered(record, tombstones)?;
+        }
+        Ok(records.len() as u64)
+    }
+
+    fn prefetch_index_slot(&self, digest: Digest) {
+        let partition = self.index.partition(self.index.partition_of(digest)).read();
+        self.index.prefetch_home_slot(&partition, digest);
     }
 
     /// Applies one recovered record if it is newer than what the index holds for its key.
