@@ -45,17 +45,7 @@ fn parts_of(namespace: &Namespace, key: &[u8]) -> Vec<Vec<u8>> {
 }
 
 fn listed_keys(namespace: &Namespace) -> Vec<Vec<u8>> {
-    let mut keys = Vec::new();
-    let mut cursor = 0;
-    loop {
-        let page = namespace.scan(cursor, 100).unwrap();
-        keys.extend(page.keys);
-        if page.next_cursor == 0 {
-            keys.sort();
-            return keys;
-        }
-        cursor = page.next_cursor;
-    }
+    scan_all_keys(namespace).into_iter().collect()
 }
 
 fn scanned_keys(namespace: &Namespace) -> Vec<Vec<u8>> {
@@ -165,11 +155,7 @@ fn parts_per_key_are_limited_with_a_typed_error() {
 fn a_key_and_its_parts_are_written_atomically_across_power_cuts() {
     for seed in 0..env_number("HYBRIDKV_PARTS_POWER_CUTS", 60) {
         let mut rng = StdRng::seed_from_u64(seed);
-        let index = INDEX_TIERS[rng.gen_range(0..3)];
-        let data = DATA_TIERS[rng.gen_range(0..3)];
-        let store = SimStore::new(seed);
-        let provider = Arc::new(store.clone());
-        let config = config_for(std::path::Path::new("/sim"), vec![small_namespace("ns", index, data, Durability::Always)]);
+        let SimRun { index, data, store, provider, config } = random_sim_run(&mut rng, seed);
         let database = Database::open_with(config.clone(), provider.clone()).unwrap();
         let namespace = database.namespace(0).unwrap().clone();
         store.cut_power_at(store.operations() + rng.gen_range(1..200));
