@@ -10,7 +10,8 @@ report` includes verbatim in bench/RESULTS.md.
 Durability is matched as the other benchmarks match it: hybridkv `periodic` against Redis
 `appendonly yes, appendfsync everysec`, or `always` against `appendfsync always`.
 
-    bench/redis_benchmark.py [--requests 200000] [--rounds 3] [--durability periodic|always]
+    bench/redis_benchmark.py [--requests 200000] [--keyspace N] [--rounds 3]
+        [--durability periodic|always] [--tests set,get,incr,mset,hset]
 """
 
 import argparse
@@ -29,10 +30,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BINARY = os.path.join(ROOT, "target", "release", "hybridkv")
 RESULTS = os.path.join(ROOT, "bench", "results", "redis-benchmark.md")
-# HSET is left out: redis-benchmark's HSET adds a field to one hash per request, and a hash is one
-# record rewritten whole on every change (docs/design/formats.md), so n requests write O(n²)
-# bytes. tests/e2e/test_tools.py runs it (with few requests) to show that it works.
-TESTS = "set,get,incr,mset"
+# redis-benchmark's HSET adds fields to ONE hash (field element:__rand_int__): a big hash is a root
+# record plus buckets (crates/server/src/hash_layout.rs), so each request writes one bucket.
+TESTS = "set,get,incr,mset,hset"
 CLIENTS = 50
 VALUE_BYTES = 440
 PIPELINES = (1, 16)
@@ -76,14 +76,15 @@ def start_servers(workdir: str, durability: str):
     return [("hybridkv", hybridkv_port, hybridkv), ("redis", redis_port, redis)]
 
 
-def benchmark_command(port: int, requests: int, pipeline: int) -> list:
+def benchmark_command(port: int, arguments: argparse.Namespace, pipeline: int) -> list:
+    keyspace = arguments.keyspace or arguments.requests
     return ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-c", str(CLIENTS), "-d", str(VALUE_BYTES),
-            "-n", str(requests), "-r", str(requests), "-P", str(pipeline), "-t", TESTS, "--csv"]
+            "-n", str(arguments.requests), "-r", str(keyspace), "-P", str(pipeline), "-t", arguments.tests, "--csv"]
 
 
-def run_benchmark(port: int, requests: int, pipeline: int) -> dict:
+def run_benchmark(port: int, arguments: argparse.Namespace, pipeline: int) -> dict:
     """Test name -> (requests/s, p50 ms, p99 ms), from redis-benchmark's CSV output."""
-    result = subprocess.run(benchmark_command(port, requests, pipeline), capture_output=True, text=True, timeout=1200)
+    result = subprocess.run(benchmark_command(port, arguments, pipeline), capture_output=True, text=True, timeout=1200)
     if result.returncode != 0:
         sys.exit(f"redis-benchmark failed: {result.stderr.strip()}")
     rows = {}
@@ -94,15 +95,17 @@ def run_benchmark(port: int, requests: int, pipeline: int) -> dict:
     return rows
 
 
-def markdown(durability: str, requests: int, rounds: int, measured: dict, port_note: str) -> str:
+def markdown(arguments: argparse.Namespace, measured: dict, port_note: str) -> str:
+    durability, requests, rounds = arguments.durability, arguments.requests, arguments.rounds
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
     load = open("/proc/loadavg").read().split()[0]
     lines = [
         "", f"### redis-benchmark, hybridkv durability {durability} vs Redis appendfsync {REDIS_FSYNC[durability]} "
         f"({now}, commit {commit}, load {load})", "", "```",
-        f"bench/redis_benchmark.py --requests {requests} --rounds {rounds} --durability {durability}", "```", "",
-        f"Each round runs, against each server in turn: `{' '.join(benchmark_command(0, requests, 1)).replace(' -p 0', ' -p PORT')}` "
+        f"bench/redis_benchmark.py --requests {requests} --keyspace {arguments.keyspace or requests} --rounds {rounds} "
+        f"--durability {durability} --tests {arguments.tests}", "```", "",
+        f"Each round runs, against each server in turn: `{' '.join(benchmark_command(0, arguments, 1)).replace(' -p 0', ' -p PORT')}` "
         f"(and the same with `-P 16`). {port_note} Ratios above 1 favour hybridkv.", "",
         "| pipeline | test | hybridkv req/s (median) | Redis req/s (median) | ratio per round | median ratio | hybridkv p50 / p99 ms | Redis p50 / p99 ms |",
         "|---|---|---|---|---|---|---|---|",
@@ -125,6 +128,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200_000, help="requests per test and run (default 200000)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
     parser.add_argument("--durability", choices=sorted(REDIS_FSYNC), default="periodic")
+    parser.add_argument("--keyspace", type=int, default=0, help="redis-benchmark -r (default: --requests)")
+    parser.add_argument("--tests", default=TESTS, help=f"redis-benchmark -t (default {TESTS})")
     arguments = parser.parse_args()
     for tool in ("redis-server", "redis-benchmark"):
         if shutil.which(tool) is None:
@@ -139,12 +144,12 @@ def main() -> None:
                 for pipeline in PIPELINES:
                     for name, port, _ in servers:
                         print(f"round {round_number}, pipeline {pipeline}: {name}", file=sys.stderr, flush=True)
-                        measured[pipeline][name].append(run_benchmark(port, arguments.requests, pipeline))
+                        measured[pipeline][name].append(run_benchmark(port, arguments, pipeline))
         finally:
             for _, _, process in servers:
                 process.terminate()
                 process.wait(timeout=60)
-    text = markdown(arguments.durability, arguments.requests, arguments.rounds, measured,
+    text = markdown(arguments, measured,
                     "hybridkv runs its default placement (index pmem, records ssd).")
     with open(RESULTS, "a") as results:
         results.write(text)

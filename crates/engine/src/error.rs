@@ -20,6 +20,8 @@ pub enum EngineError {
     WriteBacklogFull { namespace: String, limit: usize },
     #[error("namespace '{namespace}' refuses writes until restart after a failed flush: {reason}")]
     Poisoned { namespace: String, reason: String },
+    #[error("a key's value may have at most {limit} parts")]
+    TooManyParts { limit: u32 },
     #[error("transaction touched key not declared when it began")]
     UndeclaredKey,
     #[error("corrupt {what}: {detail}")]

@@ -340,11 +340,11 @@ impl Namespace {
             expected_offset = offset + view.header.record_bytes() as u64;
             max_lsn = max_lsn.max(view.header.lsn);
             let record = Recovered {
-                digest: self.digest(view.key),
+                digest: self.record_digest(view),
                 location: Namespace::location_of(block.slot, from + offset, view),
                 lsn: view.header.lsn,
                 tombstone: view.header.is_tombstone(),
-                expiry_unix_ms: view.header.expiry_unix_ms,
+                expiry_unix_ms: crate::index::entry_expiry(view.header.is_part(), view.header.expiry_unix_ms),
                 generation: view.header.generation as u16,
                 record_bytes: view.header.record_bytes(),
             };
@@ -413,7 +413,7 @@ impl Namespace {
             let entry = Entry {
                 digest: record.digest,
                 location: record.location,
-                expiry_unix_ms: record.expiry_unix_ms.min(crate::index::EXPIRY_UNIX_MS_MAX),
+                expiry_unix_ms: record.expiry_unix_ms,
                 generation: record.generation,
             };
             self.index.table_put(&mut partition, number, entry)?
@@ -438,7 +438,7 @@ impl Namespace {
         }
         let mut buffer = Vec::new();
         match self.log.read_verified(entry.location, &mut buffer) {
-            Ok(view) => self.digest(view.key) == entry.digest,
+            Ok(view) => self.record_digest(&view) == entry.digest,
             Err(_) => self.config.durability == Durability::Always,
         }
     }

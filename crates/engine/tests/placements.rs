@@ -48,17 +48,7 @@ fn expected_keys() -> BTreeSet<Vec<u8>> {
 }
 
 fn scan_all(database: &Database) -> BTreeSet<Vec<u8>> {
-    let namespace = database.namespace(0).unwrap();
-    let mut keys = BTreeSet::new();
-    let mut cursor = 0;
-    loop {
-        let page = namespace.scan(cursor, 10).unwrap();
-        keys.extend(page.keys);
-        if page.next_cursor == 0 {
-            return keys;
-        }
-        cursor = page.next_cursor;
-    }
+    scan_all_keys(database.namespace(0).unwrap())
 }
 
 fn verify_after_restart(database: &Database) {

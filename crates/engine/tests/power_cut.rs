@@ -21,12 +21,9 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use common::workload::*;
 use common::*;
-use hybridkv_engine::{Database, Durability};
-use hybridkv_media::sim::SimStore;
+use hybridkv_engine::Database;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -46,11 +43,7 @@ struct RunOutcome {
 
 fn run(seed: u64) -> RunOutcome {
     let mut rng = StdRng::seed_from_u64(seed);
-    let index = INDEX_TIERS[rng.gen_range(0..3)];
-    let data = DATA_TIERS[rng.gen_range(0..3)];
-    let store = SimStore::new(seed);
-    let provider = Arc::new(store.clone());
-    let config = config_for(std::path::Path::new("/sim"), vec![small_namespace("ns", index, data, Durability::Always)]);
+    let SimRun { index, data, store, provider, config } = random_sim_run(&mut rng, seed);
     let mut model = Model::new();
     // A first life, closed cleanly or crashed, so that the cut also meets recovered state.
     let database = Database::open_with(config.clone(), provider.clone()).unwrap();

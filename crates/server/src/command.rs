@@ -54,10 +54,19 @@ impl CommandError {
 }
 
 /// Reads and writes of keys, either straight on the namespace or inside a transaction.
+/// A key may be split into parts (see `Transaction::get_part`): `put` and `delete` drop them,
+/// `put_keeping_parts` and `rename` keep them.
 pub trait KeyStore {
     fn get(&mut self, key: &[u8]) -> Result<Option<Value>, EngineError>;
     fn put(&mut self, key: &[u8], value: &[u8], expiry_unix_ms: u64) -> Result<(), EngineError>;
+    fn put_keeping_parts(&mut self, key: &[u8], value: &[u8], expiry_unix_ms: u64) -> Result<(), EngineError>;
     fn delete(&mut self, key: &[u8]) -> Result<bool, EngineError>;
+    fn rename(&mut self, source: &[u8], target: &[u8]) -> Result<bool, EngineError>;
+    fn get_part(&mut self, key: &[u8], number: u32) -> Result<Option<Vec<u8>>, EngineError>;
+    fn put_part(&mut self, key: &[u8], number: u32, value: &[u8]) -> Result<(), EngineError>;
+    fn delete_part(&mut self, key: &[u8], number: u32) -> Result<(), EngineError>;
+    /// Parts one key may have.
+    fn parts_per_key_max(&self) -> u32;
 
     /// What `get` answers for each key, in order.
     fn get_many(&mut self, keys: &[&[u8]]) -> Vec<Result<Option<Value>, EngineError>> {
@@ -72,13 +81,39 @@ impl KeyStore for Transaction<'_> {
     fn put(&mut self, key: &[u8], value: &[u8], expiry_unix_ms: u64) -> Result<(), EngineError> {
         Transaction::put(self, key, value, expiry_unix_ms)
     }
+    fn put_keeping_parts(&mut self, key: &[u8], value: &[u8], expiry_unix_ms: u64) -> Result<(), EngineError> {
+        Transaction::put_keeping_parts(self, key, value, expiry_unix_ms)
+    }
     fn delete(&mut self, key: &[u8]) -> Result<bool, EngineError> {
         Transaction::delete(self, key)
     }
+    fn rename(&mut self, source: &[u8], target: &[u8]) -> Result<bool, EngineError> {
+        Transaction::rename(self, source, target)
+    }
+    fn get_part(&mut self, key: &[u8], number: u32) -> Result<Option<Vec<u8>>, EngineError> {
+        Transaction::get_part(self, key, number)
+    }
+    fn put_part(&mut self, key: &[u8], number: u32, value: &[u8]) -> Result<(), EngineError> {
+        Transaction::put_part(self, key, number, value)
+    }
+    fn delete_part(&mut self, key: &[u8], number: u32) -> Result<(), EngineError> {
+        Transaction::delete_part(self, key, number)
+    }
+    fn parts_per_key_max(&self) -> u32 {
+        Transaction::parts_per_key_max(self)
+    }
 }
 
-/// The namespace itself, for commands that only read (each call is its own atomic step).
+/// The namespace itself, for commands that only read (each call is its own atomic step; the
+/// commands that read several records of one key run in a transaction instead, see
+/// `READS_PARTS`).
 pub struct DirectStore<'a>(pub &'a Namespace);
+
+impl DirectStore<'_> {
+    fn one_key<T>(&self, key: &[u8], body: impl FnOnce(&mut Transaction<'_>) -> Result<T, EngineError>) -> Result<T, EngineError> {
+        self.0.transaction(&[key], body)
+    }
+}
 
 impl KeyStore for DirectStore<'_> {
     fn get(&mut self, key: &[u8]) -> Result<Option<Value>, EngineError> {
@@ -87,8 +122,26 @@ impl KeyStore for DirectStore<'_> {
     fn put(&mut self, key: &[u8], value: &[u8], expiry_unix_ms: u64) -> Result<(), EngineError> {
         self.0.put(key, value, expiry_unix_ms)
     }
+    fn put_keeping_parts(&mut self, key: &[u8], value: &[u8], expiry_unix_ms: u64) -> Result<(), EngineError> {
+        self.one_key(key, |transaction| transaction.put_keeping_parts(key, value, expiry_unix_ms))
+    }
     fn delete(&mut self, key: &[u8]) -> Result<bool, EngineError> {
         self.0.delete(key)
+    }
+    fn rename(&mut self, source: &[u8], target: &[u8]) -> Result<bool, EngineError> {
+        self.0.transaction(&[source, target], |transaction| transaction.rename(source, target))
+    }
+    fn get_part(&mut self, key: &[u8], number: u32) -> Result<Option<Vec<u8>>, EngineError> {
+        self.one_key(key, |transaction| transaction.get_part(key, number))
+    }
+    fn put_part(&mut self, key: &[u8], number: u32, value: &[u8]) -> Result<(), EngineError> {
+        self.one_key(key, |transaction| transaction.put_part(key, number, value))
+    }
+    fn delete_part(&mut self, key: &[u8], number: u32) -> Result<(), EngineError> {
+        self.one_key(key, |transaction| transaction.delete_part(key, number))
+    }
+    fn parts_per_key_max(&self) -> u32 {
+        self.0.parts_per_key_max()
     }
 
     /// One batched engine read whose memory misses overlap; key by key when a key is invalid
@@ -151,6 +204,9 @@ pub const READONLY: u8 = 16;
 pub const ADMIN: u8 = 32;
 /// Writes its keys without reading their values first: nothing to load into the cache ahead.
 pub const BLIND_WRITE: u8 = 64;
+/// Reads a key's parts as well as its record: runs in a transaction over its key (writing
+/// nothing), so that it never sees the record of one write with the parts of another.
+pub const READS_PARTS: u8 = 128;
 
 pub struct CommandSpec {
     pub name: &'static str,
@@ -196,7 +252,7 @@ pub fn run(spec: &CommandSpec, args: &[Bytes], session: &mut SessionState, share
     };
     let namespace = namespace.clone();
     let keys = spec.keys.keys(args);
-    let result = if spec.has(WRITE) && !keys.is_empty() {
+    let result = if spec.has(WRITE | READS_PARTS) && !keys.is_empty() {
         let outcome = namespace.transaction_deferred(&keys, |transaction| {
             let mut call = Call { args, session, shared, namespace: &namespace, store: transaction };
             run_in_transaction(spec.handler, &mut call)

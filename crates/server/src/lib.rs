@@ -2,12 +2,14 @@
 //!
 //! Reading order: `config` → `server` (listener, shutdown) → `session` (one connection: decode,
 //! execute, reply) → `command` (dispatch, the store a command runs on) → `commands/` (handlers)
-//! → `values` (how Redis types are stored in engine values) → `info` (INFO and metrics).
+//! → `values` (how Redis types are stored in engine values) → `hash_layout` (a hash over one
+//! record or a root and buckets) → `info` (INFO and metrics).
 
 mod command;
 mod commands;
 mod config;
 mod glob;
+mod hash_layout;
 mod info;
 mod server;
 mod session;

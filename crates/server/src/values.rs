@@ -4,23 +4,30 @@
 //! |-----|--------|-------------------------------------------------------------------------|
 //! | 0   | string | the string's bytes                                                      |
 //! | 1   | hash   | field count (LEB128), then per field: length (LEB128), field, length (LEB128), value |
+//! | 2   | hash (bucketed) | field count (u64 LE), bucket count (u32 LE), field bytes (u64 LE), salt (u64 LE) |
 //!
-//! A hash is one record with named bins (as in Aerospike): HSET rewrites the record. Fields keep
-//! their insertion order, as Redis's small hashes do.
+//! A small hash is one record with named bins (as in Aerospike): HSET rewrites the record, and
+//! fields keep their insertion order, as Redis's small hashes do. A hash whose record would pass
+//! `SMALL_HASH_BYTES_MAX` becomes a root record (tag 2) plus buckets, stored as the key's engine
+//! parts 0..bucket count, each encoded as a tag-1 record of the fields that hash to it (linear
+//! hashing, `crate::hash_layout`). "Field bytes" is the sum of the fields' encoded sizes (their
+//! length prefixes included); the salt seeds the field hash.
 
 use bytes::Bytes;
 
 pub const TAG_STRING: u8 = 0;
 pub const TAG_HASH: u8 = 1;
+pub const TAG_HASH_ROOT: u8 = 2;
 
 /// A stored value that does not follow the table above.
 #[derive(Debug, thiserror::Error)]
 #[error("stored value is corrupt: {0}")]
-pub struct CorruptValue(&'static str);
+pub struct CorruptValue(pub &'static str);
 
 pub enum Stored {
     String(Bytes),
     Hash(HashRecord),
+    BucketedHash(HashRoot),
 }
 
 impl Stored {
@@ -30,6 +37,7 @@ impl Stored {
         match bytes.first() {
             Some(&TAG_STRING) => Ok(Stored::String(bytes.slice(1..))),
             Some(&TAG_HASH) => HashRecord::decode(&bytes[1..]).map(Stored::Hash),
+            Some(&TAG_HASH_ROOT) => HashRoot::decode(&bytes[1..]).map(Stored::BucketedHash),
             Some(_) => Err(CorruptValue("unknown type tag")),
             None => Err(CorruptValue("empty value")),
         }
@@ -40,7 +48,7 @@ impl Stored {
 pub fn type_name_of(bytes: &[u8]) -> &'static str {
     match bytes.first() {
         Some(&TAG_STRING) => "string",
-        Some(&TAG_HASH) => "hash",
+        Some(&TAG_HASH | &TAG_HASH_ROOT) => "hash",
         _ => "none",
     }
 }
@@ -58,6 +66,14 @@ pub struct HashRecord {
 }
 
 impl HashRecord {
+    /// Decodes a bucket (a tag-1 record stored as an engine part).
+    pub fn decode_bucket(bytes: &[u8]) -> Result<HashRecord, CorruptValue> {
+        match bytes.split_first() {
+            Some((&TAG_HASH, body)) => HashRecord::decode(body),
+            _ => Err(CorruptValue("hash bucket without the hash tag")),
+        }
+    }
+
     pub fn get(&self, field: &[u8]) -> Option<&Bytes> {
         self.fields.iter().find(|(name, _)| name.as_ref() == field).map(|(_, value)| value)
     }
@@ -113,6 +129,55 @@ impl HashRecord {
     }
 }
 
+/// The root record of a bucketed hash (tag 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HashRoot {
+    pub field_count: u64,
+    pub bucket_count: u32,
+    pub field_bytes: u64,
+    pub salt: u64,
+}
+
+const HASH_ROOT_BODY_BYTES: usize = 28;
+
+impl HashRoot {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(1 + HASH_ROOT_BODY_BYTES);
+        bytes.push(TAG_HASH_ROOT);
+        bytes.extend_from_slice(&self.field_count.to_le_bytes());
+        bytes.extend_from_slice(&self.bucket_count.to_le_bytes());
+        bytes.extend_from_slice(&self.field_bytes.to_le_bytes());
+        bytes.extend_from_slice(&self.salt.to_le_bytes());
+        bytes
+    }
+
+    fn decode(body: &[u8]) -> Result<HashRoot, CorruptValue> {
+        if body.len() != HASH_ROOT_BODY_BYTES {
+            return Err(CorruptValue("hash root of the wrong length"));
+        }
+        let u64_at = |offset: usize| u64::from_le_bytes(body[offset..offset + 8].try_into().expect("8 bytes"));
+        let root = HashRoot {
+            field_count: u64_at(0),
+            bucket_count: u32::from_le_bytes(body[8..12].try_into().expect("4 bytes")),
+            field_bytes: u64_at(12),
+            salt: u64_at(20),
+        };
+        if root.bucket_count == 0 || root.field_count == 0 {
+            return Err(CorruptValue("empty hash root"));
+        }
+        Ok(root)
+    }
+}
+
+/// Bytes one field takes in an encoded hash record: both length prefixes, the field, the value.
+pub fn field_entry_bytes(field: &[u8], value: &[u8]) -> u64 {
+    (length_bytes(field.len()) + field.len() + length_bytes(value.len()) + value.len()) as u64
+}
+
+fn length_bytes(length: usize) -> usize {
+    (usize::BITS - length.leading_zeros()).max(1).div_ceil(7) as usize
+}
+
 fn write_length(bytes: &mut Vec<u8>, mut length: usize) {
     loop {
         let low = (length & 0x7f) as u8;
@@ -162,6 +227,21 @@ mod tests {
         assert_eq!(decoded, hash);
         assert_eq!(decoded.fields[0].0.as_ref(), b"b");
         assert!(hash.remove(b"a") && !hash.remove(b"a"));
+    }
+
+    #[test]
+    fn root_round_trips_and_entry_bytes_match_the_encoding() {
+        let root = HashRoot { field_count: 20_000, bucket_count: 3000, field_bytes: 9_000_000, salt: u64::MAX - 3 };
+        let Stored::BucketedHash(decoded) = Stored::decode(root.encode()).unwrap() else { panic!("not a root") };
+        assert_eq!(decoded, root);
+        assert_eq!(type_name_of(&root.encode()), "hash");
+        assert!(Stored::decode(root.encode()[..20].to_vec()).is_err());
+        for (field, value) in [(0, 0), (1, 127), (128, 300), (16383, 16384)] {
+            let mut hash = HashRecord::default();
+            hash.set(Bytes::from(vec![1u8; field]), Bytes::from(vec![2u8; value]));
+            let body_bytes = hash.encode().len() as u64 - 2;
+            assert_eq!(field_entry_bytes(&vec![1u8; field], &vec![2u8; value]), body_bytes);
+        }
     }
 
     #[test]

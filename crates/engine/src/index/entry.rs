@@ -20,7 +20,16 @@ pub(crate) const LOCATION_OFFSET: u64 = META_OFFSET + 8;
 const _: () = assert!(LOCATION_OFFSET + 8 == ENTRY_BYTES);
 
 /// Expiry times must fit in the 48 bits the meta word leaves them (until the year 10889).
-pub(crate) const EXPIRY_UNIX_MS_MAX: u64 = (1 << 48) - 1;
+/// Keys' expiries are clamped one below it: the largest value marks the entries of parts (which
+/// never expire), so that counting keys needs no record reads.
+pub(crate) const EXPIRY_UNIX_MS_MAX: u64 = (1 << 48) - 2;
+/// The expiry field of a part's entry and record.
+pub(crate) const PART_EXPIRY_MARK: u64 = EXPIRY_UNIX_MS_MAX + 1;
+
+/// The expiry an entry holds for a record: the part mark for parts, the clamped expiry otherwise.
+pub(crate) fn entry_expiry(part: bool, expiry_unix_ms: u64) -> u64 {
+    if part { PART_EXPIRY_MARK } else { expiry_unix_ms.min(EXPIRY_UNIX_MS_MAX) }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Entry {
@@ -32,7 +41,7 @@ pub(crate) struct Entry {
 
 impl Entry {
     pub(crate) fn meta(&self) -> u64 {
-        assert!(self.expiry_unix_ms <= EXPIRY_UNIX_MS_MAX);
+        assert!(self.expiry_unix_ms <= PART_EXPIRY_MARK);
         (self.expiry_unix_ms << 16) | self.generation as u64
     }
 
@@ -53,6 +62,10 @@ impl Entry {
         bytes[8..16].copy_from_slice(&self.digest.high().to_le_bytes());
         bytes[16..24].copy_from_slice(&self.meta().to_le_bytes());
         bytes
+    }
+
+    pub(crate) fn is_part(&self) -> bool {
+        self.expiry_unix_ms == PART_EXPIRY_MARK
     }
 
     /// Reads the clock only for entries that have an expiry.

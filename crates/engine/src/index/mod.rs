@@ -32,12 +32,14 @@ use crate::digest::Digest;
 use crate::error::{EngineError, Result};
 use crate::log::Location;
 use allocator::{ExtentAllocator, EXTENT_ALIGN_BYTES};
-pub(crate) use entry::{Entry, ENTRY_BYTES, EXPIRY_UNIX_MS_MAX};
+pub(crate) use entry::{entry_expiry, Entry, ENTRY_BYTES, EXPIRY_UNIX_MS_MAX, PART_EXPIRY_MARK};
 use entry::LOCATION_OFFSET;
 pub(crate) use header::{current_boot_id, IndexHeader};
 use header::{HEADER_AREA_BYTES, HEADER_SLOT_BYTES};
 
 pub(crate) const PARTITION_COUNT: usize = 4096;
+// Parts share their owner's partition through the top 16 digest bits (`crate::digest`).
+const _: () = assert!(PARTITION_COUNT <= 1 << 16);
 const DIRECTORY_OFFSET: u64 = HEADER_AREA_BYTES;
 const DIRECTORY_ENTRY_BYTES: u64 = 16;
 pub(crate) const HEAP_OFFSET: u64 = (DIRECTORY_OFFSET + PARTITION_COUNT as u64 * DIRECTORY_ENTRY_BYTES).next_multiple_of(4096);
@@ -222,6 +224,19 @@ impl Index {
 
     pub(crate) fn table_entry_count(&self) -> u64 {
         self.partitions.iter().map(|partition| partition.read().live as u64).sum()
+    }
+
+    /// Entries of parts in the tables (a pass over every slot: done once, at start-up).
+    pub(crate) fn table_part_count(&self) -> Result<u64> {
+        let mut parts = 0;
+        for partition in self.partitions.iter() {
+            let partition = partition.read();
+            for slot in 0..partition.capacity {
+                let entry = self.read_slot(&partition, slot)?;
+                parts += u64::from(entry.location.is_record() && entry.is_part());
+            }
+        }
+        Ok(parts)
     }
 
     fn slot_offset(partition: &Partition, slot: u32) -> u64 {

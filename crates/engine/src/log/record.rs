@@ -6,7 +6,7 @@
 //! | 0      | 4    | crc32c of bytes 4 .. RECORD_HEADER_BYTES + key + value      |
 //! | 4      | 4    | value length                                               |
 //! | 8      | 2    | key length                                                 |
-//! | 10     | 1    | flags: 1 tombstone, 2 batch member, 4 batch end            |
+//! | 10     | 1    | flags: 1 tombstone, 2 batch member, 4 batch end, 8 part    |
 //! | 11     | 1    | reserved, 0                                                |
 //! | 12     | 4    | low 32 bits of the write block's sequence number           |
 //! | 16     | 8    | log sequence number (LSN), never 0                         |
@@ -37,7 +37,9 @@ const _: () = assert!(RECORD_HEADER_BYTES % RECORD_ALIGN_BYTES == 0);
 pub(crate) const FLAG_TOMBSTONE: u8 = 1;
 pub(crate) const FLAG_BATCH_MEMBER: u8 = 2;
 pub(crate) const FLAG_BATCH_END: u8 = 4;
-const FLAGS_KNOWN: u8 = FLAG_TOMBSTONE | FLAG_BATCH_MEMBER | FLAG_BATCH_END;
+/// A part of another key's value (see `crate::digest::part_key`), never a key of its own.
+pub(crate) const FLAG_PART: u8 = 8;
+const FLAGS_KNOWN: u8 = FLAG_TOMBSTONE | FLAG_BATCH_MEMBER | FLAG_BATCH_END | FLAG_PART;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct RecordHeader {
@@ -58,6 +60,10 @@ impl RecordHeader {
 
     pub(crate) fn is_batch_member(&self) -> bool {
         self.flags & FLAG_BATCH_MEMBER != 0
+    }
+
+    pub(crate) fn is_part(&self) -> bool {
+        self.flags & FLAG_PART != 0
     }
 
     pub(crate) fn is_batch_end(&self) -> bool {
@@ -151,6 +157,7 @@ pub(crate) fn decode_header(bytes: &[u8]) -> Result<RecordHeader, DecodeError> {
         || bytes[RESERVED_OFFSET] != 0
         || tombstone_with_value
         || header.is_batch_end() && !header.is_batch_member()
+        || header.is_part() && header.key_len as usize != crate::digest::PART_KEY_BYTES
     {
         return Err(DecodeError::Malformed);
     }

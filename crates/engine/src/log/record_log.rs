@@ -49,6 +49,8 @@ pub(crate) struct NewRecord<'a> {
     pub(crate) key: &'a [u8],
     pub(crate) value: &'a [u8],
     pub(crate) tombstone: bool,
+    /// A part of another key's value (FLAG_PART).
+    pub(crate) part: bool,
     pub(crate) expiry_unix_ms: u64,
     pub(crate) generation: u32,
     pub(crate) lsn: Option<u64>,
@@ -356,6 +358,9 @@ impl<P> RecordLog<P> {
             let mut flags = 0;
             if new.tombstone {
                 flags |= record::FLAG_TOMBSTONE;
+            }
+            if new.part {
+                flags |= record::FLAG_PART;
             }
             if batch {
                 flags |= record::FLAG_BATCH_MEMBER;

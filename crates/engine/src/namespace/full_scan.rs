@@ -32,7 +32,8 @@ impl Drop for ScanGuard<'_> {
 }
 
 impl Namespace {
-    /// Calls `visit(key, value)` for every live, unexpired record; `visit` returns false to stop.
+    /// Calls `visit(key, value)` for every live, unexpired key (parts are not keys: they are
+    /// read through their key with `Transaction::get_part`); `visit` returns false to stop.
     pub fn scan_records(&self, mut visit: impl FnMut(&[u8], &Value) -> bool) -> Result<FullScanReport> {
         self.full_scans_running.fetch_add(1, Ordering::AcqRel);
         let _guard = ScanGuard(self);
@@ -75,10 +76,10 @@ impl Namespace {
 
     /// The record's value when the index still points at it and it has not expired.
     fn live_value(&self, view: &RecordView<'_>, location: Location) -> Option<Value> {
-        if view.header.is_tombstone() {
+        if view.header.is_tombstone() || view.header.is_part() {
             return None;
         }
-        let digest = self.digest(view.key);
+        let digest = self.record_digest(view);
         let partition = self.index.partition(self.index.partition_of(digest)).read();
         let entry = self.index.lookup(&partition, digest).ok()??;
         (entry.location == location && !entry.is_expired_now()).then(|| Value {

@@ -37,7 +37,8 @@ impl Namespace {
     /// Called once recovery is done: counts, a first checkpoint (which also marks the index
     /// open, i.e. not clean), and whether live-byte accounting must be audited.
     pub(crate) fn finish_open(&self, accounting_rebuilt: bool) -> Result<()> {
-        self.key_count.store(self.index.table_entry_count() as i64, Ordering::Relaxed);
+        let parts = self.index.table_part_count()?;
+        self.key_count.store((self.index.table_entry_count() - parts) as i64, Ordering::Relaxed);
         // The new active block's header must be durable before the index names its position.
         let position = self.log.append_position();
         self.wait_durable_with(position, true)?;
@@ -162,7 +163,7 @@ impl Namespace {
     }
 
     fn points_at(&self, view: &RecordView<'_>, location: Location) -> bool {
-        let digest = self.digest(view.key);
+        let digest = self.record_digest(view);
         let partition = self.index.partition(self.index.partition_of(digest)).read();
         matches!(self.index.lookup(&partition, digest), Ok(Some(entry)) if entry.location == location)
     }
@@ -248,9 +249,10 @@ impl Namespace {
     }
 
     /// Re-appends the record at `location` when the index still points at it (a tombstone when
-    /// no older block could hold a version it hides); an expired record becomes a tombstone.
+    /// no older block could hold a version it hides); an expired record becomes a tombstone,
+    /// unless it has parts: those go with it in one batch, when `reclaim_expired` comes by.
     fn move_if_live(&self, view: &RecordView<'_>, location: Location, oldest: bool) -> Result<Option<u64>> {
-        let digest = self.digest(view.key);
+        let digest = self.record_digest(view);
         let number = self.index.partition_of(digest);
         let mut partition = self.index.partition(number).write();
         let current = self.index.lookup(&partition, digest)?;
@@ -263,7 +265,8 @@ impl Namespace {
         } else {
             match current {
                 Some(entry) if entry.location == location => {
-                    if entry.is_expired(crate::now_unix_ms()) {
+                    let has_parts = || self.index.lookup(&partition, self.part_digest(digest, 0)).map(|part| part.is_some());
+                    if entry.is_expired(crate::now_unix_ms()) && !has_parts()? {
                         self.key_count.fetch_sub(1, Ordering::Relaxed);
                         (true, None)
                     } else {
@@ -280,6 +283,7 @@ impl Namespace {
             key: view.key,
             value: if tombstone { &[] } else { view.value },
             tombstone,
+            part: header.is_part(),
             expiry_unix_ms: if tombstone { 0 } else { header.expiry_unix_ms },
             generation: header.generation,
             lsn,

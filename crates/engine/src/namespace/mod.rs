@@ -18,11 +18,11 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::cache::{CacheKey, RecordCache};
 use crate::config::{Durability, NamespaceConfig, KEY_BYTES_MAX};
-use crate::digest::{namespace_seed, Digest};
+use crate::digest::{namespace_seed, part_key, Digest};
 use crate::error::{EngineError, Result};
 use crate::index::{Entry, Index};
 use crate::journal::JournaledMemory;
-use crate::log::record::decode_header;
+use crate::log::record::{decode_header, record_bytes, RecordHeader};
 use crate::log::{Location, RecordLog, RecordView, RECORD_HEADER_BYTES};
 use crate::recovery::RestartReport;
 use crate::stats::{CacheStats, NamespaceStats, TierUsage};
@@ -175,6 +175,38 @@ impl Namespace {
         Digest::of(self.seed, key)
     }
 
+    /// The digest of a verified record: of its key, in the part domain for a part.
+    pub(crate) fn record_digest(&self, view: &RecordView<'_>) -> Digest {
+        if view.header.is_part() {
+            Digest::of_part_key(self.seed, view.key)
+        } else {
+            self.digest(view.key)
+        }
+    }
+
+    /// The digest of part `number` of the key whose digest is `owner`.
+    pub(crate) fn part_digest(&self, owner: Digest, number: u32) -> Digest {
+        Digest::of_part_key(self.seed, &part_key(owner, number))
+    }
+
+    /// Parts one key may have: the tombstones of all of them (and of the key) must fit in a
+    /// quarter of a write block, so that deleting the key stays one batch.
+    pub fn parts_per_key_max(&self) -> u32 {
+        let tombstone_bytes = record_bytes(crate::digest::PART_KEY_BYTES, 0) as u64;
+        (self.config.write_block_bytes / 4 / tombstone_bytes - 1).min(u64::from(u32::MAX)) as u32
+    }
+
+    /// How many parts the key has (they are numbered densely from 0).
+    pub fn part_count(&self, key: &[u8]) -> Result<u32> {
+        Self::check_key(key)?;
+        let owner = self.digest(key);
+        let partition = self.index.partition(self.index.partition_of(owner)).read();
+        let mut count = 0;
+        while self.index.lookup(&partition, self.part_digest(owner, count))?.is_some() {
+            count += 1;
+        }
+        Ok(count)
+    }
     pub(crate) fn check_key(key: &[u8]) -> Result<()> {
         if key.len() > KEY_BYTES_MAX {
             return Err(EngineError::KeyTooLarge { len_bytes: key.len(), limit_bytes: KEY_BYTES_MAX });
@@ -185,8 +217,9 @@ impl Namespace {
     /// Reads and verifies the record of `entry` (through the record cache when there is one);
     /// None when it belongs to another key (a digest collision). A damaged record is counted,
     /// logged and reported, never served.
-    pub(crate) fn read_entry(&self, entry: &Entry, key: &[u8]) -> Result<Option<Value>> {
-        Ok(value_in_place(self.read_record(entry.location, CacheUse::Read)?, key))
+    /// `part` says whether a part or a key is asked for: a record of the other kind is not it.
+    pub(crate) fn read_entry(&self, entry: &Entry, key: &[u8], part: bool) -> Result<Option<Value>> {
+        Ok(value_in_place(self.read_record(entry.location, CacheUse::Read)?, key, part))
     }
 
     /// The verified bytes of the record at `location`, from the cache or the medium.
@@ -276,7 +309,7 @@ impl Namespace {
     fn get_digested(&self, key: &[u8], digest: Digest) -> Result<Option<Value>> {
         let partition = self.index.partition(self.index.partition_of(digest)).read();
         let found = match self.index.lookup(&partition, digest)? {
-            Some(entry) if !entry.is_expired_now() => self.read_entry(&entry, key)?,
+            Some(entry) if !entry.is_expired_now() => self.read_entry(&entry, key, false)?,
             _ => None,
         };
         drop(partition);
@@ -331,7 +364,7 @@ impl Namespace {
     fn keys_of_partition(&self, number: usize, now: u64, keys: &mut Vec<Vec<u8>>) -> Result<()> {
         let partition = self.index.partition(number).read();
         for entry in self.index.entries(&partition)? {
-            if entry.is_expired(now) {
+            if entry.is_expired(now) || entry.is_part() {
                 continue;
             }
             match self.read_record(entry.location, CacheUse::Peek) {
@@ -359,7 +392,8 @@ impl Namespace {
         Ok(None)
     }
 
-    /// Keys stored, including expired ones not yet reclaimed (as Redis's DBSIZE).
+    /// Keys stored, including expired ones not yet reclaimed (as Redis's DBSIZE); parts are not
+    /// keys.
     pub fn key_count(&self) -> u64 {
         self.key_count.load(Ordering::Relaxed).max(0) as u64
     }
@@ -375,7 +409,9 @@ impl Namespace {
             let mut batch = Vec::new();
             let mut batch_bytes = 0;
             for key in keys {
-                let bytes = crate::log::record::record_bytes(key.len(), 0);
+                // A key's parts go in the same batch as the key (`Transaction::delete`).
+                let part_bytes = self.part_count(&key)? as usize * record_bytes(crate::digest::PART_KEY_BYTES, 0);
+                let bytes = record_bytes(key.len(), 0) + part_bytes;
                 if batch_bytes + bytes > batch_bytes_max {
                     self.apply_batch(std::mem::take(&mut batch))?;
                     batch_bytes = 0;
@@ -454,17 +490,21 @@ impl Namespace {
 
 /// The key of a verified record.
 fn key_of(record: &[u8]) -> &[u8] {
-    let header = decode_header(record).expect("verified records have valid headers");
+    let header = verified_header(record);
     &record[RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + header.key_len as usize]
 }
 
-/// The value of a verified record held in `record`, when its key is `key`; the value becomes the
-/// buffer itself (one allocation per read).
-fn value_in_place(mut record: Vec<u8>, key: &[u8]) -> Option<Value> {
-    if key_of(&record) != key {
+fn verified_header(record: &[u8]) -> RecordHeader {
+    decode_header(record).expect("verified records have valid headers")
+}
+
+/// The value of a verified record held in `record`, when its key is `key` and it is a part
+/// exactly when `part` is asked; the value becomes the buffer itself (one allocation per read).
+fn value_in_place(mut record: Vec<u8>, key: &[u8], part: bool) -> Option<Value> {
+    let header = verified_header(&record);
+    if key_of(&record) != key || header.is_part() != part {
         return None;
     }
-    let header = decode_header(&record).expect("verified records have valid headers");
     let key_end = RECORD_HEADER_BYTES + header.key_len as usize;
     let value_len = header.value_len as usize;
     record.copy_within(key_end..key_end + value_len, 0);

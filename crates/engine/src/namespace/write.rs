@@ -20,7 +20,8 @@ use crate::cache::CacheKey;
 use crate::config::Durability;
 use crate::digest::Digest;
 use crate::error::{EngineError, Result};
-use crate::index::{Entry, Index, Partition, PendingEntry, EXPIRY_UNIX_MS_MAX};
+use crate::digest::part_key;
+use crate::index::{Entry, Index, Partition, PendingEntry, EXPIRY_UNIX_MS_MAX, PART_EXPIRY_MARK};
 use crate::log::{position, Appended, FlushWork, Location, NewRecord, Writer};
 
 /// One record's index change, published once the record is durable.
@@ -31,6 +32,8 @@ pub(crate) struct PublishItem {
     pub(crate) lsn: u64,
     pub(crate) record_bytes: usize,
     pub(crate) record_location: Location,
+    /// A key's record (not a part's): it counts in `key_count`.
+    pub(crate) is_key: bool,
 }
 
 pub(crate) struct Publication {
@@ -45,6 +48,7 @@ struct BufferedWrite {
     digest: Digest,
     /// None for a deletion.
     value: Option<(Vec<u8>, u64)>,
+    part: bool,
 }
 
 pub struct Transaction<'a> {
@@ -64,7 +68,13 @@ impl Transaction<'_> {
     fn current(&mut self, key: &[u8]) -> Result<Option<Value>> {
         Namespace::check_key(key)?;
         let digest = self.namespace.digest(key);
-        if let Some(write) = self.writes.iter().rev().find(|write| write.key == key) {
+        self.current_of(key, digest, false)
+    }
+
+    /// The record of `key` (a part's key when `part`) whose digest is `digest`, as the
+    /// transaction sees it.
+    fn current_of(&mut self, key: &[u8], digest: Digest, part: bool) -> Result<Option<Value>> {
+        if let Some(write) = self.writes.iter().rev().find(|write| write.digest == digest) {
             return Ok(write.value.as_ref().map(|(bytes, expiry)| Value {
                 bytes: bytes.clone(),
                 expiry_unix_ms: *expiry,
@@ -74,26 +84,126 @@ impl Transaction<'_> {
         let namespace = self.namespace;
         let partition = self.guard(digest)?;
         match namespace.index.lookup(partition, digest)? {
-            Some(entry) if !entry.is_expired_now() => namespace.read_entry(&entry, key),
+            Some(entry) if !entry.is_expired_now() => namespace.read_entry(&entry, key, part),
             _ => Ok(None),
         }
+    }
+
+    /// Whether part `number` of the key whose digest is `owner` exists, as the transaction sees
+    /// it (parts never expire: they live as long as their key's record).
+    fn part_exists(&mut self, owner: Digest, number: u32) -> Result<bool> {
+        let digest = self.namespace.part_digest(owner, number);
+        if let Some(write) = self.writes.iter().rev().find(|write| write.digest == digest) {
+            return Ok(write.value.is_some());
+        }
+        let namespace = self.namespace;
+        let partition = self.guard(digest)?;
+        Ok(namespace.index.lookup(partition, digest)?.is_some())
     }
 
     pub fn get(&mut self, key: &[u8]) -> Result<Option<Value>> {
         self.current(key)
     }
 
+    /// Sets the key's value; the key's parts, if it had any, are deleted with its old value.
     pub fn put(&mut self, key: &[u8], value: &[u8], expiry_unix_ms: u64) -> Result<()> {
+        self.put_keeping_parts(key, value, expiry_unix_ms)?;
+        self.delete_parts_of(self.namespace.digest(key))
+    }
+
+    /// Sets the key's value and keeps its parts (a new value of a key split into parts, or a
+    /// new expiry: the parts live exactly as long as the key).
+    pub fn put_keeping_parts(&mut self, key: &[u8], value: &[u8], expiry_unix_ms: u64) -> Result<()> {
         Namespace::check_key(key)?;
+        self.check_value(value)?;
+        let expiry_unix_ms = expiry_unix_ms.min(EXPIRY_UNIX_MS_MAX);
+        let digest = self.namespace.digest(key);
+        self.guard(digest)?;
+        self.writes.push(BufferedWrite { key: key.to_vec(), digest, value: Some((value.to_vec(), expiry_unix_ms)), part: false });
+        Ok(())
+    }
+
+    pub fn parts_per_key_max(&self) -> u32 {
+        self.namespace.parts_per_key_max()
+    }
+
+    fn check_value(&self, value: &[u8]) -> Result<()> {
         let limit = self.namespace.config.value_bytes_max as usize;
         if value.len() > limit {
             return Err(EngineError::ValueTooLarge { len_bytes: value.len(), limit_bytes: limit });
         }
-        let expiry_unix_ms = expiry_unix_ms.min(EXPIRY_UNIX_MS_MAX);
-        let digest = self.namespace.digest(key);
-        self.guard(digest)?;
-        self.writes.push(BufferedWrite { key: key.to_vec(), digest, value: Some((value.to_vec(), expiry_unix_ms)) });
         Ok(())
+    }
+
+    /// Part `number` of the key's value, if it exists. Parts belong to their key: they are not
+    /// keys (not counted, listed or scanned), they never expire on their own, and they go when
+    /// the key is deleted, expires or is replaced by `put`. The caller keeps them numbered
+    /// densely from 0 (`part_count` and deletion stop at the first missing number).
+    pub fn get_part(&mut self, key: &[u8], number: u32) -> Result<Option<Vec<u8>>> {
+        Namespace::check_key(key)?;
+        let part = part_key(self.namespace.digest(key), number);
+        let digest = self.namespace.part_digest(self.namespace.digest(key), number);
+        Ok(self.current_of(&part, digest, true)?.map(|value| value.bytes))
+    }
+
+    /// Writes part `number` of the key's value (see `get_part`); at most `parts_per_key_max`.
+    pub fn put_part(&mut self, key: &[u8], number: u32, value: &[u8]) -> Result<()> {
+        Namespace::check_key(key)?;
+        self.check_value(value)?;
+        let limit = self.namespace.parts_per_key_max();
+        if number >= limit {
+            return Err(EngineError::TooManyParts { limit });
+        }
+        let owner = self.namespace.digest(key);
+        let digest = self.namespace.part_digest(owner, number);
+        self.guard(digest)?;
+        let key = part_key(owner, number).to_vec();
+        self.writes.push(BufferedWrite { key, digest, value: Some((value.to_vec(), PART_EXPIRY_MARK)), part: true });
+        Ok(())
+    }
+
+    /// Deletes part `number` of the key's value (the caller keeps the numbers dense: it deletes
+    /// the last part).
+    pub fn delete_part(&mut self, key: &[u8], number: u32) -> Result<()> {
+        Namespace::check_key(key)?;
+        self.push_part_deletion(self.namespace.digest(key), number);
+        Ok(())
+    }
+
+    fn push_part_deletion(&mut self, owner: Digest, number: u32) {
+        let digest = self.namespace.part_digest(owner, number);
+        self.writes.push(BufferedWrite { key: part_key(owner, number).to_vec(), digest, value: None, part: true });
+    }
+
+    /// Deletes every part of the key whose digest is `owner`.
+    fn delete_parts_of(&mut self, owner: Digest) -> Result<()> {
+        let mut number = 0;
+        while self.part_exists(owner, number)? {
+            self.push_part_deletion(owner, number);
+            number += 1;
+        }
+        Ok(())
+    }
+
+    /// Moves the key's value, expiry and parts to `target` (replacing what `target` held); false
+    /// when `source` does not exist. All the parts are rewritten in this one batch, so a key
+    /// whose parts do not fit in one write block cannot be renamed (BatchTooLarge).
+    pub fn rename(&mut self, source: &[u8], target: &[u8]) -> Result<bool> {
+        let Some(value) = self.current(source)? else { return Ok(false) };
+        Namespace::check_key(target)?;
+        if source == target {
+            return Ok(true);
+        }
+        let mut parts = Vec::new();
+        while let Some(part) = self.get_part(source, parts.len() as u32)? {
+            parts.push(part);
+        }
+        self.delete(source)?;
+        self.put(target, &value.bytes, value.expiry_unix_ms)?;
+        for (number, part) in parts.iter().enumerate() {
+            self.put_part(target, number as u32, part)?;
+        }
+        Ok(true)
     }
 
     /// Deletes the key if its expiry has passed by `now_unix_ms` (background reclaim).
@@ -102,28 +212,29 @@ impl Transaction<'_> {
         let namespace = self.namespace;
         let partition = self.guard(digest)?;
         if namespace.index.lookup(partition, digest)?.is_some_and(|entry| entry.is_expired(now_unix_ms)) {
-            self.writes.push(BufferedWrite { key: key.to_vec(), digest, value: None });
+            self.writes.push(BufferedWrite { key: key.to_vec(), digest, value: None, part: false });
+            self.delete_parts_of(digest)?;
         }
         Ok(())
     }
 
-    /// Deletes the key; true when a live (unexpired) value was there.
+    /// Deletes the key and its parts; true when a live (unexpired) value was there.
     pub fn delete(&mut self, key: &[u8]) -> Result<bool> {
         let existed = self.current(key)?.is_some();
         let digest = self.namespace.digest(key);
-        self.writes.push(BufferedWrite { key: key.to_vec(), digest, value: None });
+        self.writes.push(BufferedWrite { key: key.to_vec(), digest, value: None, part: false });
+        self.delete_parts_of(digest)?;
         Ok(existed)
     }
 }
 
-/// `writes` without those a later write of the same key supersedes, in their order.
+/// `writes` without those a later write of the same key (or part) supersedes, in their order.
 fn last_write_per_key(writes: Vec<BufferedWrite>) -> Vec<BufferedWrite> {
     if writes.len() < 2 {
         return writes;
     }
     let mut seen = std::collections::HashSet::with_capacity(writes.len());
-    let mut last_of_key: Vec<bool> = writes.iter().rev().map(|write| seen.insert(write.key.as_slice())).collect();
-    drop(seen);
+    let mut last_of_key: Vec<bool> = writes.iter().rev().map(|write| seen.insert(write.digest)).collect();
     last_of_key.reverse();
     writes.into_iter().zip(last_of_key).filter_map(|(write, last)| last.then_some(write)).collect()
 }
@@ -201,6 +312,7 @@ impl Namespace {
                 key: &write.key,
                 value: write.value.as_ref().map_or(&[][..], |(value, _)| value),
                 tombstone: write.value.is_none(),
+                part: write.part,
                 expiry_unix_ms: write.value.as_ref().map_or(0, |(_, expiry)| *expiry),
                 generation: old.map_or(1, |entry| entry.generation.wrapping_add(1) as u32),
                 lsn: None,
@@ -223,6 +335,7 @@ impl Namespace {
             let partition = &mut guards.iter_mut().find(|(held, _)| *held == item.partition).expect("declared").1;
             Index::push_pending(partition, PendingEntry { entry: item.entry, lsn: done.lsn });
             let delta = match (old.is_some(), write.value.is_some()) {
+                _ if write.part => 0,
                 (false, true) => 1,
                 (true, false) => -1,
                 _ => 0,
@@ -267,6 +380,7 @@ impl Namespace {
             lsn: done.lsn,
             record_bytes: done.record_bytes,
             record_location: done.location,
+            is_key: !record.part,
         }
     }
 
@@ -316,6 +430,10 @@ impl Namespace {
     /// what reads see again.
     fn withdraw(&self, item: &PublishItem) {
         let mut partition = self.index.partition(item.partition).write();
+        if !item.is_key {
+            Index::drop_pending(&mut partition, item.entry.digest, item.lsn);
+            return;
+        }
         let visible = |partition: &Partition| self.index.lookup(partition, item.entry.digest).is_ok_and(|entry| entry.is_some());
         let before = visible(&partition);
         Index::drop_pending(&mut partition, item.entry.digest, item.lsn);

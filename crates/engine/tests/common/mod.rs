@@ -3,9 +3,14 @@
 
 pub mod workload;
 
+use std::collections::BTreeSet;
 use std::path::Path;
+use std::sync::Arc;
 
-use hybridkv_engine::{Config, Database, Durability, NamespaceConfig, Tier, KIB, MIB};
+use hybridkv_engine::{Config, Database, Durability, Namespace, NamespaceConfig, Tier, KIB, MIB};
+use hybridkv_media::sim::SimStore;
+use rand::rngs::StdRng;
+use rand::Rng;
 
 pub const INDEX_TIERS: [Tier; 3] = [Tier::Dram, Tier::Shmem, Tier::Pmem];
 pub const DATA_TIERS: [Tier; 3] = [Tier::Dram, Tier::Pmem, Tier::Ssd];
@@ -33,6 +38,38 @@ pub fn config_for(dir: &Path, namespaces: Vec<NamespaceConfig>) -> Config {
         direct_io: true,
         background_maintenance: false,
         namespaces,
+    }
+}
+
+/// One simulated run: a random placement of one namespace (durability `always`) on a store.
+pub struct SimRun {
+    pub index: Tier,
+    pub data: Tier,
+    pub store: SimStore,
+    pub provider: Arc<SimStore>,
+    pub config: Config,
+}
+
+pub fn random_sim_run(rng: &mut StdRng, seed: u64) -> SimRun {
+    let index = INDEX_TIERS[rng.gen_range(0..3)];
+    let data = DATA_TIERS[rng.gen_range(0..3)];
+    let store = SimStore::new(seed);
+    let provider = Arc::new(store.clone());
+    let config = config_for(Path::new("/sim"), vec![small_namespace("ns", index, data, Durability::Always)]);
+    SimRun { index, data, store, provider, config }
+}
+
+/// Every key SCAN lists, page by page.
+pub fn scan_all_keys(namespace: &Namespace) -> BTreeSet<Vec<u8>> {
+    let mut keys = BTreeSet::new();
+    let mut cursor = 0;
+    loop {
+        let page = namespace.scan(cursor, 10).unwrap();
+        keys.extend(page.keys);
+        if page.next_cursor == 0 {
+            return keys;
+        }
+        cursor = page.next_cursor;
     }
 }
 

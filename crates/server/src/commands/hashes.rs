@@ -1,36 +1,27 @@
-//! Hash commands (a record with named bins): HSET HMSET HGET HMGET HGETALL HDEL HEXISTS HLEN HKEYS
-//! HVALS HINCRBY HINCRBYFLOAT HSETNX HSTRLEN HSCAN. Every write rewrites the record and keeps the
-//! key's expiry.
+//! Hash commands: HSET HMSET HGET HMGET HGETALL HDEL HEXISTS HLEN HKEYS HVALS HINCRBY
+//! HINCRBYFLOAT HSETNX HSTRLEN HSCAN, over the layouts of `crate::hash_layout` (one record, or a
+//! root and buckets). Every write keeps the key's expiry.
 
+use bytes::Bytes;
 use hybridkv_resp::Reply;
 
 use super::keys::{parse_cursor, parse_scan_options};
-use super::{format_float, parse_float, parse_integer, read_hash, value_bytes_max};
+use super::{format_float, parse_float, parse_integer};
 use crate::command::{fail, wrong_arity, Call, CommandError, CommandResult};
 use crate::glob::glob_match;
-use crate::values::HashRecord;
+use crate::hash_layout::{HashLimits, OpenHash};
 
-/// Stores the record, or deletes the key when its last field went (as Redis).
-fn store_hash(call: &mut Call<'_>, hash: &HashRecord, expiry: u64) -> Result<(), CommandError> {
-    let key = &call.args[1];
-    if hash.fields.is_empty() {
-        call.store.delete(key)?;
-        return Ok(());
-    }
-    let encoded = hash.encode();
-    if encoded.len() as u64 > value_bytes_max(call) + 1 {
-        return fail(format!(
-            "ERR hash would be {} bytes, over the namespace's value limit of {} bytes",
-            encoded.len(),
-            value_bytes_max(call) + 1
-        ));
-    }
-    call.store.put(key, &encoded, expiry)?;
-    Ok(())
+fn limits(call: &Call<'_>) -> HashLimits {
+    HashLimits::new(call.namespace.config().value_bytes_max, call.store.parts_per_key_max())
 }
 
-fn existing_hash(call: &mut Call<'_>) -> Result<(HashRecord, u64), CommandError> {
-    Ok(read_hash(call.store, &call.args[1])?.unwrap_or_default())
+fn open_or_new(call: &mut Call<'_>) -> Result<OpenHash, CommandError> {
+    OpenHash::open_or_new(call.store, &call.args[1])
+}
+
+fn save(call: &mut Call<'_>, hash: OpenHash) -> Result<(), CommandError> {
+    let limits = limits(call);
+    hash.save(call.store, &limits)
 }
 
 /// HSET and HMSET: field/value pairs after the key.
@@ -38,12 +29,12 @@ fn set_fields(call: &mut Call<'_>, name: &str) -> Result<i64, CommandError> {
     if call.args.len() % 2 != 0 {
         return Err(wrong_arity(name));
     }
-    let (mut hash, expiry) = existing_hash(call)?;
+    let mut hash = open_or_new(call)?;
     let mut added = 0;
     for pair in call.args[2..].chunks(2) {
-        added += i64::from(hash.set(pair[0].clone(), pair[1].clone()));
+        added += i64::from(hash.set(call.store, pair[0].clone(), pair[1].clone())?);
     }
-    store_hash(call, &hash, expiry)?;
+    save(call, hash)?;
     Ok(added)
 }
 
@@ -56,104 +47,130 @@ pub fn hmset(call: &mut Call<'_>) -> CommandResult {
 }
 
 pub fn hsetnx(call: &mut Call<'_>) -> CommandResult {
-    let (mut hash, expiry) = existing_hash(call)?;
-    if hash.get(&call.args[2]).is_some() {
+    let mut hash = open_or_new(call)?;
+    if hash.get(call.store, &call.args[2])?.is_some() {
         return Ok(Reply::Integer(0));
     }
-    hash.set(call.args[2].clone(), call.args[3].clone());
-    store_hash(call, &hash, expiry)?;
+    hash.set(call.store, call.args[2].clone(), call.args[3].clone())?;
+    save(call, hash)?;
     Ok(Reply::Integer(1))
 }
 
-fn field_value(call: &mut Call<'_>, field: &[u8]) -> Result<Option<bytes::Bytes>, CommandError> {
-    Ok(read_hash(call.store, &call.args[1])?.and_then(|(hash, _)| hash.get(field).cloned()))
+fn field_value(call: &mut Call<'_>) -> Result<Option<Bytes>, CommandError> {
+    match OpenHash::open(call.store, &call.args[1])? {
+        Some(mut hash) => hash.get(call.store, &call.args[2]),
+        None => Ok(None),
+    }
 }
 
 pub fn hget(call: &mut Call<'_>) -> CommandResult {
-    let field = call.args[2].clone();
-    Ok(field_value(call, &field)?.map_or(Reply::Null, Reply::Bulk))
+    Ok(field_value(call)?.map_or(Reply::Null, Reply::Bulk))
 }
 
 pub fn hmget(call: &mut Call<'_>) -> CommandResult {
-    let (hash, _) = existing_hash(call)?;
-    Ok(Reply::Array(call.args[2..].iter().map(|field| hash.get(field).cloned().map_or(Reply::Null, Reply::Bulk)).collect()))
+    let mut hash = OpenHash::open(call.store, &call.args[1])?;
+    let mut values = Vec::with_capacity(call.args.len() - 2);
+    for field in &call.args[2..] {
+        let value = match &mut hash {
+            Some(hash) => hash.get(call.store, field)?,
+            None => None,
+        };
+        values.push(value.map_or(Reply::Null, Reply::Bulk));
+    }
+    Ok(Reply::Array(values))
+}
+
+fn all_fields(call: &mut Call<'_>) -> Result<Vec<(Bytes, Bytes)>, CommandError> {
+    match OpenHash::open(call.store, &call.args[1])? {
+        Some(hash) => hash.into_fields(call.store),
+        None => Ok(Vec::new()),
+    }
 }
 
 pub fn hgetall(call: &mut Call<'_>) -> CommandResult {
-    let (hash, _) = existing_hash(call)?;
-    Ok(Reply::Map(hash.fields.into_iter().map(|(field, value)| (Reply::Bulk(field), Reply::Bulk(value))).collect()))
+    Ok(Reply::Map(all_fields(call)?.into_iter().map(|(field, value)| (Reply::Bulk(field), Reply::Bulk(value))).collect()))
 }
 
 pub fn hkeys(call: &mut Call<'_>) -> CommandResult {
-    let (hash, _) = existing_hash(call)?;
-    Ok(Reply::Array(hash.fields.into_iter().map(|(field, _)| Reply::Bulk(field)).collect()))
+    Ok(Reply::Array(all_fields(call)?.into_iter().map(|(field, _)| Reply::Bulk(field)).collect()))
 }
 
 pub fn hvals(call: &mut Call<'_>) -> CommandResult {
-    let (hash, _) = existing_hash(call)?;
-    Ok(Reply::Array(hash.fields.into_iter().map(|(_, value)| Reply::Bulk(value)).collect()))
+    Ok(Reply::Array(all_fields(call)?.into_iter().map(|(_, value)| Reply::Bulk(value)).collect()))
 }
 
 pub fn hlen(call: &mut Call<'_>) -> CommandResult {
-    Ok(Reply::Integer(existing_hash(call)?.0.fields.len() as i64))
+    Ok(Reply::Integer(OpenHash::open(call.store, &call.args[1])?.map_or(0, |hash| hash.len() as i64)))
 }
 
 pub fn hexists(call: &mut Call<'_>) -> CommandResult {
-    let field = call.args[2].clone();
-    Ok(Reply::Integer(i64::from(field_value(call, &field)?.is_some())))
+    Ok(Reply::Integer(i64::from(field_value(call)?.is_some())))
 }
 
 pub fn hstrlen(call: &mut Call<'_>) -> CommandResult {
-    let field = call.args[2].clone();
-    Ok(Reply::Integer(field_value(call, &field)?.map_or(0, |value| value.len() as i64)))
+    Ok(Reply::Integer(field_value(call)?.map_or(0, |value| value.len() as i64)))
 }
 
 pub fn hdel(call: &mut Call<'_>) -> CommandResult {
-    let Some((mut hash, expiry)) = read_hash(call.store, &call.args[1])? else { return Ok(Reply::Integer(0)) };
-    let removed = call.args[2..].iter().filter(|field| hash.remove(field)).count();
-    if removed > 0 {
-        store_hash(call, &hash, expiry)?;
+    let Some(mut hash) = OpenHash::open(call.store, &call.args[1])? else { return Ok(Reply::Integer(0)) };
+    let mut removed = 0;
+    for field in &call.args[2..] {
+        removed += i64::from(hash.remove(call.store, field)?);
     }
-    Ok(Reply::Integer(removed as i64))
+    save(call, hash)?;
+    Ok(Reply::Integer(removed))
+}
+
+/// Replaces a field's value with `next(current)` (None when the field is missing); returns the
+/// new value's text.
+fn update_field<T>(
+    call: &mut Call<'_>,
+    next: impl FnOnce(Option<&Bytes>) -> Result<(T, String), CommandError>,
+) -> Result<(T, String), CommandError> {
+    let mut hash = open_or_new(call)?;
+    let current = hash.get(call.store, &call.args[2])?;
+    let (result, text) = next(current.as_ref())?;
+    hash.set(call.store, call.args[2].clone(), Bytes::from(text.clone()))?;
+    save(call, hash)?;
+    Ok((result, text))
 }
 
 pub fn hincrby(call: &mut Call<'_>) -> CommandResult {
     let delta = parse_integer(&call.args[3])?;
-    let (mut hash, expiry) = existing_hash(call)?;
-    let current = match hash.get(&call.args[2]) {
-        Some(value) => parse_integer(value).or_else(|_| fail("ERR hash value is not an integer"))?,
-        None => 0,
-    };
-    let Some(next) = current.checked_add(delta) else { return fail("ERR increment or decrement would overflow") };
-    hash.set(call.args[2].clone(), next.to_string().into());
-    store_hash(call, &hash, expiry)?;
+    let (next, _) = update_field(call, |current| {
+        let current = match current {
+            Some(value) => parse_integer(value).or_else(|_| fail("ERR hash value is not an integer"))?,
+            None => 0,
+        };
+        let Some(next) = current.checked_add(delta) else { return fail("ERR increment or decrement would overflow") };
+        Ok((next, next.to_string()))
+    })?;
     Ok(Reply::Integer(next))
 }
 
 pub fn hincrbyfloat(call: &mut Call<'_>) -> CommandResult {
     let delta = parse_float(&call.args[3])?;
-    let (mut hash, expiry) = existing_hash(call)?;
-    let current = match hash.get(&call.args[2]) {
-        Some(value) => parse_float(value).or_else(|_| fail("ERR hash value is not a float"))?,
-        None => 0.0,
-    };
-    let next = current + delta;
-    if !next.is_finite() {
-        return fail("ERR increment would produce NaN or Infinity");
-    }
-    let text = format_float(next);
-    hash.set(call.args[2].clone(), text.clone().into());
-    store_hash(call, &hash, expiry)?;
+    let ((), text) = update_field(call, |current| {
+        let current = match current {
+            Some(value) => parse_float(value).or_else(|_| fail("ERR hash value is not a float"))?,
+            None => 0.0,
+        };
+        let next = current + delta;
+        if !next.is_finite() {
+            return fail("ERR increment would produce NaN or Infinity");
+        }
+        Ok(((), format_float(next)))
+    })?;
     Ok(Reply::bulk_text(&text))
 }
 
-/// The whole hash is one record, so one call returns every matching field and cursor 0.
+/// One call returns every matching field and cursor 0 (allowed by Redis's SCAN contract; a
+/// bucketed hash is read bucket by bucket within the call).
 pub fn hscan(call: &mut Call<'_>) -> CommandResult {
     parse_cursor(&call.args[2])?;
     let options = parse_scan_options(&call.args[3..], false, true)?;
-    let (hash, _) = existing_hash(call)?;
     let mut items = Vec::new();
-    for (field, value) in hash.fields {
+    for (field, value) in all_fields(call)? {
         if options.pattern.as_ref().is_some_and(|pattern| !glob_match(pattern, &field)) {
             continue;
         }

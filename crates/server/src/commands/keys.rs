@@ -94,7 +94,7 @@ fn expire_generic(call: &mut Call<'_>, unit_ms: i64, absolute: bool, command: &s
     if at <= now_unix_ms() {
         call.store.delete(key)?;
     } else {
-        call.store.put(key, &value.bytes, at)?;
+        call.store.put_keeping_parts(key, &value.bytes, at)?;
     }
     Ok(Reply::Integer(1))
 }
@@ -161,17 +161,20 @@ pub fn persist(call: &mut Call<'_>) -> CommandResult {
     let key = &call.args[1];
     match call.store.get(key)? {
         Some(value) if value.expiry_unix_ms != 0 => {
-            call.store.put(key, &value.bytes, 0)?;
+            call.store.put_keeping_parts(key, &value.bytes, 0)?;
             Ok(Reply::Integer(1))
         }
         _ => Ok(Reply::Integer(0)),
     }
 }
 
-/// RENAME and RENAMENX: the value moves with its expiry.
+/// RENAME and RENAMENX: the value moves with its expiry and its parts (a bucketed hash's
+/// buckets).
 fn rename_generic(call: &mut Call<'_>, only_if_new: bool) -> CommandResult {
     let (source, target) = (&call.args[1], &call.args[2]);
-    let Some(value) = call.store.get(source)? else { return fail("ERR no such key") };
+    if call.store.get(source)?.is_none() {
+        return fail("ERR no such key");
+    }
     let done = |renamed: bool| if only_if_new { Reply::Integer(i64::from(renamed)) } else { Reply::ok() };
     // Renaming a key onto itself: RENAME answers OK, RENAMENX 0 (as Redis).
     if source == target {
@@ -180,8 +183,7 @@ fn rename_generic(call: &mut Call<'_>, only_if_new: bool) -> CommandResult {
     if only_if_new && call.store.get(target)?.is_some() {
         return Ok(done(false));
     }
-    call.store.put(target, &value.bytes, value.expiry_unix_ms)?;
-    call.store.delete(source)?;
+    call.store.rename(source, target)?;
     Ok(done(true))
 }
 

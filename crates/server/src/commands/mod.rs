@@ -12,8 +12,8 @@ use std::sync::OnceLock;
 
 use bytes::Bytes;
 
-use crate::command::{fail, Call, CommandError, CommandSpec, KeySpec, KeyStore, ADMIN, BEFORE_AUTH, BLIND_WRITE, IN_MULTI, READONLY, TRANSACTION_CONTROL, WRITE};
-use crate::values::{HashRecord, Stored};
+use crate::command::{fail, Call, CommandError, CommandSpec, KeySpec, KeyStore, ADMIN, BEFORE_AUTH, BLIND_WRITE, IN_MULTI, READONLY, READS_PARTS, TRANSACTION_CONTROL, WRITE};
+use crate::values::Stored;
 
 pub const SYNTAX_ERROR: &str = "ERR syntax error";
 pub const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
@@ -21,6 +21,7 @@ pub const NOT_FLOAT: &str = "ERR value is not a valid float";
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
 const READ: u8 = READONLY | IN_MULTI;
+const READ_HASH: u8 = READ | READS_PARTS;
 const WRITES: u8 = WRITE | IN_MULTI;
 const BLIND_WRITES: u8 = WRITES | BLIND_WRITE;
 const PAIRS: KeySpec = KeySpec { first: 1, last: -1, step: 2 };
@@ -94,18 +95,18 @@ pub static TABLE: &[CommandSpec] = &[
     command!("hset", -4, KeySpec::ONE, WRITES, "hash", "Sets fields of a hash.", hashes::hset),
     command!("hmset", -4, KeySpec::ONE, WRITES, "hash", "Sets fields of a hash.", hashes::hmset),
     command!("hsetnx", 4, KeySpec::ONE, WRITES, "hash", "Sets a field only when it does not exist.", hashes::hsetnx),
-    command!("hget", 3, KeySpec::ONE, READ, "hash", "Returns a field's value.", hashes::hget),
-    command!("hmget", -3, KeySpec::ONE, READ, "hash", "Returns the values of fields.", hashes::hmget),
-    command!("hgetall", 2, KeySpec::ONE, READ, "hash", "Returns all fields and values.", hashes::hgetall),
+    command!("hget", 3, KeySpec::ONE, READ_HASH, "hash", "Returns a field's value.", hashes::hget),
+    command!("hmget", -3, KeySpec::ONE, READ_HASH, "hash", "Returns the values of fields.", hashes::hmget),
+    command!("hgetall", 2, KeySpec::ONE, READ_HASH, "hash", "Returns all fields and values.", hashes::hgetall),
     command!("hdel", -3, KeySpec::ONE, WRITES, "hash", "Deletes fields.", hashes::hdel),
-    command!("hexists", 3, KeySpec::ONE, READ, "hash", "Whether a field exists.", hashes::hexists),
-    command!("hlen", 2, KeySpec::ONE, READ, "hash", "Returns the number of fields.", hashes::hlen),
-    command!("hkeys", 2, KeySpec::ONE, READ, "hash", "Returns all field names.", hashes::hkeys),
-    command!("hvals", 2, KeySpec::ONE, READ, "hash", "Returns all values.", hashes::hvals),
+    command!("hexists", 3, KeySpec::ONE, READ_HASH, "hash", "Whether a field exists.", hashes::hexists),
+    command!("hlen", 2, KeySpec::ONE, READ_HASH, "hash", "Returns the number of fields.", hashes::hlen),
+    command!("hkeys", 2, KeySpec::ONE, READ_HASH, "hash", "Returns all field names.", hashes::hkeys),
+    command!("hvals", 2, KeySpec::ONE, READ_HASH, "hash", "Returns all values.", hashes::hvals),
     command!("hincrby", 4, KeySpec::ONE, WRITES, "hash", "Increments an integer field.", hashes::hincrby),
     command!("hincrbyfloat", 4, KeySpec::ONE, WRITES, "hash", "Increments a floating point field.", hashes::hincrbyfloat),
-    command!("hstrlen", 3, KeySpec::ONE, READ, "hash", "Returns the length of a field's value.", hashes::hstrlen),
-    command!("hscan", -3, KeySpec::ONE, READ, "hash", "Iterates over fields (MATCH COUNT NOVALUES).", hashes::hscan),
+    command!("hstrlen", 3, KeySpec::ONE, READ_HASH, "hash", "Returns the length of a field's value.", hashes::hstrlen),
+    command!("hscan", -3, KeySpec::ONE, READ_HASH, "hash", "Iterates over fields (MATCH COUNT NOVALUES).", hashes::hscan),
     command!("multi", 1, KeySpec::NONE, TRANSACTION_CONTROL, "transactions", "Starts a transaction.", tx::multi),
     command!("exec", 1, KeySpec::NONE, TRANSACTION_CONTROL | WRITE, "transactions", "Executes the queued commands atomically and durably as one batch.", tx::exec),
     command!("discard", 1, KeySpec::NONE, TRANSACTION_CONTROL, "transactions", "Discards the queued commands.", tx::discard),
@@ -184,15 +185,6 @@ pub fn read_stored(store: &mut dyn KeyStore, key: &[u8]) -> Result<Option<(Store
 pub fn read_string(store: &mut dyn KeyStore, key: &[u8]) -> Result<Option<(Bytes, u64)>, CommandError> {
     match read_stored(store, key)? {
         Some((Stored::String(value), expiry)) => Ok(Some((value, expiry))),
-        Some(_) => fail(WRONGTYPE),
-        None => Ok(None),
-    }
-}
-
-/// The key's hash and expiry; WRONGTYPE when it holds another type.
-pub fn read_hash(store: &mut dyn KeyStore, key: &[u8]) -> Result<Option<(HashRecord, u64)>, CommandError> {
-    match read_stored(store, key)? {
-        Some((Stored::Hash(hash), expiry)) => Ok(Some((hash, expiry))),
         Some(_) => fail(WRONGTYPE),
         None => Ok(None),
     }

@@ -1,0 +1,199 @@
+//! Parts of a key (`Transaction::put_part`): records that belong to a key, are never keys
+//! themselves (not counted, listed, scanned or picked at random), go when the key is deleted,
+//! replaced, expired or flushed, move with RENAME, survive restarts and crashes with every index
+//! placement (the dram index is rebuilt from the records at every start), and are written
+//! atomically with their key across power cuts.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::workload::env_number;
+use common::*;
+use hybridkv_engine::{Database, Durability, EngineError, Namespace, Tier};
+use hybridkv_media::sim::SimStore;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+fn write_with_parts(namespace: &Namespace, key: &[u8], version: u64, parts: u32) {
+    namespace
+        .transaction(&[key], |transaction| {
+            transaction.put(key, &version_value(version, parts), 0)?;
+            for number in 0..parts {
+                transaction.put_part(key, number, &version_value(version, number))?;
+            }
+            // `put` dropped the old parts; the new ones are written after it in the same batch.
+            Ok(())
+        })
+        .unwrap();
+}
+
+fn version_value(version: u64, number: u32) -> Vec<u8> {
+    format!("{version}/{number}").into_bytes()
+}
+
+fn parts_of(namespace: &Namespace, key: &[u8]) -> Vec<Vec<u8>> {
+    namespace
+        .transaction(&[key], |transaction| {
+            let mut parts = Vec::new();
+            while let Some(part) = transaction.get_part(key, parts.len() as u32)? {
+                parts.push(part);
+            }
+            Ok(parts)
+        })
+        .unwrap()
+}
+
+fn listed_keys(namespace: &Namespace) -> Vec<Vec<u8>> {
+    scan_all_keys(namespace).into_iter().collect()
+}
+
+fn scanned_keys(namespace: &Namespace) -> Vec<Vec<u8>> {
+    let mut keys = Vec::new();
+    namespace
+        .scan_records(|key, _| {
+            keys.push(key.to_vec());
+            true
+        })
+        .unwrap();
+    keys.sort();
+    keys
+}
+
+/// Only the keys are visible as keys, and each has exactly the parts written with it.
+fn assert_keys_and_parts(namespace: &Namespace, expected: &[(&[u8], u32)], context: &str) {
+    let mut keys: Vec<Vec<u8>> = expected.iter().map(|(key, _)| key.to_vec()).collect();
+    keys.sort();
+    assert_eq!(namespace.key_count(), expected.len() as u64, "{context}");
+    assert_eq!(listed_keys(namespace), keys, "{context}");
+    assert_eq!(scanned_keys(namespace), keys, "{context}");
+    for &(key, parts) in expected {
+        assert_eq!(namespace.part_count(key).unwrap(), parts, "{context}");
+        assert_eq!(parts_of(namespace, key).len() as u32, parts, "{context}");
+    }
+}
+
+#[test]
+fn parts_are_not_keys_and_live_and_die_with_their_key() {
+    for index in INDEX_TIERS {
+        for data in DATA_TIERS {
+            let context = format!("{index}/{data}");
+            let store = SimStore::new(3);
+            let provider = Arc::new(store.clone());
+            let config = config_for(std::path::Path::new("/sim"), vec![small_namespace("ns", index, data, Durability::Always)]);
+            let database = Database::open_with(config.clone(), provider.clone()).unwrap();
+            let namespace = database.namespace(0).unwrap().clone();
+            write_with_parts(&namespace, b"owner", 1, 5);
+            write_with_parts(&namespace, b"small", 1, 0);
+            namespace.put(b"plain", b"v", 0).unwrap();
+            assert_keys_and_parts(&namespace, &[(b"owner", 5), (b"small", 0), (b"plain", 0)], &context);
+            assert_eq!(parts_of(&namespace, b"owner")[3], version_value(1, 3), "{context}");
+            // Writing fewer parts through `put` leaves no stale ones behind.
+            write_with_parts(&namespace, b"owner", 2, 3);
+            assert_keys_and_parts(&namespace, &[(b"owner", 3), (b"small", 0), (b"plain", 0)], &context);
+            // A new expiry keeps them; a rename moves them; a delete takes them.
+            namespace.transaction(&[b"owner"], |t| t.put_keeping_parts(b"owner", b"root", u64::MAX / 2)).unwrap();
+            assert_eq!(namespace.part_count(b"owner").unwrap(), 3, "{context}");
+            namespace.transaction(&[b"owner", b"plain"], |t| t.rename(b"owner", b"plain")).unwrap();
+            assert_keys_and_parts(&namespace, &[(b"plain", 3), (b"small", 0)], &context);
+            assert_eq!(namespace.part_count(b"owner").unwrap(), 0, "{context}");
+            assert_eq!(parts_of(&namespace, b"plain")[2], version_value(2, 2), "{context}");
+
+            // Across a clean restart and a process crash (the dram index is rebuilt from records).
+            database.close().unwrap();
+            let database = Database::open_with(config.clone(), provider.clone()).unwrap();
+            let namespace = database.namespace(0).unwrap().clone();
+            assert_keys_and_parts(&namespace, &[(b"plain", 3), (b"small", 0)], &format!("{context} restarted"));
+            store.freeze();
+            drop(namespace);
+            drop(database);
+            store.crash_process();
+            let database = Database::open_with(config.clone(), provider.clone()).unwrap();
+            let namespace = database.namespace(0).unwrap().clone();
+            assert_keys_and_parts(&namespace, &[(b"plain", 3), (b"small", 0)], &format!("{context} crashed"));
+
+            // An expired key's parts go when expiry is reclaimed; FLUSHDB takes everything.
+            write_with_parts(&namespace, b"short", 7, 4);
+            namespace.transaction(&[b"short"], |t| t.put_keeping_parts(b"short", b"root", 1)).unwrap();
+            // Expiry reclaim visits a few partitions per round: enough rounds to pass them all.
+            for _ in 0..200 {
+                database.run_maintenance_once().unwrap();
+            }
+            assert_eq!(namespace.part_count(b"short").unwrap(), 0, "{context}");
+            assert_keys_and_parts(&namespace, &[(b"plain", 3), (b"small", 0)], &context);
+            namespace.clear().unwrap();
+            assert_keys_and_parts(&namespace, &[], &context);
+            assert_eq!(namespace.part_count(b"plain").unwrap(), 0, "{context}");
+            database.close().unwrap();
+        }
+    }
+}
+
+#[test]
+fn parts_per_key_are_limited_with_a_typed_error() {
+    let store = SimStore::new(4);
+    let config = config_for(std::path::Path::new("/sim"), vec![small_namespace("ns", Tier::Dram, Tier::Dram, Durability::None)]);
+    let database = Database::open_with(config, Arc::new(store)).unwrap();
+    let namespace = database.namespace(0).unwrap();
+    let limit = namespace.parts_per_key_max();
+    assert!(limit > 100);
+    let result = namespace.transaction(&[b"k"], |t| {
+        t.put(b"k", b"root", 0)?;
+        t.put_part(b"k", limit, b"one too many")
+    });
+    assert!(matches!(result, Err(EngineError::TooManyParts { limit: reported }) if reported == limit), "{result:?}");
+    // A key with every part it may have is still deleted in one batch.
+    write_with_parts(namespace, b"k", 1, limit);
+    assert!(namespace.delete(b"k").unwrap());
+    assert_eq!(namespace.part_count(b"k").unwrap(), 0);
+    assert_eq!(namespace.key_count(), 0);
+}
+
+/// After a power cut, every key's record and parts are of one write: the record's version is
+/// every part's version and its part count is the number of parts.
+#[test]
+fn a_key_and_its_parts_are_written_atomically_across_power_cuts() {
+    for seed in 0..env_number("HYBRIDKV_PARTS_POWER_CUTS", 60) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let SimRun { index, data, store, provider, config } = random_sim_run(&mut rng, seed);
+        let database = Database::open_with(config.clone(), provider.clone()).unwrap();
+        let namespace = database.namespace(0).unwrap().clone();
+        store.cut_power_at(store.operations() + rng.gen_range(1..200));
+        for version in 1..60u64 {
+            let key = key(rng.gen_range(0..4));
+            let parts = rng.gen_range(0..12);
+            let written = namespace.transaction(&[&key], |t| {
+                if parts == 0 {
+                    return t.delete(&key).map(|_| ());
+                }
+                t.put(&key, &version_value(version, parts), 0)?;
+                (0..parts).try_for_each(|number| t.put_part(&key, number, &version_value(version, number)))
+            });
+            if written.is_err() {
+                break;
+            }
+        }
+        store.freeze();
+        drop(namespace);
+        drop(database);
+        store.power_cut();
+        let database = Database::open_with(config, provider).unwrap();
+        let namespace = database.namespace(0).unwrap();
+        let keys = listed_keys(namespace);
+        assert_eq!(namespace.key_count(), keys.len() as u64, "seed {seed}");
+        for number in 0..4 {
+            let key = key(number);
+            let Some(record) = namespace.get(&key).unwrap() else {
+                assert_eq!(namespace.part_count(&key).unwrap(), 0, "seed {seed}: parts without their key");
+                continue;
+            };
+            let text = String::from_utf8(record.bytes).unwrap();
+            let (version, count) = text.split_once('/').unwrap();
+            let parts = parts_of(namespace, &key);
+            assert_eq!(parts.len().to_string(), count, "seed {seed} ({index}/{data})");
+            for (part_number, part) in parts.iter().enumerate() {
+                assert_eq!(part, &format!("{version}/{part_number}").into_bytes(), "seed {seed} ({index}/{data})");
+            }
+        }
+    }
+}

@@ -1,0 +1,351 @@
+//! How a hash is laid over engine records, so that a write costs the same whatever the hash's
+//! size.
+//!
+//! A small hash is one record (tag 1, `values`). Once its record would pass the small limit it
+//! becomes a root record (tag 2: field count, bucket count, field bytes, salt) plus buckets
+//! stored as the key's engine parts 0..bucket count (a part lives and dies with its key: DEL,
+//! expiry, SET and FLUSHDB remove them, RENAME moves them, and they are never keys themselves).
+//! A field lives in the bucket its salted hash picks by linear hashing: with `n` buckets and
+//! `low` the largest power of two not above `n`, bucket = hash mod 2·low, or hash mod low when
+//! that is `n` or more. The hash grows one bucket at a time (bucket `n - low` splits into itself
+//! and the new bucket `n`) while the average bucket holds more than the target, and shrinks
+//! (the last bucket merges into its buddy) under a quarter of it, so one write reads and
+//! writes the root and at most a few buckets. Under a quarter of the small limit the hash
+//! becomes one record again.
+//!
+//! Every write rewrites the root (a new version for WATCH) in the command's one engine batch
+//! with the buckets it changed: a crash keeps all of a command's changes or none.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use xxhash_rust::xxh3::xxh3_64_with_seed;
+
+use crate::command::{fail, CommandError, KeyStore};
+use crate::commands::WRONGTYPE;
+use crate::values::{field_entry_bytes, CorruptValue, HashRecord, HashRoot, Stored};
+
+/// A small hash whose record would pass this many bytes (or the namespace's value limit, if
+/// lower) becomes bucketed.
+pub const SMALL_HASH_BYTES_MAX: u64 = 8 * 1024;
+/// Field bytes the average bucket holds at most (at most a quarter of the value limit).
+pub const BUCKET_BYTES_TARGET: u64 = 4 * 1024;
+
+/// The limits of one namespace's hashes.
+#[derive(Clone, Copy, Debug)]
+pub struct HashLimits {
+    /// Largest record the namespace stores.
+    pub value_bytes_max: u64,
+    /// Largest small-hash record.
+    pub small_bytes_max: u64,
+    pub bucket_bytes_target: u64,
+    /// Buckets one hash may have (the engine's parts per key).
+    pub buckets_max: u32,
+}
+
+impl HashLimits {
+    pub fn new(value_bytes_max: u64, buckets_max: u32) -> HashLimits {
+        HashLimits {
+            value_bytes_max,
+            small_bytes_max: SMALL_HASH_BYTES_MAX.min(value_bytes_max),
+            bucket_bytes_target: BUCKET_BYTES_TARGET.min(value_bytes_max / 4).max(1),
+            buckets_max,
+        }
+    }
+
+    /// Field bytes one hash may hold: every bucket at the target.
+    pub fn hash_bytes_max(&self) -> u64 {
+        u64::from(self.buckets_max) * self.bucket_bytes_target
+    }
+
+    /// Under this many field bytes a bucketed hash becomes one record again.
+    fn bucketed_bytes_min(&self) -> u64 {
+        self.small_bytes_max / 4
+    }
+}
+
+struct Bucket {
+    fields: HashRecord,
+    dirty: bool,
+}
+
+enum Layout {
+    Small(HashRecord),
+    Bucketed {
+        root: HashRoot,
+        /// The buckets read or changed so far, by number.
+        buckets: BTreeMap<u32, Bucket>,
+        /// Buckets stored before this command (those past the final count are deleted).
+        stored_bucket_count: u32,
+    },
+}
+
+/// A hash as one command sees it: read lazily, changed in memory, written back by `save`.
+pub struct OpenHash {
+    key: Bytes,
+    expiry_unix_ms: u64,
+    layout: Layout,
+    changed: bool,
+}
+
+impl OpenHash {
+    /// The key's hash; None when the key is missing, WRONGTYPE when it holds another type.
+    pub fn open(store: &mut dyn KeyStore, key: &Bytes) -> Result<Option<OpenHash>, CommandError> {
+        let Some(value) = store.get(key)? else { return Ok(None) };
+        let layout = match Stored::decode(value.bytes)? {
+            Stored::Hash(fields) => Layout::Small(fields),
+            Stored::BucketedHash(root) => {
+                Layout::Bucketed { root, buckets: BTreeMap::new(), stored_bucket_count: root.bucket_count }
+            }
+            Stored::String(_) => return fail(WRONGTYPE),
+        };
+        Ok(Some(OpenHash { key: key.clone(), expiry_unix_ms: value.expiry_unix_ms, layout, changed: false }))
+    }
+
+    /// The key's hash, or a new empty one when the key is missing.
+    pub fn open_or_new(store: &mut dyn KeyStore, key: &Bytes) -> Result<OpenHash, CommandError> {
+        Ok(OpenHash::open(store, key)?.unwrap_or_else(|| OpenHash {
+            key: key.clone(),
+            expiry_unix_ms: 0,
+            layout: Layout::Small(HashRecord::default()),
+            changed: false,
+        }))
+    }
+
+    pub fn len(&self) -> u64 {
+        match &self.layout {
+            Layout::Small(fields) => fields.fields.len() as u64,
+            Layout::Bucketed { root, .. } => root.field_count,
+        }
+    }
+
+    pub fn get(&mut self, store: &mut dyn KeyStore, field: &[u8]) -> Result<Option<Bytes>, CommandError> {
+        let key = self.key.clone();
+        Ok(match &mut self.layout {
+            Layout::Small(fields) => fields.get(field).cloned(),
+            Layout::Bucketed { root, buckets, .. } => {
+                let number = bucket_of(field_hash(root, field), root.bucket_count);
+                load(store, &key, buckets, number)?.fields.get(field).cloned()
+            }
+        })
+    }
+
+    /// Sets a field; true when it is new.
+    pub fn set(&mut self, store: &mut dyn KeyStore, field: Bytes, value: Bytes) -> Result<bool, CommandError> {
+        self.changed = true;
+        let key = self.key.clone();
+        Ok(match &mut self.layout {
+            Layout::Small(fields) => fields.set(field, value),
+            Layout::Bucketed { root, buckets, .. } => {
+                let number = bucket_of(field_hash(root, &field), root.bucket_count);
+                let bucket = load(store, &key, buckets, number)?;
+                let old_bytes = bucket.fields.get(&field).map_or(0, |old| field_entry_bytes(&field, old));
+                let new_bytes = field_entry_bytes(&field, &value);
+                let added = bucket.fields.set(field, value);
+                bucket.dirty = true;
+                root.field_bytes = root.field_bytes - old_bytes + new_bytes;
+                root.field_count += u64::from(added);
+                added
+            }
+        })
+    }
+
+    /// Removes a field; true when it was there.
+    pub fn remove(&mut self, store: &mut dyn KeyStore, field: &[u8]) -> Result<bool, CommandError> {
+        let key = self.key.clone();
+        let removed = match &mut self.layout {
+            Layout::Small(fields) => fields.remove(field),
+            Layout::Bucketed { root, buckets, .. } => {
+                let number = bucket_of(field_hash(root, field), root.bucket_count);
+                let bucket = load(store, &key, buckets, number)?;
+                let old_bytes = bucket.fields.get(field).map_or(0, |old| field_entry_bytes(field, old));
+                let removed = bucket.fields.remove(field);
+                if removed {
+                    bucket.dirty = true;
+                    root.field_bytes -= old_bytes;
+                    root.field_count -= 1;
+                }
+                removed
+            }
+        };
+        self.changed |= removed;
+        Ok(removed)
+    }
+
+    /// Every field and value: insertion order for a small hash, bucket order otherwise.
+    pub fn into_fields(self, store: &mut dyn KeyStore) -> Result<Vec<(Bytes, Bytes)>, CommandError> {
+        match self.layout {
+            Layout::Small(fields) => Ok(fields.fields),
+            Layout::Bucketed { root, mut buckets, .. } => {
+                let mut all = Vec::with_capacity(root.field_count.min(1 << 20) as usize);
+                for number in 0..root.bucket_count {
+                    all.append(&mut load(store, &self.key, &mut buckets, number)?.fields.fields);
+                }
+                Ok(all)
+            }
+        }
+    }
+
+    /// Writes the changes back, keeping the key's expiry: deletes the key when no field is
+    /// left (as Redis), and moves between the layouts at their limits. Every check is made
+    /// before the first write (a Redis error never follows a buffered write).
+    pub fn save(mut self, store: &mut dyn KeyStore, limits: &HashLimits) -> Result<(), CommandError> {
+        if !self.changed {
+            return Ok(());
+        }
+        if self.len() == 0 {
+            store.delete(&self.key)?;
+            return Ok(());
+        }
+        if matches!(&self.layout, Layout::Bucketed { root, .. } if root.field_bytes < limits.bucketed_bytes_min()) {
+            let (key, expiry_unix_ms) = (self.key.clone(), self.expiry_unix_ms);
+            let small = HashRecord { fields: self.into_fields(store)? };
+            // `put` drops the buckets: the key is one record again.
+            store.put(&key, &small.encode(), expiry_unix_ms)?;
+            return Ok(());
+        }
+        if let Layout::Small(fields) = &mut self.layout {
+            let encoded = fields.encode();
+            if encoded.len() as u64 <= limits.small_bytes_max {
+                store.put(&self.key, &encoded, self.expiry_unix_ms)?;
+                return Ok(());
+            }
+            self.layout = bucketed_from(std::mem::take(fields));
+        }
+        let Layout::Bucketed { root, buckets, stored_bucket_count } = &mut self.layout else { unreachable!("converted above") };
+        if root.field_bytes > limits.hash_bytes_max() {
+            return fail(format!(
+                "ERR hash would hold {} bytes of fields, over the limit of {} bytes for one hash",
+                root.field_bytes,
+                limits.hash_bytes_max()
+            ));
+        }
+        rebalance(store, &self.key, root, buckets, limits)?;
+        let mut writes = Vec::new();
+        for (&number, bucket) in buckets.iter().filter(|(_, bucket)| bucket.dirty) {
+            let encoded = bucket.fields.encode();
+            if encoded.len() as u64 > limits.value_bytes_max {
+                return fail(format!(
+                    "ERR a bucket of this hash would be {} bytes, over the namespace's value limit of {} bytes",
+                    encoded.len(),
+                    limits.value_bytes_max
+                ));
+            }
+            writes.push((number, encoded));
+        }
+        for (number, encoded) in writes {
+            store.put_part(&self.key, number, &encoded)?;
+        }
+        for number in (root.bucket_count..*stored_bucket_count).rev() {
+            store.delete_part(&self.key, number)?;
+        }
+        store.put_keeping_parts(&self.key, &root.encode(), self.expiry_unix_ms)?;
+        Ok(())
+    }
+}
+
+/// A small hash's fields as a bucketed hash of one bucket (rebalanced by `save`).
+fn bucketed_from(fields: HashRecord) -> Layout {
+    let root = HashRoot {
+        field_count: fields.fields.len() as u64,
+        bucket_count: 1,
+        field_bytes: fields.fields.iter().map(|(field, value)| field_entry_bytes(field, value)).sum(),
+        salt: rand::random(),
+    };
+    let buckets = BTreeMap::from([(0, Bucket { fields, dirty: true })]);
+    Layout::Bucketed { root, buckets, stored_bucket_count: 0 }
+}
+
+/// Splits while the average bucket is over the target, merges while under a quarter of it.
+fn rebalance(
+    store: &mut dyn KeyStore,
+    key: &[u8],
+    root: &mut HashRoot,
+    buckets: &mut BTreeMap<u32, Bucket>,
+    limits: &HashLimits,
+) -> Result<(), CommandError> {
+    let target = limits.bucket_bytes_target;
+    while root.field_bytes > u64::from(root.bucket_count) * target && root.bucket_count < limits.buckets_max {
+        split(store, key, root, buckets)?;
+    }
+    while root.bucket_count > 1 && root.field_bytes < u64::from(root.bucket_count) * target / 4 {
+        merge_last(store, key, root, buckets)?;
+    }
+    Ok(())
+}
+
+/// Adds bucket `n`, taking from bucket `n - low` the fields that now hash to it.
+fn split(store: &mut dyn KeyStore, key: &[u8], root: &mut HashRoot, buckets: &mut BTreeMap<u32, Bucket>) -> Result<(), CommandError> {
+    let new_number = root.bucket_count;
+    let source = new_number - lowest_power(new_number);
+    let grown = HashRoot { bucket_count: new_number + 1, ..*root };
+    let source_bucket = load(store, key, buckets, source)?;
+    let (moved, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut source_bucket.fields.fields)
+        .into_iter()
+        .partition(|(field, _)| bucket_of(field_hash(&grown, field), grown.bucket_count) == new_number);
+    source_bucket.fields.fields = kept;
+    source_bucket.dirty = true;
+    buckets.insert(new_number, Bucket { fields: HashRecord { fields: moved }, dirty: true });
+    *root = grown;
+    Ok(())
+}
+
+/// Removes the last bucket, moving its fields into the bucket it was split from.
+fn merge_last(store: &mut dyn KeyStore, key: &[u8], root: &mut HashRoot, buckets: &mut BTreeMap<u32, Bucket>) -> Result<(), CommandError> {
+    let last = root.bucket_count - 1;
+    let target = last - lowest_power(last);
+    let mut moved = std::mem::take(&mut load(store, key, buckets, last)?.fields.fields);
+    buckets.remove(&last);
+    let target_bucket = load(store, key, buckets, target)?;
+    target_bucket.fields.fields.append(&mut moved);
+    target_bucket.dirty = true;
+    root.bucket_count = last;
+    Ok(())
+}
+
+/// The bucket, read from the store the first time it is needed.
+fn load<'a>(store: &mut dyn KeyStore, key: &[u8], buckets: &'a mut BTreeMap<u32, Bucket>, number: u32) -> Result<&'a mut Bucket, CommandError> {
+    if !buckets.contains_key(&number) {
+        let Some(bytes) = store.get_part(key, number)? else {
+            return Err(CorruptValue("hash bucket missing").into());
+        };
+        buckets.insert(number, Bucket { fields: HashRecord::decode_bucket(&bytes)?, dirty: false });
+    }
+    Ok(buckets.get_mut(&number).expect("inserted above"))
+}
+
+fn field_hash(root: &HashRoot, field: &[u8]) -> u64 {
+    xxh3_64_with_seed(field, root.salt)
+}
+
+/// The largest power of two not above `count` (which is at least 1).
+fn lowest_power(count: u32) -> u32 {
+    debug_assert!(count > 0);
+    1 << (31 - count.leading_zeros())
+}
+
+/// Linear hashing: the bucket of a field hash among `bucket_count` buckets.
+fn bucket_of(hash: u64, bucket_count: u32) -> u32 {
+    let low = u64::from(lowest_power(bucket_count));
+    let number = hash & (2 * low - 1);
+    (if number >= u64::from(bucket_count) { hash & (low - 1) } else { number }) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linear_hashing_splits_only_the_split_bucket() {
+        for count in 1..200u32 {
+            for hash in 0..2000u64 {
+                let before = bucket_of(hash, count);
+                let after = bucket_of(hash, count + 1);
+                assert!(before < count && after <= count);
+                let split = count - lowest_power(count);
+                // Only fields of the split bucket move, and only to the new bucket.
+                assert!(before == after || (before == split && after == count), "{count} {hash}");
+            }
+        }
+    }
+}

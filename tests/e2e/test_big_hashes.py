@@ -1,0 +1,187 @@
+"""Hashes large enough to be stored as a root record plus buckets (crates/server/src/hash_layout.rs):
+the same commands against hybridkv and redis-server give the same answers, the buckets are never
+keys, and the hash survives restarts and crashes whole."""
+
+import time
+
+import pytest
+import redis
+
+FIELDS = 20_000
+VALUE_PAD = "v" * 24
+
+
+def fill(client, key, count, start=0):
+    pipe = client.pipeline(transaction=False)
+    for number in range(start, start + count):
+        pipe.hset(key, f"field:{number}", f"{VALUE_PAD}{number}")
+        if number % 1000 == 999:
+            pipe.execute()
+    pipe.execute()
+
+
+def full_hscan(client, key):
+    cursor, seen = 0, {}
+    while True:
+        cursor, page = client.hscan(key, cursor, count=500)
+        seen.update(page)
+        if cursor == 0:
+            return seen
+
+
+def keyspace(client):
+    return {
+        "dbsize": client.dbsize(),
+        "keys": sorted(client.keys("*")),
+        "scan": sorted(client.scan_iter(count=100)),
+        "scan_hash": sorted(client.scan_iter(_type="hash")),
+        "scan_string": sorted(client.scan_iter(_type="string")),
+    }
+
+
+def snapshot(client, key):
+    """Everything the hash commands say about `key`, in order-independent form."""
+    return {
+        "type": client.type(key),
+        "exists": client.exists(key),
+        "hlen": client.hlen(key),
+        "all": client.hgetall(key),
+        "keys": sorted(client.hkeys(key)),
+        "values": sorted(client.hvals(key)),
+        "scan": full_hscan(client, key),
+        "get": [client.hget(key, f"field:{number}") for number in (0, 7, 19_999, 25_000)],
+        "exists_field": [client.hexists(key, f"field:{number}") for number in (1, 30_000)],
+        "strlen": [client.hstrlen(key, f"field:{number}") for number in (2, 30_000)],
+        "mget": client.hmget(key, ["field:3", "nope", "field:19998"]),
+    }
+
+
+@pytest.fixture
+def pair(shared_server, reference_redis):
+    ours = shared_server.client(decode_responses=True)
+    theirs = redis.Redis(port=reference_redis, decode_responses=True)
+    for client in (ours, theirs):
+        client.flushall()
+    yield ours, theirs
+    ours.close()
+    theirs.close()
+
+
+def both(pair, action):
+    ours, theirs = pair
+    return action(ours), action(theirs)
+
+
+def assert_same(pair, action):
+    ours, theirs = both(pair, action)
+    assert ours == theirs
+
+
+def test_big_hash_answers_as_redis_through_growth_and_shrinking(pair):
+    both(pair, lambda c: fill(c, "big", FIELDS))
+    both(pair, lambda c: c.set("plain", "x"))
+    assert_same(pair, lambda c: snapshot(c, "big"))
+    assert_same(pair, keyspace)
+    assert_same(pair, lambda c: [c.hincrby("big", "counter", 5), c.hincrby("big", "counter", -2)])
+    assert_same(pair, lambda c: c.hincrbyfloat("big", "float", 1.5))
+    assert_same(pair, lambda c: [c.hsetnx("big", "field:5", "no"), c.hsetnx("big", "fresh", "yes")])
+    assert_same(pair, lambda c: c.hset("big", mapping={"field:1": "changed", "new:1": "a", "new:2": "b"}))
+    for client in pair:
+        with pytest.raises(redis.ResponseError) as raised:
+            client.hincrby("big", "field:9", 1)
+        assert "not an integer" in str(raised.value)
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+            client.get("big")
+    # HDEL down across the bucketed → one-record boundary, then to nothing.
+    assert_same(pair, lambda c: c.hdel("big", *[f"field:{n}" for n in range(0, FIELDS, 2)], "absent"))
+    assert_same(pair, lambda c: snapshot(c, "big"))
+    assert_same(pair, lambda c: [c.hdel("big", *[f"field:{n}" for n in range(1, FIELDS - 20, 2)])])
+    assert_same(pair, lambda c: snapshot(c, "big"))
+    assert_same(pair, keyspace)
+    remaining = pair[0].hkeys("big")
+    assert_same(pair, lambda c: c.hdel("big", *remaining))
+    assert_same(pair, lambda c: [c.exists("big"), c.hlen("big"), c.hgetall("big")])
+    assert_same(pair, keyspace)
+
+
+def test_key_commands_on_a_big_hash_act_on_the_whole_hash(pair):
+    both(pair, lambda c: fill(c, "big", FIELDS))
+    assert_same(pair, lambda c: [c.expire("big", 1000), c.ttl("big"), c.persist("big"), c.ttl("big")])
+    assert_same(pair, lambda c: [c.rename("big", "moved"), c.exists("big"), c.hlen("moved")])
+    assert_same(pair, lambda c: snapshot(c, "moved"))
+    both(pair, lambda c: fill(c, "other", 3000))
+    assert_same(pair, lambda c: [c.renamenx("moved", "other"), c.rename("moved", "other")])
+    assert_same(pair, lambda c: snapshot(c, "other"))
+    assert_same(pair, keyspace)
+    # Replacing or deleting the hash leaves nothing of it behind.
+    assert_same(pair, lambda c: [c.set("other", "string now"), c.type("other"), c.hset("other2", "a", "1")])
+    assert_same(pair, lambda c: [c.delete("other"), c.hset("other", "only", "1"), c.hgetall("other")])
+    both(pair, lambda c: fill(c, "again", FIELDS))
+    assert_same(pair, lambda c: [c.delete("again"), c.hset("again", "one", "1"), c.hgetall("again"), c.hlen("again")])
+    assert_same(pair, keyspace)
+    assert_same(pair, lambda c: [c.flushdb(), c.dbsize(), c.randomkey(), c.keys("*")])
+
+
+def test_an_expired_big_hash_is_gone_and_its_key_starts_fresh(pair):
+    both(pair, lambda c: fill(c, "short", FIELDS))
+    assert_same(pair, lambda c: c.pexpire("short", 300))
+    time.sleep(0.5)
+    assert_same(pair, lambda c: [c.exists("short"), c.hlen("short"), c.hget("short", "field:1"), c.keys("*")])
+    assert_same(pair, lambda c: [c.hset("short", "a", "1"), c.hgetall("short"), c.ttl("short")])
+
+
+def test_watch_sees_a_write_to_any_bucket(pair):
+    ours, _ = pair
+    fill(ours, "big", FIELDS)
+    other = redis.Redis(port=ours.connection_pool.connection_kwargs["port"], decode_responses=True)
+    with ours.pipeline() as pipe:
+        pipe.watch("big")
+        other.hset("big", "field:123", "changed elsewhere")
+        pipe.multi()
+        pipe.hset("big", "field:124", "mine")
+        with pytest.raises(redis.WatchError):
+            pipe.execute()
+    with ours.pipeline() as pipe:
+        pipe.multi()
+        pipe.hset("big", "field:124", "mine")
+        pipe.hdel("big", "field:125")
+        pipe.hlen("big")
+        assert pipe.execute() == [0, 1, FIELDS - 1]
+    other.close()
+
+
+def test_big_hash_survives_restart_and_crash(make_server):
+    server = make_server()
+    client = server.client(decode_responses=True)
+    fill(client, "big", FIELDS)
+    client.set("plain", "x")
+    expected = client.hgetall("big")
+    server.restart()
+    client = server.client(decode_responses=True)
+    assert client.dbsize() == 2
+    assert client.hgetall("big") == expected
+    client.hset("big", "after", "restart")
+    client.hdel("big", "field:0")
+    expected = client.hgetall("big")
+    server.kill9()
+    server.start()
+    client = server.client(decode_responses=True)
+    assert client.hgetall("big") == expected
+    assert sorted(client.keys("*")) == ["big", "plain"]
+    assert client.dbsize() == 2
+
+
+def test_hash_size_limit_is_a_clear_error(make_server, tmp_path):
+    # 64 KiB write blocks allow 255 parts per key: about 1 MiB of fields in one hash.
+    config = tmp_path / "small-blocks.toml"
+    config.write_text('[[namespace]]\nname = "small"\nindex_bytes = "16MiB"\ndata_bytes = "64MiB"\nwrite_block_bytes = "64KiB"\n')
+    server = make_server("--config", str(config))
+    client = server.client(decode_responses=True)
+    value = "x" * 1000
+    with pytest.raises(redis.ResponseError, match="over the limit of 1044480 bytes for one hash"):
+        for number in range(5000):
+            client.hset("huge", f"field:{number}", value)
+    assert 900 < client.hlen("huge") < 1100
+    assert client.hset("huge", "field:0", "still writable") == 0
+    assert client.delete("huge") == 1
+    assert client.dbsize() == 0
