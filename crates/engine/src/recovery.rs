@@ -2,11 +2,13 @@
 //! it. See docs/design/recovery.md for the protocol and its invariants.
 //!
 //! - Warm: the index header says "clean"; it reflects every record before its consistent
-//!   position, which is the end of the log. Only the header is touched: time does not grow with
-//!   the number of keys.
-//! - After a crash: the header is valid but not clean. Records from the consistent position on
-//!   (the log tail, bounded by the checkpoint interval) are re-applied in log order, each only if
-//!   it is newer (by LSN) than what the index holds; the partitions the tail touched are recounted.
+//!   position, which is the end of the log. Every partition table is checked against its
+//!   checksum (one read of the index region; no record is read).
+//! - After a crash: the header is valid but not clean. The tables the log tail did not touch are
+//!   checked against their checksums; records from the consistent position on (the tail, bounded
+//!   by the checkpoint interval) are re-applied in log order, each only if it is newer (by LSN)
+//!   than what the index holds; the partitions the tail touched are recounted.
+//! - A table that fails its checksum means a cold rebuild.
 //! - Cold: no usable index (in DRAM, missing, damaged, another configuration, or a machine restart
 //!   after an unclean stop with durability other than `always`): every block is scanned, in
 //!   parallel, and the newest version of each key (by LSN, tombstones included) wins.
@@ -20,7 +22,7 @@ use hybridkv_media::{Medium, OpenedMedium, Tier};
 use parking_lot::Mutex;
 
 use crate::config::{Durability, NamespaceConfig};
-use crate::digest::Digest;
+use crate::digest::{namespace_seed, Digest};
 use crate::error::Result;
 use crate::index::{current_boot_id, Entry, Index};
 use crate::journal::JournaledMemory;
@@ -100,7 +102,7 @@ pub(crate) fn open_namespace(
     let started = Instant::now();
     let fingerprint = fingerprint_of(&config);
     let (log, in_use) = RecordLog::open(data, config.write_block_bytes, fingerprint)?;
-    let decision = decide(&config, index_medium.existed, index_medium.medium.clone(), fingerprint, &in_use, log.set_aside_slots())?;
+    let decision = decide(&config, index_medium.existed, index_medium.medium.clone(), fingerprint, &in_use, &log)?;
     let (index, kind, reason) = match decision {
         Decision::Attach(index, kind) => (index, kind, String::new()),
         Decision::Rebuild(reason) => {
@@ -144,13 +146,13 @@ pub(crate) fn open_namespace(
     Ok((Arc::new(namespace), report))
 }
 
-fn decide(
+fn decide<P>(
     config: &NamespaceConfig,
     existed: bool,
     medium: Arc<dyn Medium>,
     fingerprint: u64,
     in_use: &[BlockHeader],
-    set_aside_slots: u64,
+    log: &RecordLog<P>,
 ) -> Result<Decision> {
     if config.index == Tier::Dram {
         return Ok(Decision::Rebuild("the index is in DRAM".into()));
@@ -166,18 +168,53 @@ fn decide(
     let newest_seq = in_use.last().map_or(0, |block| block.seq);
     // A block set aside (damaged header) may be the newest: the index is then kept, and reads of
     // its records report them damaged.
-    if position_seq(header.consistent_position) > newest_seq && set_aside_slots == 0 {
+    if position_seq(header.consistent_position) > newest_seq && log.set_aside_slots() == 0 {
         return Ok(Decision::Rebuild("the index is ahead of the record log".into()));
     }
-    if header.clean {
-        return Ok(Decision::Attach(index, RestartKind::Warm));
-    }
-    if header.boot_id != current_boot_id() && config.durability != Durability::Always {
+    if !header.clean && header.boot_id != current_boot_id() && config.durability != Durability::Always {
         return Ok(Decision::Rebuild(
             "the machine restarted after an unclean stop and durability is not 'always': the index may point past the durable log".into(),
         ));
     }
-    Ok(Decision::Attach(index, RestartKind::AfterCrash))
+    // Tables the log tail changed after the last checkpoint no longer match their checksums.
+    let unchecked = if header.clean {
+        BTreeSet::new()
+    } else {
+        match tail_partitions(config, log, in_use, header.consistent_position)? {
+            Some(partitions) => partitions,
+            // Damage in the tail hides which partitions it changed: nothing can be checked.
+            None => (0..crate::index::PARTITION_COUNT).collect(),
+        }
+    };
+    if let Err(reason) = index.verify_tables(&unchecked)? {
+        return Ok(Decision::Rebuild(reason));
+    }
+    Ok(Decision::Attach(index, if header.clean { RestartKind::Warm } else { RestartKind::AfterCrash }))
+}
+
+/// The index partitions of the keys of every record from `consistent_position` on, or None when
+/// the tail holds invalid records between valid ones (their keys are unknown).
+fn tail_partitions<P>(
+    config: &NamespaceConfig,
+    log: &RecordLog<P>,
+    in_use: &[BlockHeader],
+    consistent_position: u64,
+) -> Result<Option<BTreeSet<usize>>> {
+    let first_seq = position_seq(consistent_position);
+    let seed = namespace_seed(&config.name);
+    let mut partitions = BTreeSet::new();
+    let mut image = Vec::new();
+    for block in in_use.iter().filter(|block| block.seq >= first_seq) {
+        let from = if block.seq == first_seq { position_offset(consistent_position).max(BLOCK_HEADER_BYTES as u64) } else { BLOCK_HEADER_BYTES as u64 };
+        log.read_block_from(block.slot, from, &mut image)?;
+        let walked = walk_records(&image, block.seq, true, |_, view| {
+            partitions.insert(Digest::of(seed, view.key).partition(crate::index::PARTITION_COUNT));
+        });
+        if walked.skipped_bytes > 0 {
+            return Ok(None);
+        }
+    }
+    Ok(Some(partitions))
 }
 
 impl Namespace {
@@ -196,13 +233,14 @@ impl Namespace {
             let end = self.replay_block(block, from, None, progress, Some(&mut touched))?;
             last_end = Some((block, end));
         }
-        // An entry written after the checkpoint may be torn (its location stored, its digest
-        // not): any entry pointing into the tail must point at a valid record of its own key.
+        // An entry written after the checkpoint may be torn (its location stored, its digest or
+        // its expiry and generation not): any entry pointing into the tail must point at a valid
+        // record of its own key, and take its expiry and generation from it.
         // Entries the tail touched may also exist only in memory that survived the process (not
         // durable): the next checkpoint writes them whether or not replay changed them.
         for number in touched {
             let mut partition = self.index.partition(number).write();
-            self.index.repair(&mut partition, |entry| self.entry_is_sound(entry, first_seq))?;
+            self.index.repair(&mut partition, |entry| self.repaired_entry(entry, first_seq))?;
             self.index.mark_dirty(number);
         }
         match last_end {
@@ -389,20 +427,26 @@ impl Namespace {
         Ok(())
     }
 
-    /// Whether an entry that may have been written after the checkpoint at block `first_seq`
-    /// points at a valid record of its own key (older entries were durable at the checkpoint).
-    /// With `always`, an unreadable record was durable before the entry was stored (a torn store
-    /// points at another key's valid record): it is damaged, and the entry stays so that reads
-    /// report it rather than forget the key.
-    fn entry_is_sound(&self, entry: &Entry, first_seq: u64) -> bool {
+    /// An entry that may have been written after the checkpoint at block `first_seq` as it
+    /// must be, or None when it is torn beyond repair (older entries were durable at the
+    /// checkpoint). A store torn by the crash may have left the location of a valid record
+    /// without its digest (it points at another key's record: dropped) or without its expiry
+    /// and generation (taken from the record). With `always`, an unreadable record was durable
+    /// before the entry was stored: it is damaged, and the entry stays so that reads report it
+    /// rather than forget the key.
+    fn repaired_entry(&self, entry: &Entry, first_seq: u64) -> Option<Entry> {
         let seq = self.log.block_seq(entry.location.slot());
         if seq != 0 && seq < first_seq {
-            return true;
+            return Some(*entry);
         }
         let mut buffer = Vec::new();
         match self.log.read_verified(entry.location, &mut buffer) {
-            Ok(view) => self.digest(view.key) == entry.digest,
-            Err(_) => self.config.durability == Durability::Always,
+            Ok(view) => (self.digest(view.key) == entry.digest).then_some(Entry {
+                expiry_unix_ms: view.header.expiry_unix_ms,
+                generation: view.header.generation as u16,
+                ..*entry
+            }),
+            Err(_) => (self.config.durability == Durability::Always).then_some(*entry),
         }
     }
 
