@@ -3,12 +3,12 @@
 //!
 //! - Warm: the index header says "clean"; it reflects every record before its consistent
 //!   position, which is the end of the log. Every partition table is checked against its
-//!   checksum (one read of the index region; no record is read).
-//! - After a crash: the header is valid but not clean. The tables the log tail did not touch are
-//!   checked against their checksums; records from the consistent position on (the tail, bounded
-//!   by the checkpoint interval) are re-applied in log order, each only if it is newer (by LSN)
-//!   than what the index holds; the partitions the tail touched are recounted.
-//! - A table that fails its checksum means a cold rebuild.
+//!   checksum (one read of the index region; no record is read): a mismatch means a cold rebuild.
+//! - After a crash: the header is valid but not clean. Records from the consistent position on
+//!   (the log tail, bounded by the checkpoint interval) are re-applied in log order, each only if
+//!   it is newer (by LSN) than what the index holds; entries the tail may have torn are repaired.
+//!   The tables are counted but not checked: the tail changed some after the checkpoint that
+//!   wrote their checksums, and damage in the tail hides which.
 //! - Cold: no usable index (in DRAM, missing, damaged, another configuration, or a machine restart
 //!   after an unclean stop with durability other than `always`): every block is scanned, in
 //!   parallel, and the newest version of each key (by LSN, tombstones included) wins.
@@ -22,7 +22,7 @@ use hybridkv_media::{Medium, OpenedMedium, Tier};
 use parking_lot::Mutex;
 
 use crate::config::{Durability, NamespaceConfig};
-use crate::digest::{namespace_seed, Digest};
+use crate::digest::Digest;
 use crate::error::Result;
 use crate::index::{current_boot_id, Entry, Index};
 use crate::journal::JournaledMemory;
@@ -102,7 +102,7 @@ pub(crate) fn open_namespace(
     let started = Instant::now();
     let fingerprint = fingerprint_of(&config);
     let (log, in_use) = RecordLog::open(data, config.write_block_bytes, fingerprint)?;
-    let decision = decide(&config, index_medium.existed, index_medium.medium.clone(), fingerprint, &in_use, &log)?;
+    let decision = decide(&config, index_medium.existed, index_medium.medium.clone(), fingerprint, &in_use, log.set_aside_slots())?;
     let (index, kind, reason) = match decision {
         Decision::Attach(index, kind) => (index, kind, String::new()),
         Decision::Rebuild(reason) => {
@@ -146,13 +146,13 @@ pub(crate) fn open_namespace(
     Ok((Arc::new(namespace), report))
 }
 
-fn decide<P>(
+fn decide(
     config: &NamespaceConfig,
     existed: bool,
     medium: Arc<dyn Medium>,
     fingerprint: u64,
     in_use: &[BlockHeader],
-    log: &RecordLog<P>,
+    set_aside_slots: u64,
 ) -> Result<Decision> {
     if config.index == Tier::Dram {
         return Ok(Decision::Rebuild("the index is in DRAM".into()));
@@ -168,7 +168,7 @@ fn decide<P>(
     let newest_seq = in_use.last().map_or(0, |block| block.seq);
     // A block set aside (damaged header) may be the newest: the index is then kept, and reads of
     // its records report them damaged.
-    if position_seq(header.consistent_position) > newest_seq && log.set_aside_slots() == 0 {
+    if position_seq(header.consistent_position) > newest_seq && set_aside_slots == 0 {
         return Ok(Decision::Rebuild("the index is ahead of the record log".into()));
     }
     if !header.clean && header.boot_id != current_boot_id() && config.durability != Durability::Always {
@@ -176,45 +176,12 @@ fn decide<P>(
             "the machine restarted after an unclean stop and durability is not 'always': the index may point past the durable log".into(),
         ));
     }
-    // Tables the log tail changed after the last checkpoint no longer match their checksums.
-    let unchecked = if header.clean {
-        BTreeSet::new()
-    } else {
-        match tail_partitions(config, log, in_use, header.consistent_position)? {
-            Some(partitions) => partitions,
-            // Damage in the tail hides which partitions it changed: nothing can be checked.
-            None => (0..crate::index::PARTITION_COUNT).collect(),
-        }
-    };
-    if let Err(reason) = index.verify_tables(&unchecked)? {
+    // After a crash the tables the log tail changed no longer match their checksums, and which
+    // those are is known only as far as the tail is readable: they are counted, not checked.
+    if let Err(reason) = index.verify_tables(header.clean)? {
         return Ok(Decision::Rebuild(reason));
     }
     Ok(Decision::Attach(index, if header.clean { RestartKind::Warm } else { RestartKind::AfterCrash }))
-}
-
-/// The index partitions of the keys of every record from `consistent_position` on, or None when
-/// the tail holds invalid records between valid ones (their keys are unknown).
-fn tail_partitions<P>(
-    config: &NamespaceConfig,
-    log: &RecordLog<P>,
-    in_use: &[BlockHeader],
-    consistent_position: u64,
-) -> Result<Option<BTreeSet<usize>>> {
-    let first_seq = position_seq(consistent_position);
-    let seed = namespace_seed(&config.name);
-    let mut partitions = BTreeSet::new();
-    let mut image = Vec::new();
-    for block in in_use.iter().filter(|block| block.seq >= first_seq) {
-        let from = if block.seq == first_seq { position_offset(consistent_position).max(BLOCK_HEADER_BYTES as u64) } else { BLOCK_HEADER_BYTES as u64 };
-        log.read_block_from(block.slot, from, &mut image)?;
-        let walked = walk_records(&image, block.seq, true, |_, view| {
-            partitions.insert(Digest::of(seed, view.key).partition(crate::index::PARTITION_COUNT));
-        });
-        if walked.skipped_bytes > 0 {
-            return Ok(None);
-        }
-    }
-    Ok(Some(partitions))
 }
 
 impl Namespace {
