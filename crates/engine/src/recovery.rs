@@ -2,11 +2,13 @@
 //! it. See docs/design/recovery.md for the protocol and its invariants.
 //!
 //! - Warm: the index header says "clean"; it reflects every record before its consistent
-//!   position, which is the end of the log. Only the header is touched: time does not grow with
-//!   the number of keys.
+//!   position, which is the end of the log. Every partition table is checked against its
+//!   checksum (one read of the index region; no record is read): a mismatch means a cold rebuild.
 //! - After a crash: the header is valid but not clean. Records from the consistent position on
 //!   (the log tail, bounded by the checkpoint interval) are re-applied in log order, each only if
-//!   it is newer (by LSN) than what the index holds; the partitions the tail touched are recounted.
+//!   it is newer (by LSN) than what the index holds; entries the tail may have torn are repaired.
+//!   The tables are counted but not checked: the tail changed some after the checkpoint that
+//!   wrote their checksums, and damage in the tail hides which.
 //! - Cold: no usable index (in DRAM, missing, damaged, another configuration, or a machine restart
 //!   after an unclean stop with durability other than `always`): every block is scanned, in
 //!   parallel, and the newest version of each key (by LSN, tombstones included) wins.
@@ -182,15 +184,17 @@ fn decide(
     if position_seq(header.consistent_position) > newest_seq && set_aside_slots == 0 {
         return Ok(Decision::Rebuild("the index is ahead of the record log".into()));
     }
-    if header.clean {
-        return Ok(Decision::Attach(index, RestartKind::Warm));
-    }
-    if header.boot_id != current_boot_id() && config.durability != Durability::Always {
+    if !header.clean && header.boot_id != current_boot_id() && config.durability != Durability::Always {
         return Ok(Decision::Rebuild(
             "the machine restarted after an unclean stop and durability is not 'always': the index may point past the durable log".into(),
         ));
     }
-    Ok(Decision::Attach(index, RestartKind::AfterCrash))
+    // After a crash the tables the log tail changed no longer match their checksums, and which
+    // those are is known only as far as the tail is readable: they are counted, not checked.
+    if let Err(reason) = index.verify_tables(header.clean)? {
+        return Ok(Decision::Rebuild(reason));
+    }
+    Ok(Decision::Attach(index, if header.clean { RestartKind::Warm } else { RestartKind::AfterCrash }))
 }
 
 impl Namespace {
@@ -210,13 +214,14 @@ impl Namespace {
             let end = self.replay_block(block, from, None, progress, Some(&mut touched), &mut buffers)?;
             last_end = Some((block, end));
         }
-        // An entry written after the checkpoint may be torn (its location stored, its digest
-        // not): any entry pointing into the tail must point at a valid record of its own key.
+        // An entry written after the checkpoint may be torn (its location stored, its digest or
+        // its expiry and generation not): any entry pointing into the tail must point at a valid
+        // record of its own key, and take its expiry and generation from it.
         // Entries the tail touched may also exist only in memory that survived the process (not
         // durable): the next checkpoint writes them whether or not replay changed them.
         for number in touched {
             let mut partition = self.index.partition(number).write();
-            self.index.repair(&mut partition, |entry| self.entry_is_sound(entry, first_seq))?;
+            self.index.repair(&mut partition, |entry| self.repaired_entry(entry, first_seq))?;
             self.index.mark_dirty(number);
         }
         match last_end {
@@ -426,20 +431,26 @@ impl Namespace {
         Ok(())
     }
 
-    /// Whether an entry that may have been written after the checkpoint at block `first_seq`
-    /// points at a valid record of its own key (older entries were durable at the checkpoint).
-    /// With `always`, an unreadable record was durable before the entry was stored (a torn store
-    /// points at another key's valid record): it is damaged, and the entry stays so that reads
-    /// report it rather than forget the key.
-    fn entry_is_sound(&self, entry: &Entry, first_seq: u64) -> bool {
+    /// An entry that may have been written after the checkpoint at block `first_seq` as it
+    /// must be, or None when it is torn beyond repair (older entries were durable at the
+    /// checkpoint). A store torn by the crash may have left the location of a valid record
+    /// without its digest (it points at another key's record: dropped) or without its expiry
+    /// and generation (taken from the record). With `always`, an unreadable record was durable
+    /// before the entry was stored: it is damaged, and the entry stays so that reads report it
+    /// rather than forget the key.
+    fn repaired_entry(&self, entry: &Entry, first_seq: u64) -> Option<Entry> {
         let seq = self.log.block_seq(entry.location.slot());
         if seq != 0 && seq < first_seq {
-            return true;
+            return Some(*entry);
         }
         let mut buffer = Vec::new();
         match self.log.read_verified(entry.location, &mut buffer) {
-            Ok(view) => self.record_digest(&view) == entry.digest,
-            Err(_) => self.config.durability == Durability::Always,
+            Ok(view) => (self.record_digest(&view) == entry.digest).then_some(Entry {
+                expiry_unix_ms: view.header.expiry_unix_ms,
+                generation: view.header.generation as u16,
+                ..*entry
+            }),
+            Err(_) => (self.config.durability == Durability::Always).then_some(*entry),
         }
     }
 

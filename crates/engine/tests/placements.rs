@@ -124,3 +124,24 @@ fn every_placement_on_the_simulated_medium_survives_crash_and_power_cut() {
         }
     }
 }
+
+#[test]
+fn a_block_filled_to_its_last_byte_is_followed_by_the_next_on_block_files() {
+    // A 64 KiB block holds 65,472 record bytes: 93 records of 704 bytes (40-byte header, 12-byte
+    // key, 652-byte value) fill it exactly, so the 94th write opens the next block when every
+    // page of the full one is already written out (durability `always` writes each one out).
+    const VALUE_BYTES: usize = 652;
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_for(dir.path(), vec![small_namespace("ns", Tier::Pmem, Tier::Ssd, Durability::Always)]);
+    let database = Database::open(config.clone()).unwrap();
+    let namespace = database.namespace(0).unwrap();
+    for number in 0..94 {
+        namespace.put(&key(number), &value(number, 1, VALUE_BYTES), 0).unwrap();
+    }
+    database.close().unwrap();
+    let database = Database::open(config).unwrap();
+    let namespace = database.namespace(0).unwrap();
+    for number in 0..94 {
+        assert_eq!(namespace.get(&key(number)).unwrap().unwrap().bytes, value(number, 1, VALUE_BYTES), "key {number}");
+    }
+}

@@ -19,7 +19,8 @@
 use crate::log::record::{u32_at, u64_at};
 
 pub(crate) const INDEX_MAGIC: u64 = u64::from_le_bytes(*b"HKVINDX1");
-pub(crate) const INDEX_FORMAT_VERSION: u32 = 1;
+/// 2: directory entries hold their table's checksum (1 held entry counts).
+pub(crate) const INDEX_FORMAT_VERSION: u32 = 2;
 pub(crate) const HEADER_SLOT_BYTES: u64 = 2048;
 pub(crate) const HEADER_AREA_BYTES: u64 = 2 * HEADER_SLOT_BYTES;
 const MAGIC_OFFSET: usize = 0;

@@ -11,8 +11,10 @@
 //! | HEAP_OFFSET       | rest                  | partition tables, 32-byte entries         |
 //!
 //! Directory entry: word 0 = table offset / 64 << 24 | capacity in slots (published with one
-//! 8-byte store after the new table is durable); word 1 = live count | tombstones << 32,
-//! written at checkpoints (recounted for partitions the log tail touches after a crash).
+//! 8-byte store after the new table is durable); word 1 = CRC-32C of the table's bytes, written
+//! at checkpoints. Entries carry no checksum of their own: after a clean shutdown
+//! `verify_tables` checks every table against its word 1 at open, and a mismatch means a cold
+//! rebuild (it also counts the partitions' entries, at every open).
 //!
 //! Each partition also has, in DRAM, the entries of records not yet durable ("pending"): reads
 //! see them first; they reach the table only once their record is durable (see
@@ -30,6 +32,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::digest::Digest;
 use crate::error::{EngineError, Result};
+use crate::log::record::u64_at;
 use crate::log::Location;
 use allocator::{ExtentAllocator, EXTENT_ALIGN_BYTES};
 pub(crate) use entry::{entry_expiry, Entry, ENTRY_BYTES, EXPIRY_UNIX_MS_MAX, PART_EXPIRY_MARK};
@@ -42,6 +45,8 @@ pub(crate) const PARTITION_COUNT: usize = 4096;
 const _: () = assert!(PARTITION_COUNT <= 1 << 16);
 const DIRECTORY_OFFSET: u64 = HEADER_AREA_BYTES;
 const DIRECTORY_ENTRY_BYTES: u64 = 16;
+/// Where a directory entry keeps its table's checksum.
+const TABLE_CHECKSUM_OFFSET: u64 = 8;
 pub(crate) const HEAP_OFFSET: u64 = (DIRECTORY_OFFSET + PARTITION_COUNT as u64 * DIRECTORY_ENTRY_BYTES).next_multiple_of(4096);
 const TABLE_SLOTS_MIN: u32 = 16;
 const TABLE_SLOTS_MAX: u32 = (1 << 24) - 1;
@@ -156,19 +161,13 @@ impl Index {
         let mut partitions = Vec::with_capacity(PARTITION_COUNT);
         for words in directory.chunks_exact(DIRECTORY_ENTRY_BYTES as usize) {
             let table = u64::from_le_bytes(words[..8].try_into().expect("8 bytes"));
-            let counts = u64::from_le_bytes(words[8..].try_into().expect("8 bytes"));
             let (offset, capacity) = ((table >> CAPACITY_SHIFT) * EXTENT_ALIGN_BYTES, (table & TABLE_SLOTS_MAX as u64) as u32);
             if !(TABLE_SLOTS_MIN..=TABLE_SLOTS_MAX).contains(&capacity) || offset < HEAP_OFFSET {
                 return Ok(Err("index directory entry out of range".into()));
             }
             used.push((offset, capacity as u64 * ENTRY_BYTES));
-            partitions.push(RwLock::new(Partition {
-                table_offset: offset,
-                capacity,
-                live: (counts as u32).min(capacity),
-                tombstones: ((counts >> 32) as u32).min(capacity),
-                pending: Vec::new(),
-            }));
+            // Counted by `verify_tables`.
+            partitions.push(RwLock::new(Partition { table_offset: offset, capacity, live: 0, tombstones: 0, pending: Vec::new() }));
         }
         let Some(allocator) = ExtentAllocator::with_used(HEAP_OFFSET, region_bytes, &mut used) else {
             return Ok(Err("index tables overlap or run past the region".into()));
@@ -429,13 +428,23 @@ impl Index {
         self.dirty[number].store(true, Ordering::Relaxed);
     }
 
-    /// Marks deleted every entry for which `keep` is false (entries torn by a crash), then
-    /// recomputes the partition's counts from its table (a crash leaves them stale).
-    pub(crate) fn repair(&self, partition: &mut Partition, mut keep: impl FnMut(&Entry) -> bool) -> Result<()> {
+    /// Marks deleted every entry `repaired` gives None for (entries torn by a crash), rewrites
+    /// the expiry and generation of those it gives back changed, then recomputes the
+    /// partition's counts from its table (a crash leaves them stale).
+    pub(crate) fn repair(&self, partition: &mut Partition, mut repaired: impl FnMut(&Entry) -> Option<Entry>) -> Result<()> {
         for slot in 0..partition.capacity {
             let entry = self.read_slot(partition, slot)?;
-            if entry.location.is_record() && !keep(&entry) {
-                self.medium.store_u64(Self::slot_offset(partition, slot) + LOCATION_OFFSET, Location::DELETED.0)?;
+            if !entry.location.is_record() {
+                continue;
+            }
+            let at = Self::slot_offset(partition, slot);
+            match repaired(&entry) {
+                None => self.medium.store_u64(at + LOCATION_OFFSET, Location::DELETED.0)?,
+                Some(sound) if sound != entry => {
+                    assert!(sound.digest == entry.digest && sound.location == entry.location, "only the meta word is repaired");
+                    self.medium.store_u64(at + entry::META_OFFSET, sound.meta())?;
+                }
+                Some(_) => {}
             }
         }
         self.recount(partition)
@@ -443,17 +452,33 @@ impl Index {
 
     /// Recomputes a partition's counts from its table.
     fn recount(&self, partition: &mut Partition) -> Result<()> {
-        let (mut live, mut tombstones) = (0, 0);
-        for slot in 0..partition.capacity {
-            match self.read_slot(partition, slot)?.location {
-                Location::EMPTY => {}
-                Location::DELETED => tombstones += 1,
-                _ => live += 1,
-            }
-        }
-        partition.live = live;
-        partition.tombstones = tombstones;
+        let table = self.read_table(partition)?;
+        (partition.live, partition.tombstones) = count_entries(&table);
         Ok(())
+    }
+
+    fn read_table(&self, partition: &Partition) -> Result<Vec<u8>> {
+        let mut table = vec![0u8; (partition.capacity as u64 * ENTRY_BYTES) as usize];
+        self.medium.read_at(partition.table_offset, &mut table)?;
+        Ok(table)
+    }
+
+    /// Counts the entries of every partition and, with `check`, checks every table against the
+    /// checksum its directory entry holds (they match only as of the last checkpoint, so after a
+    /// clean shutdown). `Ok(Err(reason))` on a mismatch: the caller rebuilds.
+    pub(crate) fn verify_tables(&self, check: bool) -> Result<std::result::Result<(), String>> {
+        let mut directory = vec![0u8; PARTITION_COUNT * DIRECTORY_ENTRY_BYTES as usize];
+        self.medium.read_at(DIRECTORY_OFFSET, &mut directory)?;
+        for ((number, partition), words) in self.partitions.iter().enumerate().zip(directory.chunks_exact(DIRECTORY_ENTRY_BYTES as usize)) {
+            let mut partition = partition.write();
+            let table = self.read_table(&partition)?;
+            let stored = u64_at(words, TABLE_CHECKSUM_OFFSET as usize);
+            if check && u64::from(crc32c::crc32c(&table)) != stored {
+                return Ok(Err(format!("index partition {number} does not match its checksum")));
+            }
+            (partition.live, partition.tombstones) = count_entries(&table);
+        }
+        Ok(Ok(()))
     }
 
     /// Makes the index durable as of `consistent_position` (every record before it is reflected)
@@ -468,8 +493,9 @@ impl Index {
             }
             let partition = self.partitions[number].read();
             let directory = directory_offset(number);
+            let checksum = crc32c::crc32c(&self.read_table(&partition)?);
             self.medium.store_u64(directory, table_word(partition.table_offset, partition.capacity))?;
-            self.medium.store_u64(directory + 8, partition.live as u64 | (partition.tombstones as u64) << 32)?;
+            self.medium.store_u64(directory + TABLE_CHECKSUM_OFFSET, u64::from(checksum))?;
             if !whole_region {
                 self.medium.persist(partition.table_offset, partition.capacity as u64 * ENTRY_BYTES)?;
                 self.medium.persist(directory, DIRECTORY_ENTRY_BYTES)?;
@@ -515,6 +541,19 @@ fn table_word(offset: u64, capacity: u32) -> u64 {
     (offset / EXTENT_ALIGN_BYTES) << CAPACITY_SHIFT | capacity as u64
 }
 
+/// (live entries, deleted slots) of a table's bytes.
+fn count_entries(table: &[u8]) -> (u32, u32) {
+    let (mut live, mut tombstones) = (0, 0);
+    for entry in table.chunks_exact(ENTRY_BYTES as usize) {
+        match Location(u64_at(entry, LOCATION_OFFSET as usize)) {
+            Location::EMPTY => {}
+            Location::DELETED => tombstones += 1,
+            _ => live += 1,
+        }
+    }
+    (live, tombstones)
+}
+
 fn allocator_end(allocator: &ExtentAllocator, region_bytes: u64) -> u64 {
     (HEAP_OFFSET + allocator.used_bytes()).min(region_bytes)
 }
@@ -557,6 +596,7 @@ mod tests {
         drop(index);
         let index = Index::attach(medium, 7, "test").unwrap().unwrap();
         assert!(index.header().clean);
+        assert_eq!(index.verify_tables(true).unwrap(), Ok(()));
         for key in 0..20_000 {
             let number = index.partition_of(entry(key).digest);
             let found = index.lookup(&index.partition(number).read(), entry(key).digest).unwrap();
@@ -589,5 +629,25 @@ mod tests {
         assert!(Index::attach(medium.clone(), 8, "t").unwrap().is_err());
         medium.write_at(DIRECTORY_OFFSET, &[0xff; 8]).unwrap();
         assert!(Index::attach(medium, 7, "t").unwrap().is_err());
+    }
+
+    #[test]
+    fn a_damaged_table_fails_its_checksum_when_checked() {
+        let store = SimStore::new(4);
+        let medium = store.open("index", Tier::Pmem, 8 << 20).unwrap().medium;
+        let index = Index::create(medium.clone(), 7, "t").unwrap();
+        let number = index.partition_of(entry(1).digest);
+        index.table_put(&mut index.partition(number).write(), number, entry(1)).unwrap();
+        index.checkpoint(0, 1, true).unwrap();
+        let table_offset = index.partition(number).read().table_offset;
+        drop(index);
+        let index = Index::attach(medium.clone(), 7, "t").unwrap().unwrap();
+        assert_eq!(index.verify_tables(true).unwrap(), Ok(()));
+        assert_eq!(index.table_entry_count(), 1, "counted while verified");
+        // A byte of an empty slot: covered too (a wrong digest there would not be read).
+        let empty_slot = (entry(1).digest.home_slot(TABLE_SLOTS_MIN) + 1) % TABLE_SLOTS_MIN;
+        medium.write_at(table_offset + empty_slot as u64 * ENTRY_BYTES + 3, &[0x5a]).unwrap();
+        assert!(index.verify_tables(true).unwrap().is_err());
+        assert_eq!(index.verify_tables(false).unwrap(), Ok(()));
     }
 }

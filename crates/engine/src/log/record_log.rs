@@ -431,7 +431,8 @@ impl<P> RecordLog<P> {
         };
         if self.buffered {
             let mut buffer = self.buffer.write();
-            if state.active_slot != u32::MAX {
+            // A block filled to its last byte may have been written out whole already.
+            if state.active_slot != u32::MAX && state.write_offset > state.written_out_offset {
                 let _write_out = self.write_out.lock();
                 let (start, bytes) = self.take_changed_pages(state, &buffer);
                 self.medium.write_at(start, &bytes)?;

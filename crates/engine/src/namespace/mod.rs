@@ -214,12 +214,28 @@ impl Namespace {
         Ok(())
     }
 
-    /// Reads and verifies the record of `entry` (through the record cache when there is one);
-    /// None when it belongs to another key (a digest collision). A damaged record is counted,
-    /// logged and reported, never served.
-    /// `part` says whether a part or a key is asked for: a record of the other kind is not it.
+    /// Reads and verifies the record of `entry`, the entry of `key` (of a part of a key when
+    /// `part`), through the record cache when there is one. A damaged record is counted, logged
+    /// and reported, never served; so is a record that does not match its entry (another key's or
+    /// kind's, another expiry or generation): entries carry no checksum of their own, and 128-bit
+    /// digests of two keys do not collide.
     pub(crate) fn read_entry(&self, entry: &Entry, key: &[u8], part: bool) -> Result<Option<Value>> {
-        Ok(value_in_place(self.read_record(entry.location, CacheUse::Read)?, key, part))
+        let record = self.read_record(entry.location, CacheUse::Read)?;
+        let header = verified_header(&record);
+        let matches = key_of(&record) == key
+            && header.is_part() == part
+            && header.expiry_unix_ms == entry.expiry_unix_ms
+            && header.generation as u16 == entry.generation;
+        if !matches {
+            self.counters.corrupt_records.fetch_add(1, Ordering::Relaxed);
+            let error = EngineError::Corrupt {
+                what: format!("index entry naming block {} offset {}", entry.location.slot(), entry.location.offset()),
+                detail: "the record there is not this entry's (another key, kind, expiry or generation)".into(),
+            };
+            tracing::error!(namespace = %self.config.name, %error, "damaged index entry not served");
+            return Err(error);
+        }
+        Ok(Some(value_in_place(record)))
     }
 
     /// The verified bytes of the record at `location`, from the cache or the medium.
@@ -498,18 +514,15 @@ fn verified_header(record: &[u8]) -> RecordHeader {
     decode_header(record).expect("verified records have valid headers")
 }
 
-/// The value of a verified record held in `record`, when its key is `key` and it is a part
-/// exactly when `part` is asked; the value becomes the buffer itself (one allocation per read).
-fn value_in_place(mut record: Vec<u8>, key: &[u8], part: bool) -> Option<Value> {
+/// The value of a verified record held in `record`; the value becomes the buffer itself (one
+/// allocation per read).
+fn value_in_place(mut record: Vec<u8>) -> Value {
     let header = verified_header(&record);
-    if key_of(&record) != key || header.is_part() != part {
-        return None;
-    }
     let key_end = RECORD_HEADER_BYTES + header.key_len as usize;
     let value_len = header.value_len as usize;
     record.copy_within(key_end..key_end + value_len, 0);
     record.truncate(value_len);
-    Some(Value { bytes: record, expiry_unix_ms: header.expiry_unix_ms, version: header.lsn })
+    Value { bytes: record, expiry_unix_ms: header.expiry_unix_ms, version: header.lsn }
 }
 
 impl Drop for Namespace {
