@@ -171,7 +171,21 @@ struct Connection {
     durable_reply_spans: Vec<Range<usize>>,
 }
 
+/// Unregisters its client when dropped: when the connection ends, and also when its task
+/// panics, so that a failed connection never keeps a client slot (maxclients) for good.
+struct Registration {
+    shared: Arc<Shared>,
+    id: u64,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.shared.clients.unregister(self.id);
+    }
+}
+
 pub async fn serve_connection(stream: TcpStream, shared: Arc<Shared>, client: Arc<ClientHandle>) {
+    let _registration = Registration { shared: shared.clone(), id: client.id };
     let _ = stream.set_nodelay(true);
     let password_required = shared.requirepass.read().is_some();
     let mut connection = Connection {
@@ -188,7 +202,6 @@ pub async fn serve_connection(stream: TcpStream, shared: Arc<Shared>, client: Ar
     if let Err(error) = connection.run().await {
         tracing::debug!(client = client.id, %error, "connection ended with an I/O error");
     }
-    shared.clients.unregister(client.id);
 }
 
 impl Connection {
