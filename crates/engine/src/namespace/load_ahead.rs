@@ -7,6 +7,7 @@ use hybridkv_media::Tier;
 
 use super::{CacheUse, Namespace};
 use crate::cache::CacheKey;
+use crate::index::Entry;
 
 impl Namespace {
     /// Whether reading a record of this namespace can wait for a device: records on ssd behind
@@ -21,33 +22,31 @@ impl Namespace {
     pub fn reads_would_wait(&self, keys: &[&[u8]]) -> bool {
         let Some(cache) = self.cache.as_ref().filter(|_| self.reads_may_wait()) else { return false };
         keys.iter().any(|key| {
-            let Some(location) = self.live_location(key) else { return false };
-            !cache.contains(CacheKey { location: location.0, block_seq: self.log.block_seq(location.slot()) })
+            self.with_live_entry(key, |entry| {
+                let location = entry.location;
+                !cache.contains(CacheKey { location: location.0, block_seq: self.log.block_seq(location.slot()) })
+            })
+            .unwrap_or(false)
         })
     }
 
-    /// Reads the records of `keys` into the record cache. Absent, invalid and damaged keys are
-    /// skipped: the command that reads them next reports what is wrong. Each record read from
-    /// the device counts as a cache miss, and its later read as a hit.
+    /// Reads the records of `keys` into the record cache. Absent, expired, invalid and damaged
+    /// keys are skipped: the command that reads them next reports what is wrong. Each record
+    /// read from the device counts as a cache miss, and its later read as a hit.
     pub fn load_into_cache(&self, keys: &[Vec<u8>]) {
         for key in keys {
-            if Self::check_key(key).is_err() {
-                continue;
-            }
-            let digest = self.digest(key);
-            let partition = self.index.partition(self.index.partition_of(digest)).read();
-            if let Ok(Some(entry)) = self.index.lookup(&partition, digest) {
-                // The partition lock keeps the record where the entry says while it is read.
-                let _ = self.read_record(entry.location, CacheUse::Read);
-            }
+            // The partition lock keeps the record where the entry says while it is read.
+            self.with_live_entry(key, |entry| drop(self.read_record(entry.location, CacheUse::Read)));
         }
     }
 
-    fn live_location(&self, key: &[u8]) -> Option<crate::log::Location> {
+    /// `visit` of the key's live (unexpired) entry, under its partition's read lock; None when
+    /// the key is invalid, absent or expired, or its index lookup fails.
+    fn with_live_entry<T>(&self, key: &[u8], visit: impl FnOnce(&Entry) -> T) -> Option<T> {
         Self::check_key(key).ok()?;
         let digest = self.digest(key);
         let partition = self.index.partition(self.index.partition_of(digest)).read();
         let entry = self.index.lookup(&partition, digest).ok()??;
-        (!entry.is_expired_now()).then_some(entry.location)
+        (!entry.is_expired_now()).then(|| visit(&entry))
     }
 }
