@@ -225,15 +225,11 @@ impl Index {
         self.partitions.iter().map(|partition| partition.read().live as u64).sum()
     }
 
-    /// Entries of parts in the tables (a pass over every slot: done once, at start-up).
+    /// Entries of parts in the tables (a pass over every table: done once, at start-up).
     pub(crate) fn table_part_count(&self) -> Result<u64> {
         let mut parts = 0;
         for partition in self.partitions.iter() {
-            let partition = partition.read();
-            for slot in 0..partition.capacity {
-                let entry = self.read_slot(&partition, slot)?;
-                parts += u64::from(entry.location.is_record() && entry.is_part());
-            }
+            parts += u64::from(count_entries(&self.read_table(&partition.read())?).parts);
         }
         Ok(parts)
     }
@@ -452,8 +448,7 @@ impl Index {
 
     /// Recomputes a partition's counts from its table.
     fn recount(&self, partition: &mut Partition) -> Result<()> {
-        let table = self.read_table(partition)?;
-        (partition.live, partition.tombstones) = count_entries(&table);
+        set_counts(partition, &self.read_table(partition)?);
         Ok(())
     }
 
@@ -476,7 +471,7 @@ impl Index {
             if check && u64::from(crc32c::crc32c(&table)) != stored {
                 return Ok(Err(format!("index partition {number} does not match its checksum")));
             }
-            (partition.live, partition.tombstones) = count_entries(&table);
+            set_counts(&mut partition, &table);
         }
         Ok(Ok(()))
     }
@@ -542,16 +537,32 @@ fn table_word(offset: u64, capacity: u32) -> u64 {
 }
 
 /// (live entries, deleted slots) of a table's bytes.
-fn count_entries(table: &[u8]) -> (u32, u32) {
-    let (mut live, mut tombstones) = (0, 0);
-    for entry in table.chunks_exact(ENTRY_BYTES as usize) {
-        match Location(u64_at(entry, LOCATION_OFFSET as usize)) {
+/// The entries of one table: live ones (parts included), parts alone, and deleted slots.
+struct EntryCounts {
+    live: u32,
+    parts: u32,
+    tombstones: u32,
+}
+
+/// A partition's live and deleted slot counts, from its table's bytes.
+fn set_counts(partition: &mut Partition, table: &[u8]) {
+    let counts = count_entries(table);
+    (partition.live, partition.tombstones) = (counts.live, counts.tombstones);
+}
+
+fn count_entries(table: &[u8]) -> EntryCounts {
+    let mut counts = EntryCounts { live: 0, parts: 0, tombstones: 0 };
+    for bytes in table.chunks_exact(ENTRY_BYTES as usize) {
+        match Location(u64_at(bytes, LOCATION_OFFSET as usize)) {
             Location::EMPTY => {}
-            Location::DELETED => tombstones += 1,
-            _ => live += 1,
+            Location::DELETED => counts.tombstones += 1,
+            _ => {
+                counts.live += 1;
+                counts.parts += u32::from(Entry::decode(bytes.try_into().expect("entry-sized chunk")).is_part());
+            }
         }
     }
-    (live, tombstones)
+    counts
 }
 
 fn allocator_end(allocator: &ExtentAllocator, region_bytes: u64) -> u64 {
