@@ -57,6 +57,8 @@ const LOAD_PERCENT_MAX: u64 = 80;
 /// Load right after growing: the growth factor is LOAD_PERCENT_MAX / LOAD_PERCENT_AFTER_GROWTH.
 const LOAD_PERCENT_AFTER_GROWTH: u64 = 60;
 const CAPACITY_SHIFT: u32 = 24;
+/// Slots a probe reads at once (256 bytes: four cache lines).
+const PROBE_RUN_SLOTS: u32 = 8;
 
 const _: () = assert!(PARTITION_COUNT.is_power_of_two());
 const _: () = assert!(DIRECTORY_OFFSET % HEADER_SLOT_BYTES == 0);
@@ -244,20 +246,31 @@ impl Index {
         Ok(Entry::decode(&bytes))
     }
 
+    /// Linear probing from the digest's home slot, reading `PROBE_RUN_SLOTS` slots per medium
+    /// read: a miss at 80% load visits about 13 slots, and one read per slot cost more in calls
+    /// than in memory traffic.
     fn probe(&self, partition: &Partition, digest: Digest) -> Result<Probe> {
         let mut slot = digest.home_slot(partition.capacity);
         let mut first_deleted = None;
-        for _ in 0..partition.capacity {
-            let entry = self.read_slot(partition, slot)?;
-            if entry.location == Location::EMPTY {
-                return Ok(Probe::Absent(Some(first_deleted.unwrap_or(slot))));
+        let mut run = [0u8; PROBE_RUN_SLOTS as usize * ENTRY_BYTES as usize];
+        let mut visited = 0;
+        while visited < partition.capacity {
+            let run_slots = PROBE_RUN_SLOTS.min(partition.capacity - slot).min(partition.capacity - visited);
+            let run_bytes = &mut run[..(run_slots as u64 * ENTRY_BYTES) as usize];
+            self.medium.read_at(Self::slot_offset(partition, slot), run_bytes)?;
+            for bytes in run_bytes.chunks_exact(ENTRY_BYTES as usize) {
+                let entry = Entry::decode(bytes.try_into().expect("entry-sized chunk"));
+                if entry.location == Location::EMPTY {
+                    return Ok(Probe::Absent(Some(first_deleted.unwrap_or(slot))));
+                }
+                if entry.location == Location::DELETED {
+                    first_deleted.get_or_insert(slot);
+                } else if entry.digest == digest {
+                    return Ok(Probe::Found(slot, entry));
+                }
+                slot = if slot + 1 == partition.capacity { 0 } else { slot + 1 };
             }
-            if entry.location == Location::DELETED {
-                first_deleted.get_or_insert(slot);
-            } else if entry.digest == digest {
-                return Ok(Probe::Found(slot, entry));
-            }
-            slot = if slot + 1 == partition.capacity { 0 } else { slot + 1 };
+            visited += run_slots;
         }
         Ok(Probe::Absent(first_deleted))
     }
