@@ -26,7 +26,7 @@ pub use config::{
 pub use database::Database;
 pub use error::{EngineError, Result};
 pub use hybridkv_media::{DurabilityPath, Tier};
-pub use namespace::{BatchOp, CommitTicket, DurableCallback, FullScanReport, Namespace, ScanPage, Transaction, Value};
+pub use namespace::{BatchOp, CommitTicket, DurableCallback, FullScanReport, Namespace, ScanPage, Transaction, Value, LOAD_AHEAD_WINDOW_READS};
 pub use recovery::{RestartKind, RestartReport};
 pub use stats::{CacheStats, NamespaceStats, TierUsage};
 

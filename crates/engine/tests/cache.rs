@@ -152,6 +152,27 @@ fn records_loaded_ahead_are_then_read_from_the_cache() {
 }
 
 #[test]
+fn batches_stop_checking_while_the_cache_hardly_misses_and_resume_when_it_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let (database, _shmem) = cached_database(dir.path(), Tier::Ssd, 4 * MIB, Durability::None);
+    let namespace = database.namespace(0).unwrap();
+    load(&database, 100);
+    let reads_per_window = hybridkv_engine::LOAD_AHEAD_WINDOW_READS;
+    for round in 0..=reads_per_window {
+        namespace.get(&key(round % 100)).unwrap().unwrap();
+    }
+    namespace.clear_cache();
+    assert!(!namespace.reads_would_wait(&[&key(7)]), "a window without misses turns the check off");
+
+    for _ in 0..=reads_per_window {
+        namespace.clear_cache();
+        namespace.get(&key(7)).unwrap().unwrap();
+    }
+    namespace.clear_cache();
+    assert!(namespace.reads_would_wait(&[&key(7)]), "a window of misses turns it back on");
+}
+
+#[test]
 fn records_in_memory_never_wait() {
     let dir = tempfile::tempdir().unwrap();
     let (database, _shmem) = cached_database(dir.path(), Tier::Pmem, 4 * MIB, Durability::None);

@@ -30,6 +30,7 @@ use commit::CommitState;
 
 pub use commit::{CommitTicket, DurableCallback};
 pub use full_scan::FullScanReport;
+pub use load_ahead::LOAD_AHEAD_WINDOW_READS;
 pub use write::Transaction;
 pub(crate) use write::Publication;
 
@@ -72,6 +73,7 @@ pub struct Namespace {
     pub(crate) log: RecordLog<Publication>,
     pub(crate) journal: Option<Arc<JournaledMemory>>,
     pub(crate) cache: Option<RecordCache>,
+    pub(crate) load_ahead_gate: load_ahead::LoadAheadGate,
     pub(crate) commit: Mutex<CommitState>,
     pub(crate) committed: Condvar,
     pub(crate) key_count: AtomicI64,
@@ -141,6 +143,7 @@ impl Namespace {
         Namespace {
             seed: namespace_seed(&config.name),
             cache: (config.cache_bytes > 0 && config.data != Tier::Dram).then(|| RecordCache::new(config.cache_bytes)),
+            load_ahead_gate: load_ahead::LoadAheadGate::default(),
             config,
             index,
             log,
