@@ -60,6 +60,8 @@ enum Operation {
 
 struct Control {
     operations: u64,
+    /// Power cuts so far: the simulated machine's boot id.
+    boots: u64,
     cut_at_op: Option<u64>,
     frozen: bool,
     fault: Option<FaultPlan>,
@@ -126,6 +128,7 @@ impl SimStore {
     pub fn new(seed: u64) -> SimStore {
         let control = Control {
             operations: 0,
+            boots: 0,
             cut_at_op: None,
             frozen: false,
             fault: None,
@@ -180,6 +183,7 @@ impl SimStore {
             medium.lose_unflushed(&self.shared);
         }
         drop(media);
+        self.shared.control.lock().boots += 1;
         self.thaw();
     }
 
@@ -431,6 +435,10 @@ impl Medium for SimMedium {
 }
 
 impl MediaProvider for SimStore {
+    fn boot_id(&self) -> u64 {
+        self.shared.control.lock().boots
+    }
+
     fn open(&self, name: &str, tier: Tier, len_bytes: u64) -> Result<OpenedMedium, MediaError> {
         let mut media = self.shared.media.lock();
         let key = (tier, name.to_string());
