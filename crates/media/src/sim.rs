@@ -167,15 +167,15 @@ impl SimStore {
         self.shared.control.lock().frozen
     }
 
-    /// Reboot after a process crash: anonymous memory is gone, everything written elsewhere
-    /// (page cache, tmpfs, mappings) survives.
+    /// Restart after a process crash: anonymous memory is gone, everything written elsewhere
+    /// (page cache, tmpfs, mappings) survives; the boot id stays.
     pub fn crash_process(&self) {
         self.shared.media.lock().retain(|(tier, _), _| tier.survives_process_crash());
         self.thaw();
     }
 
     /// Reboot after a power cut: dram and shmem are gone; on pmem and ssd each unflushed chunk
-    /// independently either reached the media or did not.
+    /// independently either reached the media or did not; the boot id changes.
     pub fn power_cut(&self) {
         let mut media = self.shared.media.lock();
         media.retain(|(tier, _), _| tier.survives_power_cut());
@@ -499,6 +499,16 @@ impl MediaProvider for SimStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_boot_id_changes_with_a_power_cut_only() {
+        let store = SimStore::new(1);
+        let first = store.boot_id();
+        store.crash_process();
+        assert_eq!(store.boot_id(), first);
+        store.power_cut();
+        assert_ne!(store.boot_id(), first);
+    }
 
     #[test]
     fn power_cut_keeps_persisted_bytes_and_drops_or_tears_the_rest() {
