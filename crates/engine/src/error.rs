@@ -16,6 +16,8 @@ pub enum EngineError {
     DataFull { namespace: String, capacity_bytes: u64 },
     #[error("namespace '{namespace}': index region full ({capacity_bytes} bytes); enlarge index_bytes")]
     IndexFull { namespace: String, capacity_bytes: u64 },
+    #[error("namespace '{namespace}': index partition {partition} does not match its checksum; its keys are refused until a restart rebuilds the index")]
+    IndexDamaged { namespace: String, partition: usize },
     #[error("namespace '{namespace}': too many writes waiting for durability ({limit} records)")]
     WriteBacklogFull { namespace: String, limit: usize },
     #[error("namespace '{namespace}' refuses writes until restart after a failed flush: {reason}")]

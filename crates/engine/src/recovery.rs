@@ -2,13 +2,17 @@
 //! it. See docs/design/recovery.md for the protocol and its invariants.
 //!
 //! - Warm: the index header says "clean"; it reflects every record before its consistent
-//!   position, which is the end of the log. Every partition table is checked against its
-//!   checksum (one read of the index region; no record is read): a mismatch means a cold rebuild.
+//!   position, which is the end of the log. Nothing is read but the header and directory: each
+//!   partition's counts are in its directory entry, and each table is checked against its
+//!   checksum when first used (or by the background sweep); a mismatch refuses that partition
+//!   and makes the next start a cold rebuild.
 //! - After a crash: the header is valid but not clean. Records from the consistent position on
 //!   (the log tail, bounded by the checkpoint interval) are re-applied in log order, each only if
-//!   it is newer (by LSN) than what the index holds; entries the tail may have torn are repaired.
-//!   The tables are counted but not checked: the tail changed some after the checkpoint that
-//!   wrote their checksums, and damage in the tail hides which.
+//!   it is newer (by LSN) than what the index holds. After a process crash (same machine boot)
+//!   every store to the index survived, so only partitions whose change was interrupted are
+//!   repaired and recounted; after a power cut entries the tail may have torn are repaired in
+//!   every partition the tail touched. The tables are not checked: the tail changed some after
+//!   the checkpoint that wrote their checksums, and damage in the tail hides which.
 //! - Cold: no usable index (in DRAM, missing, damaged, another configuration, or a machine restart
 //!   after an unclean stop with durability other than `always`): every block is scanned, in
 //!   parallel, and the newest version of each key (by LSN, tombstones included) wins.
@@ -24,10 +28,10 @@ use parking_lot::Mutex;
 use crate::config::{Durability, NamespaceConfig};
 use crate::digest::Digest;
 use crate::error::Result;
-use crate::index::{current_boot_id, Entry, Index};
+use crate::index::{Entry, Index};
 use crate::journal::JournaledMemory;
 use crate::log::{position_offset, position_seq, walk_records, BlockHeader, Location, RecordLog, Walked, BLOCK_HEADER_BYTES};
-use crate::namespace::{fingerprint_of, Namespace};
+use crate::namespace::{fingerprint_of, Namespace, OpenCheckpoint};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RestartKind {
@@ -111,26 +115,31 @@ pub(crate) fn open_namespace(
     data: Arc<dyn Medium>,
     index_medium: OpenedMedium,
     journal: Option<Arc<JournaledMemory>>,
+    boot_id: u64,
 ) -> Result<(Arc<Namespace>, RestartReport)> {
     let started = Instant::now();
     let fingerprint = fingerprint_of(&config);
     let (log, in_use) = RecordLog::open(data, config.write_block_bytes, fingerprint)?;
-    let decision = decide(&config, index_medium.existed, index_medium.medium.clone(), fingerprint, &in_use, log.set_aside_slots())?;
+    let medium = index_medium.medium.clone();
+    let decision = decide(&config, index_medium.existed, medium, fingerprint, &in_use, log.set_aside_slots(), boot_id)?;
     let (index, kind, reason) = match decision {
         Decision::Attach(index, kind) => (index, kind, String::new()),
         Decision::Rebuild(reason) => {
-            let index = Index::create(index_medium.medium, fingerprint, &config.name)?;
+            let index = Index::create(index_medium.medium, fingerprint, &config.name, boot_id)?;
             let kind = if in_use.is_empty() { RestartKind::Fresh } else { RestartKind::Cold };
             (index, kind, reason)
         }
     };
     let consistent_position = index.header().consistent_position;
     let header_next_lsn = index.header().next_lsn;
+    // Every store of the stopped process to the index region is still there: nothing was torn.
+    let same_boot = index.header().boot_id == boot_id;
     let namespace = Namespace::assemble(config, index, log, journal);
     let progress = Progress::default();
     match kind {
         RestartKind::Warm | RestartKind::AfterCrash => {
-            namespace.replay_tail(&in_use, consistent_position, kind == RestartKind::Warm, &progress)?
+            let tail = Tail { in_use: &in_use, consistent_position, clean: kind == RestartKind::Warm, same_boot };
+            namespace.replay_tail(&tail, &progress)?
         }
         RestartKind::Cold => {
             tracing::info!(namespace = %namespace.config.name, reason = %reason, blocks = in_use.len(), "cold start: rebuilding the index");
@@ -146,7 +155,11 @@ pub(crate) fn open_namespace(
         namespace.log.medium().persist(0, namespace.log.medium().len_bytes())?;
     }
     namespace.log.set_next_lsn(header_next_lsn.max(progress.max_lsn.load(Ordering::Relaxed) + 1));
-    namespace.finish_open(kind != RestartKind::Warm && kind != RestartKind::AfterCrash)?;
+    // After a process crash the first checkpoint, which makes every table the tail touched
+    // durable (possibly the whole index), is left to the background: until it is taken a
+    // crash replays the same tail again.
+    let checkpoint = if kind == RestartKind::AfterCrash && same_boot { OpenCheckpoint::InBackground } else { OpenCheckpoint::Now };
+    namespace.finish_open(kind != RestartKind::Warm && kind != RestartKind::AfterCrash, checkpoint)?;
     let report = RestartReport {
         namespace: namespace.config.name.clone(),
         kind,
@@ -166,6 +179,7 @@ fn decide(
     fingerprint: u64,
     in_use: &[BlockHeader],
     set_aside_slots: u64,
+    boot_id: u64,
 ) -> Result<Decision> {
     if config.index == Tier::Dram {
         return Ok(Decision::Rebuild("the index is in DRAM".into()));
@@ -173,7 +187,7 @@ fn decide(
     if !existed {
         return Ok(Decision::Rebuild("no index region".into()));
     }
-    let index = match Index::attach(medium, fingerprint, &config.name)? {
+    let index = match Index::attach(medium, fingerprint, &config.name, boot_id)? {
         Ok(index) => index,
         Err(reason) => return Ok(Decision::Rebuild(reason)),
     };
@@ -184,48 +198,64 @@ fn decide(
     if position_seq(header.consistent_position) > newest_seq && set_aside_slots == 0 {
         return Ok(Decision::Rebuild("the index is ahead of the record log".into()));
     }
-    if !header.clean && header.boot_id != current_boot_id() && config.durability != Durability::Always {
+    if !header.clean && header.boot_id != boot_id && config.durability != Durability::Always {
         return Ok(Decision::Rebuild(
             "the machine restarted after an unclean stop and durability is not 'always': the index may point past the durable log".into(),
         ));
     }
-    // After a crash the tables the log tail changed no longer match their checksums, and which
-    // those are is known only as far as the tail is readable: they are counted, not checked.
-    if let Err(reason) = index.verify_tables(header.clean)? {
-        return Ok(Decision::Rebuild(reason));
+    // After a clean stop no change can have been under way (tables are checked when first used).
+    if header.clean && !index.interrupted_changes()?.is_empty() {
+        return Ok(Decision::Rebuild("index partition counts damaged".into()));
     }
     Ok(Decision::Attach(index, if header.clean { RestartKind::Warm } else { RestartKind::AfterCrash }))
 }
 
+/// The log tail a warm or after-crash start re-applies.
+struct Tail<'a> {
+    in_use: &'a [BlockHeader],
+    consistent_position: u64,
+    /// A clean stop: the last block is resumed rather than left.
+    clean: bool,
+    /// Only the process stopped since the index was last written (see `MediaProvider::boot_id`).
+    same_boot: bool,
+}
+
 impl Namespace {
-    /// Re-applies the log from `consistent_position` on; resumes the last block after a clean
+    /// Re-applies the log from the consistent position on; resumes the last block after a clean
     /// stop, starts a new one otherwise (the last block's tail may hold torn records).
-    fn replay_tail(&self, in_use: &[BlockHeader], consistent_position: u64, clean: bool, progress: &Progress) -> Result<()> {
-        let first_seq = position_seq(consistent_position);
+    fn replay_tail(&self, tail: &Tail, progress: &Progress) -> Result<()> {
+        let first_seq = position_seq(tail.consistent_position);
+        let interrupted = self.index.interrupted_changes()?;
         let mut touched = BTreeSet::new();
         let mut last_end = None;
         let mut buffers = ReplayBuffers::default();
-        for block in in_use.iter().filter(|block| block.seq >= first_seq) {
+        for block in tail.in_use.iter().filter(|block| block.seq >= first_seq) {
             let from = if block.seq == first_seq {
-                position_offset(consistent_position).max(BLOCK_HEADER_BYTES as u64)
+                position_offset(tail.consistent_position).max(BLOCK_HEADER_BYTES as u64)
             } else {
                 BLOCK_HEADER_BYTES as u64
             };
             let end = self.replay_block(block, from, None, progress, Some(&mut touched), &mut buffers)?;
             last_end = Some((block, end));
         }
-        // An entry written after the checkpoint may be torn (its location stored, its digest or
-        // its expiry and generation not): any entry pointing into the tail must point at a valid
-        // record of its own key, and take its expiry and generation from it.
-        // Entries the tail touched may also exist only in memory that survived the process (not
-        // durable): the next checkpoint writes them whether or not replay changed them.
-        for number in touched {
+        // After a power cut an entry written after the checkpoint may be torn (its location
+        // stored, its digest or its expiry and generation not): any entry pointing into the
+        // tail must point at a valid record of its own key, and take its expiry and generation
+        // from it. After a process crash every store survived: only a change the crash
+        // interrupted may have left an entry or the partition's counts half done.
+        let repaired: BTreeSet<usize> =
+            if tail.same_boot { interrupted.into_iter().collect() } else { touched.iter().copied().chain(interrupted).collect() };
+        for &number in &repaired {
             let mut partition = self.index.partition(number).write();
             self.index.repair(&mut partition, |entry| self.repaired_entry(entry, first_seq))?;
+        }
+        // Entries the tail touched may exist only in memory that survived the process (not
+        // durable): the next checkpoint writes them whether or not replay changed them.
+        for number in touched.into_iter().chain(repaired) {
             self.index.mark_dirty(number);
         }
         match last_end {
-            Some((block, end)) if clean => self.log.resume_block(block, end)?,
+            Some((block, end)) if tail.clean => self.log.resume_block(block, end)?,
             _ => self.log.start_new_block()?,
         }
         Ok(())
@@ -399,7 +429,9 @@ impl Namespace {
         let number = self.index.partition_of(record.digest);
         let mut partition = self.index.partition(number).write();
         if let Some(current) = self.index.table_lookup(&partition, record.digest)? {
-            if self.supersedes(current.location, record) {
+            // The entry already names this record (the usual case after a process crash): no
+            // record needs reading.
+            if current.location == record.location || self.supersedes(current.location, record) {
                 return Ok(());
             }
         }

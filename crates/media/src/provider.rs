@@ -21,6 +21,11 @@ pub trait MediaProvider: Send + Sync {
     fn list(&self, prefix: &str, tier: Tier) -> Result<Vec<String>, MediaError>;
     /// Makes creations and removals of names on `tier` durable.
     fn sync_names(&self, tier: Tier) -> Result<(), MediaError>;
+    /// Identifies the current boot of the machine: it changes when power is lost or the machine
+    /// restarts, not when only the process does. Region stores of one boot that were not made
+    /// durable are all still there in the same boot (the page cache and mappings outlive a
+    /// process); across boots they may have been lost or torn.
+    fn boot_id(&self) -> u64;
 }
 
 /// Media as files: pmem and ssd under `data_dir`, shmem under `shmem_dir` (a tmpfs).
@@ -104,4 +109,13 @@ impl MediaProvider for FsProvider {
         let handle = fs::File::open(dir).map_err(|error| MediaError::from_io(dir.display().to_string(), error))?;
         handle.sync_all().map_err(|error| MediaError::from_io(dir.display().to_string(), error))
     }
+
+    /// A hash of the kernel's boot id.
+    fn boot_id(&self) -> u64 {
+        let text = fs::read_to_string(BOOT_ID_PATH).unwrap_or_default();
+        xxhash_rust::xxh3::xxh3_64(text.trim().as_bytes())
+    }
 }
+
+/// The kernel's random identifier of the current boot.
+const BOOT_ID_PATH: &str = "/proc/sys/kernel/random/boot_id";

@@ -60,6 +60,8 @@ enum Operation {
 
 struct Control {
     operations: u64,
+    /// Power cuts so far: the simulated machine's boot id.
+    boots: u64,
     cut_at_op: Option<u64>,
     frozen: bool,
     fault: Option<FaultPlan>,
@@ -126,6 +128,7 @@ impl SimStore {
     pub fn new(seed: u64) -> SimStore {
         let control = Control {
             operations: 0,
+            boots: 0,
             cut_at_op: None,
             frozen: false,
             fault: None,
@@ -164,15 +167,15 @@ impl SimStore {
         self.shared.control.lock().frozen
     }
 
-    /// Reboot after a process crash: anonymous memory is gone, everything written elsewhere
-    /// (page cache, tmpfs, mappings) survives.
+    /// Restart after a process crash: anonymous memory is gone, everything written elsewhere
+    /// (page cache, tmpfs, mappings) survives; the boot id stays.
     pub fn crash_process(&self) {
         self.shared.media.lock().retain(|(tier, _), _| tier.survives_process_crash());
         self.thaw();
     }
 
     /// Reboot after a power cut: dram and shmem are gone; on pmem and ssd each unflushed chunk
-    /// independently either reached the media or did not.
+    /// independently either reached the media or did not; the boot id changes.
     pub fn power_cut(&self) {
         let mut media = self.shared.media.lock();
         media.retain(|(tier, _), _| tier.survives_power_cut());
@@ -180,6 +183,7 @@ impl SimStore {
             medium.lose_unflushed(&self.shared);
         }
         drop(media);
+        self.shared.control.lock().boots += 1;
         self.thaw();
     }
 
@@ -431,6 +435,10 @@ impl Medium for SimMedium {
 }
 
 impl MediaProvider for SimStore {
+    fn boot_id(&self) -> u64 {
+        self.shared.control.lock().boots
+    }
+
     fn open(&self, name: &str, tier: Tier, len_bytes: u64) -> Result<OpenedMedium, MediaError> {
         let mut media = self.shared.media.lock();
         let key = (tier, name.to_string());
@@ -491,6 +499,16 @@ impl MediaProvider for SimStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_boot_id_changes_with_a_power_cut_only() {
+        let store = SimStore::new(1);
+        let first = store.boot_id();
+        store.crash_process();
+        assert_eq!(store.boot_id(), first);
+        store.power_cut();
+        assert_ne!(store.boot_id(), first);
+    }
 
     #[test]
     fn power_cut_keeps_persisted_bytes_and_drops_or_tears_the_rest() {

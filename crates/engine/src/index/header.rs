@@ -12,15 +12,16 @@
 //! | 40     | 8    | clean shutdown: 1 when closed cleanly, 0 while open           |
 //! | 48     | 8    | consistent log position: the index reflects every record before it |
 //! | 56     | 8    | next LSN at that position                                     |
-//! | 64     | 8    | boot id hash of the machine boot that wrote the header        |
+//! | 64     | 8    | id of the machine boot that wrote the header (`MediaProvider::boot_id`) |
 //! | 72     | 8    | time of the checkpoint, Unix ms                               |
 //! | 80     | 4    | crc32c of bytes 0..80                                         |
 
 use crate::log::record::{u32_at, u64_at};
 
 pub(crate) const INDEX_MAGIC: u64 = u64::from_le_bytes(*b"HKVINDX1");
-/// 2: directory entries hold their table's checksum (1 held entry counts).
-pub(crate) const INDEX_FORMAT_VERSION: u32 = 2;
+/// 3: 32-byte directory entries holding their table's counts, kept up to date, and a checksum
+/// covering them (2: 16-byte entries, a checksum of the table alone; 1: entry counts only).
+pub(crate) const INDEX_FORMAT_VERSION: u32 = 3;
 pub(crate) const HEADER_SLOT_BYTES: u64 = 2048;
 pub(crate) const HEADER_AREA_BYTES: u64 = 2 * HEADER_SLOT_BYTES;
 const MAGIC_OFFSET: usize = 0;
@@ -103,13 +104,6 @@ impl IndexHeader {
             (a, b) => a.or(b),
         }
     }
-}
-
-/// A hash of this machine's boot id: a header written under another boot means the machine
-/// restarted (power cut or reboot), not just the process.
-pub(crate) fn current_boot_id() -> u64 {
-    let text = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
-    xxhash_rust::xxh3::xxh3_64(text.trim().as_bytes())
 }
 
 #[cfg(test)]

@@ -7,14 +7,19 @@
 //! | offset            | size                  | content                                   |
 //! |-------------------|-----------------------|-------------------------------------------|
 //! | 0                 | HEADER_AREA_BYTES     | two header slots (see `header`)           |
-//! | DIRECTORY_OFFSET  | 16 × PARTITION_COUNT  | partition directory                       |
+//! | DIRECTORY_OFFSET  | 32 × PARTITION_COUNT  | partition directory                       |
 //! | HEAP_OFFSET       | rest                  | partition tables, 32-byte entries         |
 //!
 //! Directory entry: word 0 = table offset / 64 << 24 | capacity in slots (published with one
-//! 8-byte store after the new table is durable); word 1 = CRC-32C of the table's bytes, written
-//! at checkpoints. Entries carry no checksum of their own: after a clean shutdown
-//! `verify_tables` checks every table against its word 1 at open, and a mismatch means a cold
-//! rebuild (it also counts the partitions' entries, at every open).
+//! 8-byte store after the new table is durable); word 1 = CRC-32C of the table's bytes and words
+//! 2 and 3, written at checkpoints; word 2 = live entries | entries of parts << 32; word 3 =
+//! deleted slots, with CHANGING_FLAG set while a change of the table and its counts is under way.
+//! Words 2 and 3 always describe the table word 0 names and are kept up to date with every
+//! change (ordinary stores, made durable at checkpoints), so no start needs to count entries.
+//! Entries carry no checksum of their own: after a clean shutdown each table is checked against
+//! its word 1 the first time it is used (or by the background sweep, `check_unchecked_tables`);
+//! a mismatch refuses the partition's keys and invalidates the header, so the next start
+//! rebuilds the index.
 //!
 //! Each partition also has, in DRAM, the entries of records not yet durable ("pending"): reads
 //! see them first; they reach the table only once their record is durable (see
@@ -24,7 +29,7 @@ mod allocator;
 pub(crate) mod entry;
 pub(crate) mod header;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use hybridkv_media::{DurabilityPath, Medium};
@@ -37,16 +42,23 @@ use crate::log::Location;
 use allocator::{ExtentAllocator, EXTENT_ALIGN_BYTES};
 pub(crate) use entry::{entry_expiry, Entry, ENTRY_BYTES, EXPIRY_UNIX_MS_MAX, PART_EXPIRY_MARK};
 use entry::LOCATION_OFFSET;
-pub(crate) use header::{current_boot_id, IndexHeader};
+pub(crate) use header::IndexHeader;
 use header::{HEADER_AREA_BYTES, HEADER_SLOT_BYTES};
 
 pub(crate) const PARTITION_COUNT: usize = 4096;
 // Parts share their owner's partition through the top 16 digest bits (`crate::digest`).
 const _: () = assert!(PARTITION_COUNT <= 1 << 16);
 const DIRECTORY_OFFSET: u64 = HEADER_AREA_BYTES;
-const DIRECTORY_ENTRY_BYTES: u64 = 16;
+const DIRECTORY_ENTRY_BYTES: u64 = 32;
 /// Where a directory entry keeps its table's checksum.
 const TABLE_CHECKSUM_OFFSET: u64 = 8;
+/// Where a directory entry keeps its table's live entries (low half) and entries of parts (high).
+const LIVE_AND_PARTS_OFFSET: u64 = 16;
+/// Where a directory entry keeps its table's deleted slots (low half) and CHANGING_FLAG.
+const TOMBSTONES_OFFSET: u64 = 24;
+/// Set in word 3 while the table and its counts are being changed: after a process crash the
+/// counts of a partition with the flag may disagree with its table and are recomputed.
+const CHANGING_FLAG: u64 = 1 << 63;
 pub(crate) const HEAP_OFFSET: u64 = (DIRECTORY_OFFSET + PARTITION_COUNT as u64 * DIRECTORY_ENTRY_BYTES).next_multiple_of(4096);
 const TABLE_SLOTS_MIN: u32 = 16;
 const TABLE_SLOTS_MAX: u32 = (1 << 24) - 1;
@@ -66,6 +78,14 @@ const _: () = assert!(PARTITION_COUNT.is_power_of_two());
 const _: () = assert!(DIRECTORY_OFFSET % HEADER_SLOT_BYTES == 0);
 const _: () = assert!(LOAD_PERCENT_AFTER_GROWTH < LOAD_PERCENT_MAX);
 
+/// A partition's table may be used: created or rebuilt in this run, attached after a crash (the
+/// log tail changed tables after their checksums were written), or checked.
+const TABLE_USABLE: u8 = 0;
+/// Attached after a clean stop and not yet checked against its checksum.
+const TABLE_UNCHECKED: u8 = 1;
+/// Failed its check: refused until a restart rebuilds the index.
+const TABLE_DAMAGED: u8 = 2;
+
 /// An entry for a record that is not durable yet; `entry.location` is DELETED for a deletion.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PendingEntry {
@@ -74,11 +94,20 @@ pub(crate) struct PendingEntry {
 }
 
 pub(crate) struct Partition {
+    number: usize,
     table_offset: u64,
     capacity: u32,
     live: u32,
+    /// Live entries that are parts (counted in `live` too).
+    parts: u32,
     tombstones: u32,
     pending: Vec<PendingEntry>,
+}
+
+impl Partition {
+    fn empty(number: usize, table_offset: u64, capacity: u32) -> Partition {
+        Partition { number, table_offset, capacity, live: 0, parts: 0, tombstones: 0, pending: Vec::new() }
+    }
 }
 
 enum Probe {
@@ -91,6 +120,16 @@ pub(crate) struct Index {
     medium: Arc<dyn Medium>,
     partitions: Box<[RwLock<Partition>]>,
     dirty: Box<[AtomicBool]>,
+    /// TABLE_USABLE, TABLE_UNCHECKED or TABLE_DAMAGED, per partition.
+    table_states: Box<[AtomicU8]>,
+    unchecked_tables: AtomicUsize,
+    /// Per partition: the table in use is a grown one the durable directory will name only from
+    /// the next checkpoint on; until then the durable counts keep describing the old table.
+    switch_pending: Box<[AtomicBool]>,
+    /// A table failed its check: the header stays invalid, so the next start rebuilds.
+    condemned: AtomicBool,
+    /// The machine boot (`MediaProvider::boot_id`) written into every header.
+    boot_id: u64,
     allocator: Mutex<ExtentAllocator>,
     header: Mutex<IndexHeader>,
     namespace: String,
@@ -102,7 +141,7 @@ pub(crate) struct Index {
 impl Index {
     /// An empty index over `medium`: any previous content is invalidated first (durably), so a
     /// crash while it is being filled leads to another rebuild, never to a half-built index.
-    pub(crate) fn create(medium: Arc<dyn Medium>, fingerprint: u64, namespace: &str) -> Result<Index> {
+    pub(crate) fn create(medium: Arc<dyn Medium>, fingerprint: u64, namespace: &str, boot_id: u64) -> Result<Index> {
         medium.write_at(0, &[0u8; HEADER_AREA_BYTES as usize])?;
         medium.persist(0, HEADER_AREA_BYTES)?;
         let region_bytes = medium.len_bytes();
@@ -116,13 +155,7 @@ impl Index {
             let directory = directory_offset(number);
             medium.write_at(directory, &[0u8; DIRECTORY_ENTRY_BYTES as usize])?;
             medium.store_u64(directory, table_word(offset, TABLE_SLOTS_MIN))?;
-            partitions.push(RwLock::new(Partition {
-                table_offset: offset,
-                capacity: TABLE_SLOTS_MIN,
-                live: 0,
-                tombstones: 0,
-                pending: Vec::new(),
-            }));
+            partitions.push(RwLock::new(Partition::empty(number, offset, TABLE_SLOTS_MIN)));
         }
         medium.persist(0, allocator_end(&allocator, region_bytes))?;
         let header = IndexHeader {
@@ -133,10 +166,10 @@ impl Index {
             clean: false,
             consistent_position: 0,
             next_lsn: 1,
-            boot_id: current_boot_id(),
+            boot_id,
             checkpoint_unix_ms: 0,
         };
-        Ok(Index::assemble(medium, partitions, allocator, header, namespace, true))
+        Ok(Index::assemble(medium, partitions, allocator, header, namespace, true, boot_id))
     }
 
     /// Attaches an existing index region. `Ok(Err(reason))` when it is missing, damaged or from
@@ -145,6 +178,7 @@ impl Index {
         medium: Arc<dyn Medium>,
         fingerprint: u64,
         namespace: &str,
+        boot_id: u64,
     ) -> Result<std::result::Result<Index, String>> {
         let mut slots = vec![0u8; HEADER_AREA_BYTES as usize];
         medium.read_at(0, &mut slots)?;
@@ -163,20 +197,48 @@ impl Index {
         medium.read_at(DIRECTORY_OFFSET, &mut directory)?;
         let mut used = Vec::with_capacity(PARTITION_COUNT);
         let mut partitions = Vec::with_capacity(PARTITION_COUNT);
-        for words in directory.chunks_exact(DIRECTORY_ENTRY_BYTES as usize) {
-            let table = u64::from_le_bytes(words[..8].try_into().expect("8 bytes"));
+        for (number, words) in directory.chunks_exact(DIRECTORY_ENTRY_BYTES as usize).enumerate() {
+            let table = u64_at(words, 0);
             let (offset, capacity) = ((table >> CAPACITY_SHIFT) * EXTENT_ALIGN_BYTES, (table & TABLE_SLOTS_MAX as u64) as u32);
             if !(TABLE_SLOTS_MIN..=TABLE_SLOTS_MAX).contains(&capacity) || offset < HEAP_OFFSET {
                 return Ok(Err("index directory entry out of range".into()));
             }
             used.push((offset, capacity as u64 * ENTRY_BYTES));
-            // Counted by `verify_tables`.
-            partitions.push(RwLock::new(Partition { table_offset: offset, capacity, live: 0, tombstones: 0, pending: Vec::new() }));
+            // Counts of a change a crash interrupted are recomputed by recovery
+            // (`interrupted_changes`); until then they only need to be in range.
+            let counts = DurableCounts::decode(words).unwrap_or(DurableCounts { live: 0, parts: 0, tombstones: 0, changing: true });
+            let mut partition = Partition::empty(number, offset, capacity);
+            (partition.live, partition.parts, partition.tombstones) = (counts.live, counts.parts, counts.tombstones);
+            partitions.push(RwLock::new(partition));
         }
         let Some(allocator) = ExtentAllocator::with_used(HEAP_OFFSET, region_bytes, &mut used) else {
             return Ok(Err("index tables overlap or run past the region".into()));
         };
-        Ok(Ok(Index::assemble(medium, partitions, allocator, header, namespace, false)))
+        let index = Index::assemble(medium, partitions, allocator, header, namespace, false, boot_id);
+        if header.clean {
+            for state in index.table_states.iter() {
+                state.store(TABLE_UNCHECKED, Ordering::Relaxed);
+            }
+            index.unchecked_tables.store(PARTITION_COUNT, Ordering::Relaxed);
+        }
+        Ok(Ok(index))
+    }
+
+    /// Partitions whose durable counts may disagree with their tables: a change was under way
+    /// when the process stopped (CHANGING_FLAG), or the counts are out of range. After a clean
+    /// stop there are none unless the directory is damaged.
+    pub(crate) fn interrupted_changes(&self) -> Result<Vec<usize>> {
+        let mut directory = vec![0u8; PARTITION_COUNT * DIRECTORY_ENTRY_BYTES as usize];
+        self.medium.read_at(DIRECTORY_OFFSET, &mut directory)?;
+        Ok(directory
+            .chunks_exact(DIRECTORY_ENTRY_BYTES as usize)
+            .enumerate()
+            .filter(|(_, words)| {
+                let capacity = (u64_at(words, 0) & TABLE_SLOTS_MAX as u64) as u32;
+                DurableCounts::decode(words).is_none_or(|counts| counts.changing || !counts.fit(capacity))
+            })
+            .map(|(number, _)| number)
+            .collect())
     }
 
     /// `dirty`: whether every partition must be made durable at the next checkpoint (a new
@@ -188,12 +250,18 @@ impl Index {
         header: IndexHeader,
         namespace: &str,
         dirty: bool,
+        boot_id: u64,
     ) -> Index {
         Index {
             switch_tables_at_checkpoint: medium.info().tier.survives_power_cut(),
             medium,
             partitions: partitions.into_boxed_slice(),
             dirty: (0..PARTITION_COUNT).map(|_| AtomicBool::new(dirty)).collect(),
+            table_states: (0..PARTITION_COUNT).map(|_| AtomicU8::new(TABLE_USABLE)).collect(),
+            unchecked_tables: AtomicUsize::new(0),
+            switch_pending: (0..PARTITION_COUNT).map(|_| AtomicBool::new(false)).collect(),
+            condemned: AtomicBool::new(false),
+            boot_id,
             allocator: Mutex::new(allocator),
             header: Mutex::new(header),
             namespace: namespace.to_string(),
@@ -225,17 +293,20 @@ impl Index {
         self.medium.len_bytes()
     }
 
-    pub(crate) fn table_entry_count(&self) -> u64 {
+    #[cfg(test)]
+    fn table_entry_count(&self) -> u64 {
         self.partitions.iter().map(|partition| partition.read().live as u64).sum()
     }
 
-    /// Entries of parts in the tables (a pass over every table: done once, at start-up).
-    pub(crate) fn table_part_count(&self) -> Result<u64> {
-        let mut parts = 0;
-        for partition in self.partitions.iter() {
-            parts += u64::from(count_entries(&self.read_table(&partition.read())?).parts);
-        }
-        Ok(parts)
+    /// Live entries in the tables that are keys, not parts (from the partitions' counts).
+    pub(crate) fn table_key_count(&self) -> u64 {
+        self.partitions
+            .iter()
+            .map(|partition| {
+                let partition = partition.read();
+                u64::from(partition.live.saturating_sub(partition.parts))
+            })
+            .sum()
     }
 
     fn slot_offset(partition: &Partition, slot: u32) -> u64 {
@@ -253,6 +324,7 @@ impl Index {
     /// line, not four); later reads take `PROBE_RUN_SLOTS`: a miss at 80% load visits about 13
     /// slots, and one read per slot cost more in calls than in memory traffic.
     fn probe(&self, partition: &Partition, digest: Digest) -> Result<Probe> {
+        self.ensure_usable(partition)?;
         let mut slot = digest.home_slot(partition.capacity);
         let mut first_deleted = None;
         let mut run = [0u8; PROBE_RUN_SLOTS as usize * ENTRY_BYTES as usize];
@@ -303,6 +375,7 @@ impl Index {
     /// Makes sure the table can take every pending entry plus one more, growing it if needed:
     /// called before a write is appended, so that publishing it later cannot fail for space.
     pub(crate) fn reserve_one(&self, partition: &mut Partition, number: usize) -> Result<()> {
+        self.ensure_usable(partition)?;
         let needed = partition.live as u64 + partition.tombstones as u64 + partition.pending.len() as u64 + 1;
         if needed * 100 > partition.capacity as u64 * LOAD_PERCENT_MAX {
             self.grow(partition, number)?;
@@ -315,6 +388,7 @@ impl Index {
     /// a checkpoint has made the new one durable: growth costs no flush, and a power cut leaves
     /// either table intact. Elsewhere the switch is immediate.
     fn grow(&self, partition: &mut Partition, number: usize) -> Result<()> {
+        self.begin_change(partition)?;
         let keep = partition.live as u64 + partition.pending.len() as u64 + 1;
         let capacity = (keep * 100).div_ceil(LOAD_PERCENT_AFTER_GROWTH).max(TABLE_SLOTS_MIN as u64);
         if capacity > TABLE_SLOTS_MAX as u64 {
@@ -327,7 +401,6 @@ impl Index {
         let mut old = vec![0u8; old_extent.1 as usize];
         self.medium.read_at(old_extent.0, &mut old)?;
         let mut table = vec![0u8; bytes as usize];
-        let mut live = 0;
         for entry_bytes in old.chunks_exact(ENTRY_BYTES as usize) {
             let entry = Entry::decode(entry_bytes.try_into().expect("entry-sized chunk"));
             if !entry.location.is_record() {
@@ -340,10 +413,12 @@ impl Index {
             let at = (target as u64 * ENTRY_BYTES) as usize;
             table[at..at + LOCATION_OFFSET as usize].copy_from_slice(&entry.prefix());
             table[at + LOCATION_OFFSET as usize..at + ENTRY_BYTES as usize].copy_from_slice(&entry.location.0.to_le_bytes());
-            live += 1;
         }
         self.medium.write_at(offset, &table)?;
         if self.switch_tables_at_checkpoint {
+            // The durable counts go on describing the old table, as the durable directory does.
+            self.end_change(partition)?;
+            self.switch_pending[number].store(true, Ordering::Relaxed);
             self.deferred_free.lock().push(old_extent);
         } else {
             self.medium.store_u64(directory_offset(number), table_word(offset, capacity))?;
@@ -351,10 +426,9 @@ impl Index {
         }
         partition.table_offset = offset;
         partition.capacity = capacity;
-        partition.live = live;
-        partition.tombstones = 0;
+        set_counts(partition, &table);
         self.dirty[number].store(true, Ordering::Relaxed);
-        Ok(())
+        self.end_change(partition)
     }
 
     /// Bytes of old tables waiting for a checkpoint before they can be reused.
@@ -365,12 +439,23 @@ impl Index {
     /// Writes `entry` into the table (insert or replace); returns the entry it replaced.
     pub(crate) fn table_put(&self, partition: &mut Partition, number: usize, entry: Entry) -> Result<Option<Entry>> {
         assert!(entry.location.is_record());
+        assert_eq!(partition.number, number);
+        let probe = self.probe(partition, entry.digest)?;
         self.dirty[number].store(true, Ordering::Relaxed);
-        match self.probe(partition, entry.digest)? {
+        match probe {
             Probe::Found(slot, old) => {
                 let at = Self::slot_offset(partition, slot);
+                // One digest is a part's or a key's either way, unless the entry was damaged.
+                let parts_change = old.is_part() != entry.is_part();
+                if parts_change {
+                    self.begin_change(partition)?;
+                }
                 self.medium.store_u64(at + entry::META_OFFSET, entry.meta())?;
                 self.medium.store_u64(at + LOCATION_OFFSET, entry.location.0)?;
+                if parts_change {
+                    partition.parts = (partition.parts + u32::from(entry.is_part())).saturating_sub(u32::from(old.is_part()));
+                    self.end_change(partition)?;
+                }
                 Ok(Some(old))
             }
             Probe::Absent(free) => {
@@ -382,6 +467,7 @@ impl Index {
                     }
                 };
                 let at = Self::slot_offset(partition, slot);
+                self.begin_change(partition)?;
                 // Counts may be stale after a crash until recovery recounts: never underflow.
                 if self.read_slot(partition, slot)?.location == Location::DELETED {
                     partition.tombstones = partition.tombstones.saturating_sub(1);
@@ -389,9 +475,11 @@ impl Index {
                 self.medium.write_at(at, &entry.prefix())?;
                 self.medium.store_u64(at + LOCATION_OFFSET, entry.location.0)?;
                 partition.live += 1;
+                partition.parts += u32::from(entry.is_part());
                 if (partition.live as u64 + partition.tombstones as u64) * 100 > partition.capacity as u64 * LOAD_PERCENT_MAX {
                     self.grow(partition, number)?;
                 }
+                self.end_change(partition)?;
                 Ok(None)
             }
         }
@@ -399,11 +487,15 @@ impl Index {
 
     /// Marks `digest` deleted in the table; returns the entry it removed.
     pub(crate) fn table_remove(&self, partition: &mut Partition, number: usize, digest: Digest) -> Result<Option<Entry>> {
+        assert_eq!(partition.number, number);
         let Probe::Found(slot, old) = self.probe(partition, digest)? else { return Ok(None) };
         self.dirty[number].store(true, Ordering::Relaxed);
+        self.begin_change(partition)?;
         self.medium.store_u64(Self::slot_offset(partition, slot) + LOCATION_OFFSET, Location::DELETED.0)?;
         partition.live = partition.live.saturating_sub(1);
+        partition.parts = partition.parts.saturating_sub(u32::from(old.is_part()));
         partition.tombstones += 1;
+        self.end_change(partition)?;
         Ok(Some(old))
     }
 
@@ -420,6 +512,7 @@ impl Index {
 
     /// Every live entry of the partition as reads see it (pending entries override the table).
     pub(crate) fn entries(&self, partition: &Partition) -> Result<Vec<Entry>> {
+        self.ensure_usable(partition)?;
         let mut entries = Vec::with_capacity(partition.live as usize);
         for slot in 0..partition.capacity {
             let entry = self.read_slot(partition, slot)?;
@@ -445,6 +538,8 @@ impl Index {
     /// the expiry and generation of those it gives back changed, then recomputes the
     /// partition's counts from its table (a crash leaves them stale).
     pub(crate) fn repair(&self, partition: &mut Partition, mut repaired: impl FnMut(&Entry) -> Option<Entry>) -> Result<()> {
+        self.ensure_usable(partition)?;
+        self.begin_change(partition)?;
         for slot in 0..partition.capacity {
             let entry = self.read_slot(partition, slot)?;
             if !entry.location.is_record() {
@@ -463,9 +558,105 @@ impl Index {
         self.recount(partition)
     }
 
-    /// Recomputes a partition's counts from its table.
+    /// Recomputes a partition's counts from its table, and stores them.
     fn recount(&self, partition: &mut Partition) -> Result<()> {
         set_counts(partition, &self.read_table(partition)?);
+        self.end_change(partition)
+    }
+
+    /// Marks the durable counts of the partition as not matching its table until `end_change`
+    /// (only while they describe the table in use: see `switch_pending`).
+    fn begin_change(&self, partition: &Partition) -> Result<()> {
+        if !self.switch_pending[partition.number].load(Ordering::Relaxed) {
+            let directory = directory_offset(partition.number);
+            self.medium.store_u64(directory + TOMBSTONES_OFFSET, u64::from(partition.tombstones) | CHANGING_FLAG)?;
+        }
+        Ok(())
+    }
+
+    /// Stores the partition's counts, which match its table again (see `begin_change`).
+    fn end_change(&self, partition: &Partition) -> Result<()> {
+        if !self.switch_pending[partition.number].load(Ordering::Relaxed) {
+            self.store_counts(partition)?;
+        }
+        Ok(())
+    }
+
+    fn store_counts(&self, partition: &Partition) -> Result<()> {
+        let counts = DurableCounts::of(partition);
+        let directory = directory_offset(partition.number);
+        self.medium.store_u64(directory + LIVE_AND_PARTS_OFFSET, counts.live_and_parts_word())?;
+        self.medium.store_u64(directory + TOMBSTONES_OFFSET, counts.tombstones_word())?;
+        Ok(())
+    }
+
+    /// Fails with `IndexDamaged` unless the partition's table may be used; checks it first when
+    /// it was attached after a clean stop and has not been checked yet.
+    fn ensure_usable(&self, partition: &Partition) -> Result<()> {
+        let state = &self.table_states[partition.number];
+        if state.load(Ordering::Acquire) == TABLE_UNCHECKED {
+            self.check_table(partition)?;
+        }
+        match state.load(Ordering::Acquire) {
+            TABLE_USABLE => Ok(()),
+            _ => Err(EngineError::IndexDamaged { namespace: self.namespace.clone(), partition: partition.number }),
+        }
+    }
+
+    /// Checks an unchecked table against the checksum its directory entry holds. Concurrent
+    /// checks of one table (under its read lock) are harmless: the first to finish records the
+    /// outcome. A mismatch condemns the index: the next start rebuilds it.
+    fn check_table(&self, partition: &Partition) -> Result<()> {
+        let mut words = [0u8; DIRECTORY_ENTRY_BYTES as usize];
+        self.medium.read_at(directory_offset(partition.number), &mut words)?;
+        let table = self.read_table(partition)?;
+        let sound = u64::from(table_checksum(&table, &words)) == u64_at(&words, TABLE_CHECKSUM_OFFSET as usize)
+            && DurableCounts::decode(&words).is_some_and(|counts| counts == DurableCounts::of(partition) && counts.fit(partition.capacity));
+        let outcome = if sound { TABLE_USABLE } else { TABLE_DAMAGED };
+        let state = &self.table_states[partition.number];
+        if state.compare_exchange(TABLE_UNCHECKED, outcome, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            self.unchecked_tables.fetch_sub(1, Ordering::Relaxed);
+            if !sound {
+                tracing::error!(
+                    namespace = %self.namespace,
+                    partition = partition.number,
+                    "index partition does not match its checksum: its keys are refused, and the next start rebuilds the index"
+                );
+                self.condemn()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks every table not checked yet (the background sweep after a warm start: each takes
+    /// its partition's read lock alone). Returns how many tables failed.
+    pub(crate) fn check_unchecked_tables(&self) -> Result<usize> {
+        if self.unchecked_tables.load(Ordering::Relaxed) == 0 {
+            return Ok(0);
+        }
+        let mut damaged = 0;
+        for partition in self.partitions.iter() {
+            let partition = partition.read();
+            if self.table_states[partition.number].load(Ordering::Acquire) == TABLE_UNCHECKED {
+                self.check_table(&partition)?;
+            }
+            damaged += usize::from(self.table_states[partition.number].load(Ordering::Acquire) == TABLE_DAMAGED);
+        }
+        Ok(damaged)
+    }
+
+    /// Whether a table failed its check in this run (see `condemn`).
+    pub(crate) fn is_condemned(&self) -> bool {
+        self.condemned.load(Ordering::Relaxed)
+    }
+
+    /// Invalidates both header slots, durably, and keeps them invalid: whatever else this run
+    /// does, the next start finds no index header and rebuilds the index from the log.
+    fn condemn(&self) -> Result<()> {
+        let _header = self.header.lock();
+        self.condemned.store(true, Ordering::Relaxed);
+        self.medium.write_at(0, &[0u8; HEADER_AREA_BYTES as usize])?;
+        self.medium.persist(0, HEADER_AREA_BYTES)?;
         Ok(())
     }
 
@@ -473,24 +664,6 @@ impl Index {
         let mut table = vec![0u8; (partition.capacity as u64 * ENTRY_BYTES) as usize];
         self.medium.read_at(partition.table_offset, &mut table)?;
         Ok(table)
-    }
-
-    /// Counts the entries of every partition and, with `check`, checks every table against the
-    /// checksum its directory entry holds (they match only as of the last checkpoint, so after a
-    /// clean shutdown). `Ok(Err(reason))` on a mismatch: the caller rebuilds.
-    pub(crate) fn verify_tables(&self, check: bool) -> Result<std::result::Result<(), String>> {
-        let mut directory = vec![0u8; PARTITION_COUNT * DIRECTORY_ENTRY_BYTES as usize];
-        self.medium.read_at(DIRECTORY_OFFSET, &mut directory)?;
-        for ((number, partition), words) in self.partitions.iter().enumerate().zip(directory.chunks_exact(DIRECTORY_ENTRY_BYTES as usize)) {
-            let mut partition = partition.write();
-            let table = self.read_table(&partition)?;
-            let stored = u64_at(words, TABLE_CHECKSUM_OFFSET as usize);
-            if check && u64::from(crc32c::crc32c(&table)) != stored {
-                return Ok(Err(format!("index partition {number} does not match its checksum")));
-            }
-            set_counts(&mut partition, &table);
-        }
-        Ok(Ok(()))
     }
 
     /// Makes the index durable as of `consistent_position` (every record before it is reflected)
@@ -505,11 +678,22 @@ impl Index {
             }
             let partition = self.partitions[number].read();
             let directory = directory_offset(number);
-            let checksum = crc32c::crc32c(&self.read_table(&partition)?);
-            self.medium.store_u64(directory, table_word(partition.table_offset, partition.capacity))?;
-            self.medium.store_u64(directory + TABLE_CHECKSUM_OFFSET, u64::from(checksum))?;
+            let table = self.read_table(&partition)?;
             if !whole_region {
+                // The table is durable before the directory names it.
                 self.medium.persist(partition.table_offset, partition.capacity as u64 * ENTRY_BYTES)?;
+            }
+            // Word 0 and the counts change together: a grown table replaces the old one here.
+            self.medium.store_u64(directory + TOMBSTONES_OFFSET, u64::from(partition.tombstones) | CHANGING_FLAG)?;
+            self.switch_pending[number].store(false, Ordering::Relaxed);
+            self.medium.store_u64(directory, table_word(partition.table_offset, partition.capacity))?;
+            self.store_counts(&partition)?;
+            let counts = DurableCounts::of(&partition);
+            let mut words = [0u8; DIRECTORY_ENTRY_BYTES as usize];
+            words[LIVE_AND_PARTS_OFFSET as usize..][..8].copy_from_slice(&counts.live_and_parts_word().to_le_bytes());
+            words[TOMBSTONES_OFFSET as usize..][..8].copy_from_slice(&counts.tombstones_word().to_le_bytes());
+            self.medium.store_u64(directory + TABLE_CHECKSUM_OFFSET, u64::from(table_checksum(&table, &words)))?;
+            if !whole_region {
                 self.medium.persist(directory, DIRECTORY_ENTRY_BYTES)?;
             }
         }
@@ -532,10 +716,13 @@ impl Index {
 
     fn write_header(&self, change: impl FnOnce(&mut IndexHeader)) -> Result<()> {
         let mut header = self.header.lock();
+        if self.condemned.load(Ordering::Relaxed) {
+            return Ok(());
+        }
         let mut next = *header;
         change(&mut next);
         next.seq += 1;
-        next.boot_id = current_boot_id();
+        next.boot_id = self.boot_id;
         let slot_offset = (next.seq % 2) * HEADER_SLOT_BYTES;
         self.medium.write_at(slot_offset, &next.encode())?;
         self.medium.persist(slot_offset, HEADER_SLOT_BYTES)?;
@@ -553,7 +740,6 @@ fn table_word(offset: u64, capacity: u32) -> u64 {
     (offset / EXTENT_ALIGN_BYTES) << CAPACITY_SHIFT | capacity as u64
 }
 
-/// (live entries, deleted slots) of a table's bytes.
 /// The entries of one table: live ones (parts included), parts alone, and deleted slots.
 struct EntryCounts {
     live: u32,
@@ -561,10 +747,56 @@ struct EntryCounts {
     tombstones: u32,
 }
 
-/// A partition's live and deleted slot counts, from its table's bytes.
+/// A partition's counts, from its table's bytes.
 fn set_counts(partition: &mut Partition, table: &[u8]) {
     let counts = count_entries(table);
-    (partition.live, partition.tombstones) = (counts.live, counts.tombstones);
+    (partition.live, partition.parts, partition.tombstones) = (counts.live, counts.parts, counts.tombstones);
+}
+
+/// Words 2 and 3 of a directory entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct DurableCounts {
+    live: u32,
+    parts: u32,
+    tombstones: u32,
+    changing: bool,
+}
+
+impl DurableCounts {
+    fn of(partition: &Partition) -> DurableCounts {
+        DurableCounts { live: partition.live, parts: partition.parts, tombstones: partition.tombstones, changing: false }
+    }
+
+    /// None when the bits between the deleted-slot count and the flag are not zero.
+    fn decode(words: &[u8]) -> Option<DurableCounts> {
+        let live_and_parts = u64_at(words, LIVE_AND_PARTS_OFFSET as usize);
+        let tombstones = u64_at(words, TOMBSTONES_OFFSET as usize);
+        (tombstones & !CHANGING_FLAG <= u64::from(u32::MAX)).then_some(DurableCounts {
+            live: live_and_parts as u32,
+            parts: (live_and_parts >> 32) as u32,
+            tombstones: tombstones as u32,
+            changing: tombstones & CHANGING_FLAG != 0,
+        })
+    }
+
+    fn live_and_parts_word(&self) -> u64 {
+        u64::from(self.live) | u64::from(self.parts) << 32
+    }
+
+    fn tombstones_word(&self) -> u64 {
+        u64::from(self.tombstones) | if self.changing { CHANGING_FLAG } else { 0 }
+    }
+
+    /// Whether the counts are possible in a table of `capacity` slots.
+    fn fit(&self, capacity: u32) -> bool {
+        self.parts <= self.live && u64::from(self.live) + u64::from(self.tombstones) <= u64::from(capacity)
+    }
+}
+
+/// What a directory entry's word 1 holds: the CRC-32C of the table's bytes, then of words 2 and
+/// 3 of `directory_entry` (its counts, as they are when the table is not being changed).
+fn table_checksum(table: &[u8], directory_entry: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc32c::crc32c(table), &directory_entry[LIVE_AND_PARTS_OFFSET as usize..DIRECTORY_ENTRY_BYTES as usize])
 }
 
 fn count_entries(table: &[u8]) -> EntryCounts {
@@ -609,7 +841,7 @@ mod tests {
     fn tables_grow_and_keep_every_entry_across_attach() {
         let store = SimStore::new(1);
         let medium = store.open("index", Tier::Pmem, 16 << 20).unwrap().medium;
-        let index = Index::create(medium.clone(), 7, "test").unwrap();
+        let index = Index::create(medium.clone(), 7, "test", 0).unwrap();
         for key in 0..20_000 {
             let number = index.partition_of(entry(key).digest);
             let mut partition = index.partition(number).write();
@@ -622,9 +854,11 @@ mod tests {
         }
         index.checkpoint(5, 6, true).unwrap();
         drop(index);
-        let index = Index::attach(medium, 7, "test").unwrap().unwrap();
+        let index = Index::attach(medium, 7, "test", 0).unwrap().unwrap();
         assert!(index.header().clean);
-        assert_eq!(index.verify_tables(true).unwrap(), Ok(()));
+        assert_eq!(index.table_entry_count(), 20_000 - 6667, "counts from the directory, no table read");
+        assert!(index.interrupted_changes().unwrap().is_empty());
+        assert_eq!(index.check_unchecked_tables().unwrap(), 0);
         for key in 0..20_000 {
             let number = index.partition_of(entry(key).digest);
             let found = index.lookup(&index.partition(number).read(), entry(key).digest).unwrap();
@@ -636,7 +870,7 @@ mod tests {
     #[test]
     fn pending_entries_override_the_table_until_dropped() {
         let store = SimStore::new(2);
-        let index = Index::create(store.open("index", Tier::Dram, 8 << 20).unwrap().medium, 1, "t").unwrap();
+        let index = Index::create(store.open("index", Tier::Dram, 8 << 20).unwrap().medium, 1, "t", 0).unwrap();
         let digest = entry(1).digest;
         let number = index.partition_of(digest);
         let mut partition = index.partition(number).write();
@@ -653,29 +887,82 @@ mod tests {
     fn a_foreign_or_damaged_region_is_refused() {
         let store = SimStore::new(3);
         let medium = store.open("index", Tier::Pmem, 8 << 20).unwrap().medium;
-        Index::create(medium.clone(), 7, "t").unwrap().checkpoint(0, 1, true).unwrap();
-        assert!(Index::attach(medium.clone(), 8, "t").unwrap().is_err());
+        Index::create(medium.clone(), 7, "t", 0).unwrap().checkpoint(0, 1, true).unwrap();
+        assert!(Index::attach(medium.clone(), 8, "t", 0).unwrap().is_err());
         medium.write_at(DIRECTORY_OFFSET, &[0xff; 8]).unwrap();
-        assert!(Index::attach(medium, 7, "t").unwrap().is_err());
+        assert!(Index::attach(medium, 7, "t", 0).unwrap().is_err());
     }
 
     #[test]
-    fn a_damaged_table_fails_its_checksum_when_checked() {
+    fn a_damaged_table_is_refused_when_first_used_and_the_header_is_invalidated() {
         let store = SimStore::new(4);
         let medium = store.open("index", Tier::Pmem, 8 << 20).unwrap().medium;
-        let index = Index::create(medium.clone(), 7, "t").unwrap();
+        let index = Index::create(medium.clone(), 7, "t", 0).unwrap();
         let number = index.partition_of(entry(1).digest);
         index.table_put(&mut index.partition(number).write(), number, entry(1)).unwrap();
         index.checkpoint(0, 1, true).unwrap();
         let table_offset = index.partition(number).read().table_offset;
         drop(index);
-        let index = Index::attach(medium.clone(), 7, "t").unwrap().unwrap();
-        assert_eq!(index.verify_tables(true).unwrap(), Ok(()));
-        assert_eq!(index.table_entry_count(), 1, "counted while verified");
         // A byte of an empty slot: covered too (a wrong digest there would not be read).
         let empty_slot = (entry(1).digest.home_slot(TABLE_SLOTS_MIN) + 1) % TABLE_SLOTS_MIN;
         medium.write_at(table_offset + empty_slot as u64 * ENTRY_BYTES + 3, &[0x5a]).unwrap();
-        assert!(index.verify_tables(true).unwrap().is_err());
-        assert_eq!(index.verify_tables(false).unwrap(), Ok(()));
+        let index = Index::attach(medium.clone(), 7, "t", 0).unwrap().unwrap();
+        assert_eq!(index.table_entry_count(), 1, "counted from the directory");
+        let refused = index.lookup(&index.partition(number).read(), entry(1).digest);
+        assert!(matches!(refused, Err(EngineError::IndexDamaged { partition, .. }) if partition == number), "{refused:?}");
+        assert_eq!(index.check_unchecked_tables().unwrap(), 1, "the others are sound");
+        let other = (number + 1) % PARTITION_COUNT;
+        assert_eq!(index.lookup(&index.partition(other).read(), entry(1).digest).unwrap(), None);
+        index.checkpoint(0, 1, true).unwrap();
+        assert!(Index::attach(medium, 7, "t", 0).unwrap().is_err(), "the header stays invalid: the next start rebuilds");
+    }
+
+    #[test]
+    fn counts_of_a_change_interrupted_by_a_crash_are_flagged() {
+        let store = SimStore::new(5);
+        let medium = store.open("index", Tier::Shmem, 8 << 20).unwrap().medium;
+        let index = Index::create(medium.clone(), 7, "t", 0).unwrap();
+        let number = index.partition_of(entry(1).digest);
+        let mut partition = index.partition(number).write();
+        index.table_put(&mut partition, number, entry(1)).unwrap();
+        assert!(index.interrupted_changes().unwrap().is_empty(), "a finished change is not flagged");
+        // A process stopping inside a change leaves the flag set.
+        index.begin_change(&partition).unwrap();
+        assert_eq!(index.interrupted_changes().unwrap(), vec![number]);
+        index.recount(&mut partition).unwrap();
+        assert!(index.interrupted_changes().unwrap().is_empty());
+        assert_eq!((partition.live, partition.parts, partition.tombstones), (1, 0, 0));
+    }
+
+    #[test]
+    fn durable_counts_describe_the_table_the_directory_names_after_a_crash() {
+        // Shmem switches to a grown table at once, pmem at the next checkpoint.
+        for tier in [Tier::Shmem, Tier::Pmem] {
+            let store = SimStore::new(6);
+            let medium = store.open("index", tier, 16 << 20).unwrap().medium;
+            let index = Index::create(medium.clone(), 7, "t", 0).unwrap();
+            let put = |key: u32| {
+                let number = index.partition_of(entry(key).digest);
+                index.table_put(&mut index.partition(number).write(), number, entry(key)).unwrap();
+            };
+            (0..10_000).for_each(put);
+            index.checkpoint(5, 6, false).unwrap();
+            // Tables grow again after the checkpoint; nothing more is made durable.
+            (10_000..30_000).for_each(put);
+            for key in (0..30_000).step_by(5) {
+                let number = index.partition_of(entry(key).digest);
+                index.table_remove(&mut index.partition(number).write(), number, entry(key).digest).unwrap();
+            }
+            drop(index);
+            store.crash_process();
+            let index = Index::attach(medium, 7, "t", 0).unwrap().unwrap();
+            assert!(index.interrupted_changes().unwrap().is_empty(), "{tier}");
+            for number in 0..PARTITION_COUNT {
+                let mut partition = index.partition(number).write();
+                let durable = (partition.live, partition.parts, partition.tombstones);
+                index.recount(&mut partition).unwrap();
+                assert_eq!(durable, (partition.live, partition.parts, partition.tombstones), "{tier} partition {number}");
+            }
+        }
     }
 }

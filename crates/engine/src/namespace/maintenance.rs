@@ -33,17 +33,30 @@ const DEFRAG_UNPRESSED_LOW_WATER_DIVISOR: u64 = 2;
 /// A checkpoint is taken early when old index tables waiting for one pass 1/N of the region.
 const INDEX_DEFERRED_FRACTION_MAX: u64 = 8;
 
+/// When the first checkpoint of a start is taken.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OpenCheckpoint {
+    Now,
+    /// At the next round of background work.
+    InBackground,
+}
+
 impl Namespace {
-    /// Called once recovery is done: counts, a first checkpoint (which also marks the index
-    /// open, i.e. not clean), and whether live-byte accounting must be audited.
-    pub(crate) fn finish_open(&self, accounting_rebuilt: bool) -> Result<()> {
-        let parts = self.index.table_part_count()?;
-        self.key_count.store((self.index.table_entry_count() - parts) as i64, Ordering::Relaxed);
-        // The new active block's header must be durable before the index names its position.
-        let position = self.log.append_position();
-        self.wait_durable_with(position, true)?;
-        self.index.checkpoint(position, self.log.next_lsn(), false)?;
-        self.last_checkpoint_unix_ms.store(crate::now_unix_ms(), Ordering::Relaxed);
+    /// Called once recovery is done: the key count (from the partitions' counts), the first
+    /// checkpoint (which also marks the index open, i.e. not clean; an index attached after a
+    /// crash is not clean already), and whether live-byte accounting must be audited.
+    pub(crate) fn finish_open(&self, accounting_rebuilt: bool, checkpoint: OpenCheckpoint) -> Result<()> {
+        self.key_count.store(self.index.table_key_count() as i64, Ordering::Relaxed);
+        match checkpoint {
+            OpenCheckpoint::Now => {
+                // The new active block's header must be durable before the index names its position.
+                let position = self.log.append_position();
+                self.wait_durable_with(position, true)?;
+                self.index.checkpoint(position, self.log.next_lsn(), false)?;
+                self.last_checkpoint_unix_ms.store(crate::now_unix_ms(), Ordering::Relaxed);
+            }
+            OpenCheckpoint::InBackground => self.checkpoint_wanted.store(true, Ordering::Relaxed),
+        }
         self.accounting_ready.store(accounting_rebuilt, Ordering::Relaxed);
         Ok(())
     }
@@ -111,7 +124,7 @@ impl Namespace {
         let since_checkpoint = self.log.bytes_appended() - self.log_bytes_at_checkpoint.load(Ordering::Relaxed);
         // Old index tables are reused only after a checkpoint: do not let them fill the region.
         let index_waiting = self.index.deferred_free_bytes() > self.index.capacity_bytes() / INDEX_DEFERRED_FRACTION_MAX;
-        if since_checkpoint >= self.config.checkpoint_interval_bytes || index_waiting {
+        if since_checkpoint >= self.config.checkpoint_interval_bytes || index_waiting || self.checkpoint_wanted.swap(false, Ordering::Relaxed) {
             self.checkpoint(false)?;
         }
         // Short of free blocks, defragmentation runs at every tick, not only at housekeeping.
@@ -123,6 +136,14 @@ impl Namespace {
             return Ok(());
         }
         state.last_housekeeping = Instant::now();
+        // After a warm start, tables not used yet are checked here (a damaged one condemns the
+        // index: see `Index::check_unchecked_tables`).
+        self.index.check_unchecked_tables()?;
+        if self.index.is_condemned() {
+            // Which records the refused partitions still need is unknown: nothing is reclaimed
+            // until the next start has rebuilt the index.
+            return Ok(());
+        }
         if !self.accounting_ready.load(Ordering::Relaxed) {
             self.audit_live_bytes()?;
             self.accounting_ready.store(true, Ordering::Relaxed);
@@ -193,7 +214,7 @@ impl Namespace {
     /// DEFRAG_BLOCKS_PER_ROUND) to the head of the log, waits until the moves are durable and
     /// published, checkpoints once, then frees the blocks. Returns how many blocks were freed.
     fn defragment_blocks(&self, low_water_bytes: u64) -> Result<usize> {
-        if !self.accounting_ready.load(Ordering::Relaxed) || self.check_writable().is_err() {
+        if !self.accounting_ready.load(Ordering::Relaxed) || self.check_writable().is_err() || self.index.is_condemned() {
             return Ok(0);
         }
         let _defragmenting = self.defrag_running.lock();

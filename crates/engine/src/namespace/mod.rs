@@ -32,6 +32,7 @@ pub use commit::{CommitTicket, DurableCallback};
 pub use full_scan::FullScanReport;
 pub use load_ahead::LOAD_AHEAD_WINDOW_READS;
 pub use write::Transaction;
+pub(crate) use maintenance::OpenCheckpoint;
 pub(crate) use write::Publication;
 
 /// A value as stored, with its expiry and a version that changes on every write of the key.
@@ -86,6 +87,8 @@ pub struct Namespace {
     pub(crate) checkpoint_lock: Mutex<()>,
     /// Live-byte accounting is trustworthy (rebuilt, or audited after a warm start).
     pub(crate) accounting_ready: AtomicBool,
+    /// A checkpoint is due at the next round of background work (see `OpenCheckpoint`).
+    checkpoint_wanted: AtomicBool,
     pub(crate) stopping: Arc<AtomicBool>,
     /// The maintenance thread and the committer threads.
     pub(crate) background_threads: Mutex<Vec<JoinHandle<()>>>,
@@ -136,7 +139,7 @@ impl Namespace {
             None => provider.open(&format!("{name}.data"), config.data, config.data_bytes)?.medium,
         };
         let index_medium = provider.open(&format!("{name}.index"), config.index, config.index_bytes)?;
-        crate::recovery::open_namespace(config, data, index_medium, journal)
+        crate::recovery::open_namespace(config, data, index_medium, journal, provider.boot_id())
     }
 
     pub(crate) fn assemble(config: NamespaceConfig, index: Index, log: RecordLog<Publication>, journal: Option<Arc<JournaledMemory>>) -> Namespace {
@@ -158,6 +161,7 @@ impl Namespace {
             log_bytes_at_checkpoint: AtomicU64::new(0),
             checkpoint_lock: Mutex::new(()),
             accounting_ready: AtomicBool::new(false),
+            checkpoint_wanted: AtomicBool::new(false),
             stopping: Arc::new(AtomicBool::new(false)),
             background_threads: Mutex::new(Vec::new()),
             manual_maintenance: Mutex::new(maintenance::LoopState::new()),
