@@ -149,6 +149,23 @@ fn parts_per_key_are_limited_with_a_typed_error() {
     assert_eq!(namespace.key_count(), 0);
 }
 
+/// Replacing a key deletes its parts while they are still pending (not yet flushed into the
+/// index tables) as well as once they are published.
+#[test]
+fn a_put_takes_pending_and_published_parts() {
+    let store = SimStore::new(5);
+    let config = config_for(std::path::Path::new("/sim"), vec![small_namespace("ns", Tier::Dram, Tier::Dram, Durability::None)]);
+    let database = Database::open_with(config, Arc::new(store)).unwrap();
+    let namespace = database.namespace(0).unwrap();
+    write_with_parts(namespace, b"pending", 1, 4);
+    namespace.put(b"pending", b"plain", 0).unwrap();
+    assert_eq!(namespace.part_count(b"pending").unwrap(), 0, "pending parts");
+    write_with_parts(namespace, b"published", 1, 4);
+    database.checkpoint().unwrap();
+    namespace.put(b"published", b"plain", 0).unwrap();
+    assert_eq!(namespace.part_count(b"published").unwrap(), 0, "published parts");
+}
+
 /// After a power cut, every key's record and parts are of one write: the record's version is
 /// every part's version and its part count is the number of parts.
 #[test]

@@ -356,6 +356,12 @@ impl Index {
         self.medium.prefetch(Self::slot_offset(partition, digest.home_slot(partition.capacity)), ENTRY_BYTES);
     }
 
+    /// Whether the partition holds no part, in its table or pending: then a part lookup there
+    /// would miss, and a write that replaces a key need not probe for the key's parts.
+    pub(crate) fn holds_no_parts(partition: &Partition) -> bool {
+        partition.parts == 0 && !partition.pending.iter().any(|pending| pending.entry.is_part())
+    }
+
     /// The newest entry for `digest`: a pending one first, then the table. None when absent or
     /// deleted (expiry is the caller's business).
     pub(crate) fn lookup(&self, partition: &Partition, digest: Digest) -> Result<Option<Entry>> {

@@ -98,6 +98,9 @@ impl Transaction<'_> {
         }
         let namespace = self.namespace;
         let partition = self.guard(digest)?;
+        if Index::holds_no_parts(partition) {
+            return Ok(false);
+        }
         Ok(namespace.index.lookup(partition, digest)?.is_some())
     }
 
