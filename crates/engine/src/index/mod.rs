@@ -23,6 +23,7 @@
 mod allocator;
 pub(crate) mod entry;
 pub(crate) mod header;
+mod pending;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -37,6 +38,8 @@ use crate::log::Location;
 use allocator::{ExtentAllocator, EXTENT_ALIGN_BYTES};
 pub(crate) use entry::{entry_expiry, Entry, ENTRY_BYTES, EXPIRY_UNIX_MS_MAX, PART_EXPIRY_MARK};
 use entry::LOCATION_OFFSET;
+pub(crate) use pending::PendingEntry;
+use pending::PendingEntries;
 pub(crate) use header::{current_boot_id, IndexHeader};
 use header::{HEADER_AREA_BYTES, HEADER_SLOT_BYTES};
 
@@ -62,19 +65,12 @@ const _: () = assert!(PARTITION_COUNT.is_power_of_two());
 const _: () = assert!(DIRECTORY_OFFSET % HEADER_SLOT_BYTES == 0);
 const _: () = assert!(LOAD_PERCENT_AFTER_GROWTH < LOAD_PERCENT_MAX);
 
-/// An entry for a record that is not durable yet; `entry.location` is DELETED for a deletion.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct PendingEntry {
-    pub(crate) entry: Entry,
-    pub(crate) lsn: u64,
-}
-
 pub(crate) struct Partition {
     table_offset: u64,
     capacity: u32,
     live: u32,
     tombstones: u32,
-    pending: Vec<PendingEntry>,
+    pending: PendingEntries,
 }
 
 enum Probe {
@@ -117,7 +113,7 @@ impl Index {
                 capacity: TABLE_SLOTS_MIN,
                 live: 0,
                 tombstones: 0,
-                pending: Vec::new(),
+                pending: PendingEntries::default(),
             }));
         }
         medium.persist(0, allocator_end(&allocator, region_bytes))?;
@@ -167,7 +163,7 @@ impl Index {
             }
             used.push((offset, capacity as u64 * ENTRY_BYTES));
             // Counted by `verify_tables`.
-            partitions.push(RwLock::new(Partition { table_offset: offset, capacity, live: 0, tombstones: 0, pending: Vec::new() }));
+            partitions.push(RwLock::new(Partition { table_offset: offset, capacity, live: 0, tombstones: 0, pending: PendingEntries::default() }));
         }
         let Some(allocator) = ExtentAllocator::with_used(HEAP_OFFSET, region_bytes, &mut used) else {
             return Ok(Err("index tables overlap or run past the region".into()));
@@ -270,7 +266,7 @@ impl Index {
     /// The newest entry for `digest`: a pending one first, then the table. None when absent or
     /// deleted (expiry is the caller's business).
     pub(crate) fn lookup(&self, partition: &Partition, digest: Digest) -> Result<Option<Entry>> {
-        if let Some(pending) = partition.pending.iter().rev().find(|pending| pending.entry.digest == digest) {
+        if let Some(pending) = partition.pending.newest(digest) {
             return Ok(pending.entry.location.is_record().then_some(pending.entry));
         }
         self.table_lookup(partition, digest)
@@ -286,7 +282,8 @@ impl Index {
     /// Makes sure the table can take every pending entry plus one more, growing it if needed:
     /// called before a write is appended, so that publishing it later cannot fail for space.
     pub(crate) fn reserve_one(&self, partition: &mut Partition, number: usize) -> Result<()> {
-        let needed = partition.live as u64 + partition.tombstones as u64 + partition.pending.len() as u64 + 1;
+        // Publishing takes at most one new slot per digest, whatever its number of pending entries.
+        let needed = partition.live as u64 + partition.tombstones as u64 + partition.pending.distinct_len() as u64 + 1;
         if needed * 100 > partition.capacity as u64 * LOAD_PERCENT_MAX {
             self.grow(partition, number)?;
         }
@@ -298,7 +295,7 @@ impl Index {
     /// a checkpoint has made the new one durable: growth costs no flush, and a power cut leaves
     /// either table intact. Elsewhere the switch is immediate.
     fn grow(&self, partition: &mut Partition, number: usize) -> Result<()> {
-        let keep = partition.live as u64 + partition.pending.len() as u64 + 1;
+        let keep = partition.live as u64 + partition.pending.distinct_len() as u64 + 1;
         let capacity = (keep * 100).div_ceil(LOAD_PERCENT_AFTER_GROWTH).max(TABLE_SLOTS_MIN as u64);
         if capacity > TABLE_SLOTS_MAX as u64 {
             return Err(index_full(&self.namespace, self.medium.len_bytes()));
@@ -396,9 +393,7 @@ impl Index {
 
     /// Removes the pending entry of the record with `lsn` (published or withdrawn).
     pub(crate) fn drop_pending(partition: &mut Partition, digest: Digest, lsn: u64) {
-        if let Some(position) = partition.pending.iter().position(|p| p.lsn == lsn && p.entry.digest == digest) {
-            partition.pending.remove(position);
-        }
+        partition.pending.remove(digest, lsn);
     }
 
     /// Every live entry of the partition as reads see it (pending entries override the table).
@@ -406,17 +401,11 @@ impl Index {
         let mut entries = Vec::with_capacity(partition.live as usize);
         for slot in 0..partition.capacity {
             let entry = self.read_slot(partition, slot)?;
-            if entry.location.is_record() && !partition.pending.iter().any(|p| p.entry.digest == entry.digest) {
+            if entry.location.is_record() && partition.pending.newest(entry.digest).is_none() {
                 entries.push(entry);
             }
         }
-        let mut newest_pending: Vec<Entry> = Vec::new();
-        for pending in partition.pending.iter().rev() {
-            if !newest_pending.iter().any(|seen| seen.digest == pending.entry.digest) {
-                newest_pending.push(pending.entry);
-            }
-        }
-        entries.extend(newest_pending.into_iter().filter(|entry| entry.location.is_record()));
+        entries.extend(partition.pending.newest_entries().filter(|entry| entry.location.is_record()));
         Ok(entries)
     }
 
