@@ -185,3 +185,121 @@ def test_hash_size_limit_is_a_clear_error(make_server, tmp_path):
     assert client.hset("huge", "field:0", "still writable") == 0
     assert client.delete("huge") == 1
     assert client.dbsize() == 0
+
+
+def hscan_pages(client, key, count, between_calls=lambda: None, **options):
+    """Walks HSCAN to the end: the pages (field -> value dicts) in order."""
+    cursor, pages = 0, []
+    while True:
+        cursor, page = client.hscan(key, cursor, count=count, **options)
+        pages.append(page)
+        if cursor == 0:
+            return pages
+        between_calls()
+
+
+def test_hscan_walks_a_big_hash_with_a_cursor(pair):
+    ours, theirs = pair
+    both(pair, lambda c: fill(c, "big", FIELDS))
+    pages = hscan_pages(ours, "big", count=100)
+    # Buckets of about 4 KiB hold about a hundred of these fields: pages are COUNT or a bucket more.
+    assert len(pages) > FIELDS // 300
+    assert all(len(page) < 500 for page in pages)
+    seen = {field: value for page in pages for field, value in page.items()}
+    assert seen == theirs.hgetall("big")
+    assert_same(pair, lambda c: dict(c.hscan_iter("big", match="field:1*", count=50)))
+    # NOVALUES came with Redis 7.4 (the reference here may be older): the fields MATCH finds.
+    assert sorted(ours.hscan_iter("big", match="field:2?", no_values=True)) == sorted(dict(theirs.hscan_iter("big", match="field:2?")))
+    # A small hash answers everything at once, as Redis does for its small encoding.
+    both(pair, lambda c: c.hset("small", mapping={"a": "1", "b": "2", "c": "3"}))
+    assert_same(pair, lambda c: c.hscan("small", 0, count=1))
+    assert_same(pair, lambda c: [c.hscan("missing", 0), c.hscan("big", 0, count=10, match="nothing*")[1]])
+    for client in pair:
+        with pytest.raises(redis.ResponseError, match="invalid cursor"):
+            client.execute_command("HSCAN", "big", "12abc")
+
+
+def test_hscan_returns_every_field_present_throughout_while_the_hash_grows_or_shrinks(shared_server):
+    client = shared_server.client(decode_responses=True)
+    client.flushall()
+    fill(client, "big", 4000)
+    present = set(client.hkeys("big"))
+    added = iter(range(10**6))
+
+    def grow():
+        client.hset("big", mapping={f"new:{next(added)}": VALUE_PAD for _ in range(300)})
+
+    pages = hscan_pages(client, "big", count=50, between_calls=grow)
+    assert len(pages) > 10
+    assert present <= {field for page in pages for field in page}
+    grown = client.hlen("big")
+    assert grown > 4000 + 10 * 300
+
+    # Shrinking: fields outside `kept` go between calls, buckets merge back.
+    kept = {f"field:{number}" for number in range(0, 4000, 7)}
+    doomed = iter(sorted(set(client.hkeys("big")) - kept))
+
+    def shrink():
+        batch = [field for _, field in zip(range(400), doomed)]
+        if batch:
+            client.hdel("big", *batch)
+
+    pages = hscan_pages(client, "big", count=50, between_calls=shrink)
+    assert kept <= {field for page in pages for field in page}
+    assert client.hlen("big") < grown
+    client.close()
+
+
+def test_rename_of_a_hash_bigger_than_a_write_block_is_a_clear_error(make_server, tmp_path):
+    config = tmp_path / "small-blocks.toml"
+    config.write_text('[[namespace]]\nname = "small"\nindex_bytes = "16MiB"\ndata_bytes = "64MiB"\nwrite_block_bytes = "64KiB"\n')
+    server = make_server("--config", str(config))
+    client = server.client(decode_responses=True)
+    for number in range(20):
+        client.hset("fits", f"field:{number}", "x" * 1000)
+    assert client.rename("fits", "moved") is True
+    assert client.hlen("moved") == 20 and client.exists("fits") == 0
+    # 200 KB of fields: about 50 buckets, which one 64 KiB write block cannot hold.
+    pipe = client.pipeline(transaction=False)
+    for number in range(200):
+        pipe.hset("big", f"field:{number}", "x" * 1000)
+    pipe.execute()
+    client.hset("target", "old", "value")
+    expected = client.hgetall("big")
+    for command in (lambda: client.rename("big", "target"), lambda: client.renamenx("big", "fresh")):
+        with pytest.raises(redis.ResponseError, match=r"cannot rename a key whose \d+ parts take \d+ bytes.*write block of 65472 bytes"):
+            command()
+    # Nothing moved.
+    assert client.hgetall("big") == expected
+    assert client.hgetall("target") == {"old": "value"}
+    assert client.exists("fresh") == 0
+    assert sorted(client.keys("*")) == ["big", "moved", "target"]
+    client.close()
+
+
+# The last Unix millisecond an expiry may name (2^48 - 2: the engine's 48-bit expiry field, whose
+# largest value marks the records of a key's parts).
+EXPIRY_UNIX_MS_MAX = 2**48 - 2
+
+
+def test_expiry_beyond_the_limit_is_refused(r):
+    r.set("k", "v")
+    assert r.pexpireat("k", EXPIRY_UNIX_MS_MAX) is True
+    assert r.pexpiretime("k") == EXPIRY_UNIX_MS_MAX
+    assert r.expireat("k", EXPIRY_UNIX_MS_MAX // 1000) is True
+    refused = [
+        (lambda: r.pexpireat("k", EXPIRY_UNIX_MS_MAX + 1), "pexpireat"),
+        (lambda: r.expireat("k", EXPIRY_UNIX_MS_MAX // 1000 + 1), "expireat"),
+        (lambda: r.expire("k", EXPIRY_UNIX_MS_MAX // 1000), "expire"),
+        (lambda: r.set("k", "v", pxat=EXPIRY_UNIX_MS_MAX + 1), "set"),
+        (lambda: r.set("k", "v", exat=EXPIRY_UNIX_MS_MAX // 1000 + 1), "set"),
+        (lambda: r.getex("k", pxat=EXPIRY_UNIX_MS_MAX + 1), "getex"),
+    ]
+    for command, name in refused:
+        with pytest.raises(redis.ResponseError, match=f"invalid expire time in '{name}' command"):
+            command()
+    assert r.get("k") == "v"
+    assert r.expiretime("k") == EXPIRY_UNIX_MS_MAX // 1000
+    r.set("k", "v", pxat=EXPIRY_UNIX_MS_MAX)
+    assert r.pexpiretime("k") == EXPIRY_UNIX_MS_MAX
+    assert r.dbsize() == 1 and r.keys("*") == ["k"]

@@ -478,7 +478,7 @@ impl Namespace {
         let mut buffer = Vec::new();
         match self.log.read_verified(entry.location, &mut buffer) {
             Ok(view) => (self.record_digest(&view) == entry.digest).then_some(Entry {
-                expiry_unix_ms: view.header.expiry_unix_ms,
+                expiry_unix_ms: crate::index::entry_expiry(view.header.is_part(), view.header.expiry_unix_ms),
                 generation: view.header.generation as u16,
                 ..*entry
             }),

@@ -166,6 +166,34 @@ fn a_put_takes_pending_and_published_parts() {
     assert_eq!(namespace.part_count(b"published").unwrap(), 0, "published parts");
 }
 
+#[test]
+fn a_key_whose_parts_do_not_fit_in_one_batch_is_not_renamed() {
+    let store = SimStore::new(6);
+    let config = config_for(std::path::Path::new("/sim"), vec![small_namespace("ns", Tier::Dram, Tier::Dram, Durability::None)]);
+    let database = Database::open_with(config, Arc::new(store)).unwrap();
+    let namespace = database.namespace(0).unwrap();
+    let part = vec![7u8; 8 * 1024];
+    // Ten 8 KiB parts, written in two batches: more than one 64 KiB write block holds.
+    for numbers in [0..5u32, 5..10] {
+        namespace
+            .transaction(&[b"big"], |t| {
+                t.put_keeping_parts(b"big", b"root", 0)?;
+                numbers.clone().try_for_each(|number| t.put_part(b"big", number, &part))
+            })
+            .unwrap();
+    }
+    namespace.put(b"target", b"old", 0).unwrap();
+    let result = namespace.transaction(&[b"big", b"target"], |t| t.rename(b"big", b"target"));
+    let block_space = (64 * 1024 - 64) as usize;
+    assert!(
+        matches!(result, Err(EngineError::RenameTooLarge { parts: 10, len_bytes, limit_bytes }) if len_bytes > limit_bytes && limit_bytes == block_space),
+        "{result:?}"
+    );
+    // Nothing moved.
+    assert_keys_and_parts(namespace, &[(b"big", 10), (b"target", 0)], "after the refused rename");
+    assert_eq!(namespace.get(b"target").unwrap().unwrap().bytes, b"old");
+}
+
 /// After a power cut, every key's record and parts are of one write: the record's version is
 /// every part's version and its part count is the number of parts.
 #[test]

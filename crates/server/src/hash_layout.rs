@@ -186,6 +186,31 @@ impl OpenHash {
         }
     }
 
+    /// One HSCAN step from `cursor`: the fields of the buckets visited (at least one, then more
+    /// until `count` fields were seen) and the next cursor, 0 when the iteration is complete. A
+    /// small hash answers every field at once with cursor 0, as Redis does for small encodings.
+    ///
+    /// The cursor is a position in the field-hash space, advanced in reverse-binary order (as
+    /// Redis's SCAN): a bucket is the set of hashes with given low bits, so in bit-reversed
+    /// order it is one aligned interval, and every cursor returned is the end of the bucket just
+    /// read. Whatever splits and merges happen between calls, all hashes bit-reversed below the
+    /// cursor were in buckets already returned: a field present for the whole iteration is
+    /// returned at least once (a split may return it twice).
+    pub fn scan(self, store: &mut dyn KeyStore, mut cursor: u64, count: usize) -> Result<ScanPage, CommandError> {
+        let Layout::Bucketed { root, mut buckets, .. } = self.layout else {
+            return Ok(ScanPage { next_cursor: 0, fields: self.into_fields(store)? });
+        };
+        let mut fields = Vec::new();
+        loop {
+            let number = bucket_of(cursor, root.bucket_count);
+            fields.extend(load(store, &self.key, &mut buckets, number)?.fields.fields.iter().cloned());
+            cursor = next_scan_cursor(cursor, bucket_hash_bits(number, root.bucket_count));
+            if cursor == 0 || fields.len() >= count {
+                return Ok(ScanPage { next_cursor: cursor, fields });
+            }
+        }
+    }
+
     /// Writes the changes back, keeping the key's expiry: deletes the key when no field is
     /// left (as Redis), and moves between the layouts at their limits. Every check is made
     /// before the first write (a Redis error never follows a buffered write).
@@ -210,7 +235,7 @@ impl OpenHash {
                 store.put(&self.key, &encoded, self.expiry_unix_ms)?;
                 return Ok(());
             }
-            self.layout = bucketed_from(std::mem::take(fields));
+            self.layout = bucketed_from(&self.key, std::mem::take(fields));
         }
         let Layout::Bucketed { root, buckets, stored_bucket_count } = &mut self.layout else { unreachable!("converted above") };
         if root.field_bytes > limits.hash_bytes_max() {
@@ -244,13 +269,19 @@ impl OpenHash {
     }
 }
 
+/// One HSCAN reply: the fields found and the cursor to continue from (0: done).
+pub struct ScanPage {
+    pub next_cursor: u64,
+    pub fields: Vec<(Bytes, Bytes)>,
+}
+
 /// A small hash's fields as a bucketed hash of one bucket (rebalanced by `save`).
-fn bucketed_from(fields: HashRecord) -> Layout {
+fn bucketed_from(key: &[u8], fields: HashRecord) -> Layout {
     let root = HashRoot {
         field_count: fields.fields.len() as u64,
         bucket_count: 1,
         field_bytes: fields.fields.iter().map(|(field, value)| field_entry_bytes(field, value)).sum(),
-        salt: rand::random(),
+        salt: salt_of(&key),
     };
     let buckets = BTreeMap::from([(0, Bucket { fields, dirty: true })]);
     Layout::Bucketed { root, buckets, stored_bucket_count: 0 }
@@ -314,6 +345,14 @@ fn load<'a>(store: &mut dyn KeyStore, key: &[u8], buckets: &'a mut BTreeMap<u32,
     Ok(buckets.get_mut(&number).expect("inserted above"))
 }
 
+/// The salt of a hash's field hashes: secret (chosen fields cannot pile into one bucket) and,
+/// within one server process, the same for a key each time it becomes bucketed, so that an HSCAN
+/// cursor keeps its meaning if the hash shrinks to one record and grows back between two calls.
+fn salt_of(key: &[u8]) -> u64 {
+    static PROCESS_SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    xxh3_64_with_seed(key, *PROCESS_SEED.get_or_init(rand::random))
+}
+
 fn field_hash(root: &HashRoot, field: &[u8]) -> u64 {
     xxh3_64_with_seed(field, root.salt)
 }
@@ -331,6 +370,21 @@ fn bucket_of(hash: u64, bucket_count: u32) -> u32 {
     (if number >= u64::from(bucket_count) { hash & (low - 1) } else { number }) as u32
 }
 
+/// How many low bits of a field's hash pick bucket `number` among `bucket_count`: one more
+/// than the level for buckets already split at this level and their new halves.
+fn bucket_hash_bits(number: u32, bucket_count: u32) -> u32 {
+    let low = lowest_power(bucket_count);
+    let level = low.trailing_zeros();
+    if number < bucket_count - low || number >= low { level + 1 } else { level }
+}
+
+/// The cursor after the bucket holding `cursor`, picked by its low `bits` hash bits: the next
+/// such class of hashes in bit-reversed order, 0 after the last.
+fn next_scan_cursor(cursor: u64, bits: u32) -> u64 {
+    let above_bucket = u64::MAX.checked_shl(bits).unwrap_or(0);
+    (cursor | above_bucket).reverse_bits().wrapping_add(1).reverse_bits()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -346,6 +400,53 @@ mod tests {
                 // Only fields of the split bucket move, and only to the new bucket.
                 assert!(before == after || (before == split && after == count), "{count} {hash}");
             }
+        }
+    }
+
+    /// The hashes in bucket `number` of `bucket_count` and the cursor after it, as `scan` walks.
+    fn scan_step(hashes: &[u64], cursor: u64, bucket_count: u32) -> (Vec<u64>, u64) {
+        let number = bucket_of(cursor, bucket_count);
+        let found = hashes.iter().copied().filter(|&hash| bucket_of(hash, bucket_count) == number).collect();
+        (found, next_scan_cursor(cursor, bucket_hash_bits(number, bucket_count)))
+    }
+
+    #[test]
+    fn scan_cursor_visits_every_bucket_once_when_nothing_changes() {
+        for bucket_count in 1..300u32 {
+            let mut cursor = 0;
+            let mut visited = Vec::new();
+            loop {
+                visited.push(bucket_of(cursor, bucket_count));
+                cursor = next_scan_cursor(cursor, bucket_hash_bits(*visited.last().unwrap(), bucket_count));
+                if cursor == 0 {
+                    break;
+                }
+            }
+            visited.sort_unstable();
+            assert_eq!(visited, (0..bucket_count).collect::<Vec<_>>(), "{bucket_count}");
+        }
+    }
+
+    #[test]
+    fn scan_cursor_returns_every_hash_while_buckets_split_and_merge() {
+        use rand::{Rng, SeedableRng};
+        let mut random = rand::rngs::StdRng::seed_from_u64(7);
+        let hashes: Vec<u64> = (0..3000).map(|_| random.gen()).collect();
+        for _ in 0..500 {
+            let mut bucket_count: u32 = random.gen_range(1..200);
+            let (mut cursor, mut seen) = (0, std::collections::HashSet::new());
+            loop {
+                let (found, next) = scan_step(&hashes, cursor, bucket_count);
+                seen.extend(found);
+                cursor = next;
+                if cursor == 0 {
+                    break;
+                }
+                // Between calls the hash grows or shrinks by a few buckets, or by many.
+                let change: i64 = if random.gen_bool(0.1) { random.gen_range(-100..100) } else { random.gen_range(-3..=3) };
+                bucket_count = (i64::from(bucket_count) + change).clamp(1, 400) as u32;
+            }
+            assert_eq!(seen.len(), hashes.len());
         }
     }
 }

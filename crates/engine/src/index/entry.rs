@@ -21,8 +21,10 @@ const _: () = assert!(LOCATION_OFFSET + 8 == ENTRY_BYTES);
 
 /// Expiry times must fit in the 48 bits the meta word leaves them (until the year 10889).
 /// Keys' expiries are clamped one below it: the largest value marks the entries of parts (which
-/// never expire), so that counting keys needs no record reads.
-pub(crate) const EXPIRY_UNIX_MS_MAX: u64 = (1 << 48) - 2;
+/// never expire), so that counting keys needs no record reads. Records written before parts
+/// existed may hold a key's expiry of `2^48 - 1`: everything that takes an expiry from a record
+/// goes through `entry_expiry`, which reads it as this maximum.
+pub const EXPIRY_UNIX_MS_MAX: u64 = (1 << 48) - 2;
 /// The expiry field of a part's entry and record.
 pub(crate) const PART_EXPIRY_MARK: u64 = EXPIRY_UNIX_MS_MAX + 1;
 

@@ -28,6 +28,7 @@
 mod allocator;
 pub(crate) mod entry;
 pub(crate) mod header;
+mod pending;
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -40,8 +41,11 @@ use crate::error::{EngineError, Result};
 use crate::log::record::u64_at;
 use crate::log::Location;
 use allocator::{ExtentAllocator, EXTENT_ALIGN_BYTES};
-pub(crate) use entry::{entry_expiry, Entry, ENTRY_BYTES, EXPIRY_UNIX_MS_MAX, PART_EXPIRY_MARK};
+pub(crate) use entry::{entry_expiry, Entry, ENTRY_BYTES, PART_EXPIRY_MARK};
+pub use entry::EXPIRY_UNIX_MS_MAX;
 use entry::LOCATION_OFFSET;
+pub(crate) use pending::PendingEntry;
+use pending::PendingEntries;
 pub(crate) use header::IndexHeader;
 use header::{HEADER_AREA_BYTES, HEADER_SLOT_BYTES};
 
@@ -86,13 +90,6 @@ const TABLE_UNCHECKED: u8 = 1;
 /// Failed its check: refused until a restart rebuilds the index.
 const TABLE_DAMAGED: u8 = 2;
 
-/// An entry for a record that is not durable yet; `entry.location` is DELETED for a deletion.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct PendingEntry {
-    pub(crate) entry: Entry,
-    pub(crate) lsn: u64,
-}
-
 pub(crate) struct Partition {
     number: usize,
     table_offset: u64,
@@ -101,12 +98,12 @@ pub(crate) struct Partition {
     /// Live entries that are parts (counted in `live` too).
     parts: u32,
     tombstones: u32,
-    pending: Vec<PendingEntry>,
+    pending: PendingEntries,
 }
 
 impl Partition {
     fn empty(number: usize, table_offset: u64, capacity: u32) -> Partition {
-        Partition { number, table_offset, capacity, live: 0, parts: 0, tombstones: 0, pending: Vec::new() }
+        Partition { number, table_offset, capacity, live: 0, parts: 0, tombstones: 0, pending: PendingEntries::default() }
     }
 }
 
@@ -359,13 +356,13 @@ impl Index {
     /// Whether the partition holds no part, in its table or pending: then a part lookup there
     /// would miss, and a write that replaces a key need not probe for the key's parts.
     pub(crate) fn holds_no_parts(partition: &Partition) -> bool {
-        partition.parts == 0 && !partition.pending.iter().any(|pending| pending.entry.is_part())
+        partition.parts == 0 && !partition.pending.newest_entries().any(Entry::is_part)
     }
 
     /// The newest entry for `digest`: a pending one first, then the table. None when absent or
     /// deleted (expiry is the caller's business).
     pub(crate) fn lookup(&self, partition: &Partition, digest: Digest) -> Result<Option<Entry>> {
-        if let Some(pending) = partition.pending.iter().rev().find(|pending| pending.entry.digest == digest) {
+        if let Some(pending) = partition.pending.newest(digest) {
             return Ok(pending.entry.location.is_record().then_some(pending.entry));
         }
         self.table_lookup(partition, digest)
@@ -382,7 +379,8 @@ impl Index {
     /// called before a write is appended, so that publishing it later cannot fail for space.
     pub(crate) fn reserve_one(&self, partition: &mut Partition, number: usize) -> Result<()> {
         self.ensure_usable(partition)?;
-        let needed = partition.live as u64 + partition.tombstones as u64 + partition.pending.len() as u64 + 1;
+        // Publishing takes at most one new slot per digest, whatever its number of pending entries.
+        let needed = partition.live as u64 + partition.tombstones as u64 + partition.pending.distinct_len() as u64 + 1;
         if needed * 100 > partition.capacity as u64 * LOAD_PERCENT_MAX {
             self.grow(partition, number)?;
         }
@@ -395,7 +393,7 @@ impl Index {
     /// either table intact. Elsewhere the switch is immediate.
     fn grow(&self, partition: &mut Partition, number: usize) -> Result<()> {
         self.begin_change(partition)?;
-        let keep = partition.live as u64 + partition.pending.len() as u64 + 1;
+        let keep = partition.live as u64 + partition.pending.distinct_len() as u64 + 1;
         let capacity = (keep * 100).div_ceil(LOAD_PERCENT_AFTER_GROWTH).max(TABLE_SLOTS_MIN as u64);
         if capacity > TABLE_SLOTS_MAX as u64 {
             return Err(index_full(&self.namespace, self.medium.len_bytes()));
@@ -511,9 +509,7 @@ impl Index {
 
     /// Removes the pending entry of the record with `lsn` (published or withdrawn).
     pub(crate) fn drop_pending(partition: &mut Partition, digest: Digest, lsn: u64) {
-        if let Some(position) = partition.pending.iter().position(|p| p.lsn == lsn && p.entry.digest == digest) {
-            partition.pending.remove(position);
-        }
+        partition.pending.remove(digest, lsn);
     }
 
     /// Every live entry of the partition as reads see it (pending entries override the table).
@@ -522,17 +518,11 @@ impl Index {
         let mut entries = Vec::with_capacity(partition.live as usize);
         for slot in 0..partition.capacity {
             let entry = self.read_slot(partition, slot)?;
-            if entry.location.is_record() && !partition.pending.iter().any(|p| p.entry.digest == entry.digest) {
+            if entry.location.is_record() && partition.pending.newest(entry.digest).is_none() {
                 entries.push(entry);
             }
         }
-        let mut newest_pending: Vec<Entry> = Vec::new();
-        for pending in partition.pending.iter().rev() {
-            if !newest_pending.iter().any(|seen| seen.digest == pending.entry.digest) {
-                newest_pending.push(pending.entry);
-            }
-        }
-        entries.extend(newest_pending.into_iter().filter(|entry| entry.location.is_record()));
+        entries.extend(partition.pending.newest_entries().filter(|entry| entry.location.is_record()));
         Ok(entries)
     }
 

@@ -10,7 +10,7 @@ use super::Namespace;
 use crate::cache::CacheKey;
 use crate::config::Durability;
 use crate::error::Result;
-use crate::index::{Index, PendingEntry};
+use crate::index::{entry_expiry, Index, PendingEntry};
 use crate::log::{position, walk_records, Location, NewRecord, RecordView, Writer, BLOCK_HEADER_BYTES};
 
 const MAINTENANCE_TICK: Duration = Duration::from_millis(5);
@@ -305,7 +305,7 @@ impl Namespace {
             value: if tombstone { &[] } else { view.value },
             tombstone,
             part: header.is_part(),
-            expiry_unix_ms: if tombstone { 0 } else { header.expiry_unix_ms },
+            expiry_unix_ms: if tombstone { 0 } else { entry_expiry(header.is_part(), header.expiry_unix_ms) },
             generation: header.generation,
             lsn,
         };

@@ -20,7 +20,7 @@ use crate::cache::{CacheKey, RecordCache};
 use crate::config::{Durability, NamespaceConfig, KEY_BYTES_MAX};
 use crate::digest::{namespace_seed, part_key, Digest};
 use crate::error::{EngineError, Result};
-use crate::index::{Entry, Index};
+use crate::index::{entry_expiry, Entry, Index};
 use crate::journal::JournaledMemory;
 use crate::log::record::{decode_header, record_bytes, RecordHeader};
 use crate::log::{Location, RecordLog, RecordView, RECORD_HEADER_BYTES};
@@ -231,7 +231,7 @@ impl Namespace {
         let header = verified_header(&record);
         let matches = key_of(&record) == key
             && header.is_part() == part
-            && header.expiry_unix_ms == entry.expiry_unix_ms
+            && entry_expiry(header.is_part(), header.expiry_unix_ms) == entry.expiry_unix_ms
             && header.generation as u16 == entry.generation;
         if !matches {
             self.counters.corrupt_records.fetch_add(1, Ordering::Relaxed);
@@ -529,7 +529,7 @@ fn value_in_place(mut record: Vec<u8>) -> Value {
     let value_len = header.value_len as usize;
     record.copy_within(key_end..key_end + value_len, 0);
     record.truncate(value_len);
-    Value { bytes: record, expiry_unix_ms: header.expiry_unix_ms, version: header.lsn }
+    Value { bytes: record, expiry_unix_ms: entry_expiry(header.is_part(), header.expiry_unix_ms), version: header.lsn }
 }
 
 impl Drop for Namespace {
@@ -549,6 +549,13 @@ mod tests {
 
     /// The store must outlive the database (declared first, it is dropped last).
     fn database(index: Tier, data: Tier) -> (SimStore, Database) {
+        let store = SimStore::new(7);
+        let database = Database::open_with(small_config(index, data), std::sync::Arc::new(store.clone())).unwrap();
+        (store, database)
+    }
+
+    /// One small namespace on the simulated medium, durability `none`, no background threads.
+    pub(super) fn small_config(index: Tier, data: Tier) -> Config {
         let mut namespace = crate::NamespaceConfig::new("many");
         namespace.index = index;
         namespace.data = data;
@@ -561,16 +568,13 @@ mod tests {
         namespace.checkpoint_interval_bytes = MIB;
         namespace.cache_bytes = MIB;
         namespace.value_bytes_max = 1024;
-        let config = Config {
+        Config {
             data_dir: PathBuf::from("/sim/data"),
             shmem_dir: PathBuf::from("/sim/shm"),
             direct_io: false,
             background_maintenance: false,
             namespaces: vec![namespace],
-        };
-        let store = SimStore::new(7);
-        let database = Database::open_with(config, std::sync::Arc::new(store.clone())).unwrap();
-        (store, database)
+        }
     }
 
     /// Keys 0..60 written, then (after a checkpoint, so that both table and pending entries are

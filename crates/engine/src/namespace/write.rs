@@ -20,9 +20,10 @@ use crate::cache::CacheKey;
 use crate::config::Durability;
 use crate::digest::Digest;
 use crate::error::{EngineError, Result};
-use crate::digest::part_key;
+use crate::digest::{part_key, PART_KEY_BYTES};
 use crate::index::{Entry, Index, Partition, PendingEntry, EXPIRY_UNIX_MS_MAX, PART_EXPIRY_MARK};
-use crate::log::{position, Appended, FlushWork, Location, NewRecord, Writer};
+use crate::log::record::record_bytes;
+use crate::log::{position, Appended, FlushWork, Location, NewRecord, Writer, BLOCK_HEADER_BYTES};
 
 /// One record's index change, published once the record is durable.
 pub(crate) struct PublishItem {
@@ -189,8 +190,9 @@ impl Transaction<'_> {
     }
 
     /// Moves the key's value, expiry and parts to `target` (replacing what `target` held); false
-    /// when `source` does not exist. All the parts are rewritten in this one batch, so a key
-    /// whose parts do not fit in one write block cannot be renamed (BatchTooLarge).
+    /// when `source` does not exist. All the parts are rewritten in this one batch (a crash
+    /// keeps the rename whole or not at all), so a key whose parts do not fit in one write block
+    /// cannot be renamed (RenameTooLarge, checked before anything is written).
     pub fn rename(&mut self, source: &[u8], target: &[u8]) -> Result<bool> {
         let Some(value) = self.current(source)? else { return Ok(false) };
         Namespace::check_key(target)?;
@@ -200,6 +202,11 @@ impl Transaction<'_> {
         let mut parts = Vec::new();
         while let Some(part) = self.get_part(source, parts.len() as u32)? {
             parts.push(part);
+        }
+        let part_bytes: usize = parts.iter().map(|part| record_bytes(PART_KEY_BYTES, part.len())).sum();
+        let limit_bytes = self.namespace.log.block_bytes() as usize - BLOCK_HEADER_BYTES;
+        if part_bytes > limit_bytes {
+            return Err(EngineError::RenameTooLarge { parts: parts.len() as u32, len_bytes: part_bytes, limit_bytes });
         }
         self.delete(source)?;
         self.put(target, &value.bytes, value.expiry_unix_ms)?;
@@ -478,5 +485,44 @@ impl Namespace {
     pub(crate) fn poison(&self, error: &EngineError) {
         tracing::error!(namespace = %self.config.name, %error, "flush failed: refusing writes until restart");
         self.poisoned.lock().get_or_insert_with(|| error.to_string());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use hybridkv_media::sim::SimStore;
+
+    use super::BufferedWrite;
+    use crate::namespace::tests::small_config;
+    use crate::{Database, Tier};
+
+    /// Builds before parts existed clamped a key's expiry to `2^48 - 1`, which is now the part
+    /// mark: such a record still reads as the key it is once the index is rebuilt from records.
+    #[test]
+    fn a_key_record_with_the_old_largest_expiry_reads_as_a_key() {
+        let config = small_config(Tier::Dram, Tier::Pmem);
+        let store = SimStore::new(11);
+        let old_largest_expiry = (1 << 48) - 1;
+        let database = Database::open_with(config.clone(), Arc::new(store.clone())).unwrap();
+        database
+            .namespace(0)
+            .unwrap()
+            .transaction(&[b"old"], |transaction| {
+                let digest = transaction.namespace.digest(b"old");
+                let value = Some((b"value".to_vec(), old_largest_expiry));
+                transaction.writes.push(BufferedWrite { key: b"old".to_vec(), digest, value, part: false });
+                Ok(())
+            })
+            .unwrap();
+        database.close().unwrap();
+        let database = Database::open_with(config, Arc::new(store.clone())).unwrap();
+        let namespace = database.namespace(0).unwrap();
+        let value = namespace.get(b"old").unwrap().expect("the key is there");
+        assert_eq!((value.bytes.as_slice(), value.expiry_unix_ms), (&b"value"[..], crate::EXPIRY_UNIX_MS_MAX));
+        assert_eq!(namespace.key_count(), 1);
+        assert_eq!(namespace.part_count(b"old").unwrap(), 0);
+        database.close().unwrap();
     }
 }

@@ -164,13 +164,17 @@ pub fn hincrbyfloat(call: &mut Call<'_>) -> CommandResult {
     Ok(Reply::bulk_text(&text))
 }
 
-/// One call returns every matching field and cursor 0 (allowed by Redis's SCAN contract; a
-/// bucketed hash is read bucket by bucket within the call).
+/// HSCAN: a small hash answers every field with cursor 0; a bucketed one is walked bucket by
+/// bucket with a cursor (`OpenHash::scan`), COUNT fields or a little more per call.
 pub fn hscan(call: &mut Call<'_>) -> CommandResult {
-    parse_cursor(&call.args[2])?;
+    let cursor = parse_cursor(&call.args[2])?;
     let options = parse_scan_options(&call.args[3..], false, true)?;
+    let Some(hash) = OpenHash::open(call.store, &call.args[1])? else {
+        return Ok(Reply::Array(vec![Reply::bulk_text("0"), Reply::Array(Vec::new())]));
+    };
+    let page = hash.scan(call.store, cursor, options.count)?;
     let mut items = Vec::new();
-    for (field, value) in all_fields(call)? {
+    for (field, value) in page.fields {
         if options.pattern.as_ref().is_some_and(|pattern| !glob_match(pattern, &field)) {
             continue;
         }
@@ -179,5 +183,5 @@ pub fn hscan(call: &mut Call<'_>) -> CommandResult {
             items.push(Reply::Bulk(value));
         }
     }
-    Ok(Reply::Array(vec![Reply::bulk_text("0"), Reply::Array(items)]))
+    Ok(Reply::Array(vec![Reply::bulk_text(&page.next_cursor.to_string()), Reply::Array(items)]))
 }

@@ -2,7 +2,7 @@
 //! RENAMENX KEYS SCAN RANDOMKEY EXPIRETIME PEXPIRETIME.
 
 use bytes::Bytes;
-use hybridkv_engine::now_unix_ms;
+use hybridkv_engine::{now_unix_ms, EXPIRY_UNIX_MS_MAX};
 use hybridkv_resp::Reply;
 
 use super::{is, parse_integer, SYNTAX_ERROR};
@@ -84,6 +84,9 @@ fn expire_generic(call: &mut Call<'_>, unit_ms: i64, absolute: bool, command: &s
     if !absolute {
         let Some(sum) = at.checked_add(now_unix_ms() as i64) else { return invalid() };
         at = sum;
+    }
+    if at > EXPIRY_UNIX_MS_MAX as i64 {
+        return invalid();
     }
     let key = &call.args[1];
     let Some(value) = call.store.get(key)? else { return Ok(Reply::Integer(0)) };

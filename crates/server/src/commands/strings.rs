@@ -2,7 +2,7 @@
 //! GETRANGE SETRANGE INCR DECR INCRBY DECRBY INCRBYFLOAT.
 
 use bytes::Bytes;
-use hybridkv_engine::now_unix_ms;
+use hybridkv_engine::{now_unix_ms, EXPIRY_UNIX_MS_MAX};
 use hybridkv_resp::Reply;
 
 use super::{format_float, is, parse_float, parse_integer, read_string, value_bytes_max, NOT_INTEGER, SYNTAX_ERROR};
@@ -40,8 +40,8 @@ fn parse_expiry(unit: &[u8], amount: &[u8], command: &str) -> Result<u64, crate:
     let relative = is(unit, "EX") || is(unit, "PX");
     let at = if relative { milliseconds.checked_add(now_unix_ms() as i64) } else { Some(milliseconds) };
     match at {
-        Some(at) => Ok(at as u64),
-        None => invalid(),
+        Some(at) if at as u64 <= EXPIRY_UNIX_MS_MAX => Ok(at as u64),
+        _ => invalid(),
     }
 }
 

@@ -1,0 +1,105 @@
+//! A partition's pending entries: the entries of records not yet durable, which reads see before
+//! the table's. They are pushed in log order and published in log order, so publication drops
+//! them from the front of a queue; a map keeps each digest's newest one, so that a lookup costs
+//! the same however many writes wait (a hot key, or a big hash whose buckets all live in their
+//! key's partition, can leave tens of thousands of them in one partition between flushes).
+
+use std::collections::{HashMap, VecDeque};
+
+use super::Entry;
+use crate::digest::Digest;
+
+/// An entry for a record that is not durable yet; `entry.location` is DELETED for a deletion.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PendingEntry {
+    pub(crate) entry: Entry,
+    pub(crate) lsn: u64,
+}
+
+#[derive(Default)]
+pub(crate) struct PendingEntries {
+    /// In the order they were pushed (log order).
+    queue: VecDeque<PendingEntry>,
+    /// Per digest with entries in `queue`: the newest of them and how many there are.
+    newest: HashMap<Digest, (PendingEntry, u32)>,
+}
+
+impl PendingEntries {
+    pub(crate) fn push(&mut self, pending: PendingEntry) {
+        self.queue.push_back(pending);
+        self.newest
+            .entry(pending.entry.digest)
+            .and_modify(|(newest, count)| {
+                *newest = pending;
+                *count += 1;
+            })
+            .or_insert((pending, 1));
+    }
+
+    /// The newest pending entry of `digest`.
+    pub(crate) fn newest(&self, digest: Digest) -> Option<&PendingEntry> {
+        self.newest.get(&digest).map(|(newest, _)| newest)
+    }
+
+    /// Removes the pending entry of the record with `lsn`: the oldest one, unless a write is
+    /// withdrawn out of order.
+    pub(crate) fn remove(&mut self, digest: Digest, lsn: u64) {
+        let matches = |pending: &PendingEntry| pending.lsn == lsn && pending.entry.digest == digest;
+        if self.queue.front().is_some_and(matches) {
+            self.queue.pop_front();
+        } else if let Some(position) = self.queue.iter().position(matches) {
+            self.queue.remove(position);
+        } else {
+            return;
+        }
+        let (newest, count) = self.newest.get_mut(&digest).expect("every queued digest is in the map");
+        *count -= 1;
+        if *count == 0 {
+            self.newest.remove(&digest);
+        } else if newest.lsn == lsn {
+            *newest = *self.queue.iter().rev().find(|pending| pending.entry.digest == digest).expect("count > 0");
+        }
+    }
+
+    /// Pending entries, one per digest that has any.
+    pub(crate) fn distinct_len(&self) -> usize {
+        self.newest.len()
+    }
+
+    /// The newest pending entry of every digest that has any.
+    pub(crate) fn newest_entries(&self) -> impl Iterator<Item = &Entry> {
+        self.newest.values().map(|(newest, _)| &newest.entry)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::Location;
+
+    fn pending(key: u64, lsn: u64) -> PendingEntry {
+        let entry = Entry { digest: Digest::from_words(key, key), location: Location(lsn << 13), expiry_unix_ms: 0, generation: 1 };
+        PendingEntry { entry, lsn }
+    }
+
+    #[test]
+    fn the_newest_entry_of_a_digest_survives_removals_in_any_order() {
+        let mut entries = PendingEntries::default();
+        for lsn in 1..=6 {
+            entries.push(pending(lsn % 2, lsn));
+        }
+        assert_eq!(entries.distinct_len(), 2);
+        assert_eq!(entries.newest(Digest::from_words(0, 0)).unwrap().lsn, 6);
+        entries.remove(Digest::from_words(1, 1), 1);
+        // Out of order: the newest goes first, the one before it becomes the newest.
+        entries.remove(Digest::from_words(0, 0), 6);
+        assert_eq!(entries.newest(Digest::from_words(0, 0)).unwrap().lsn, 4);
+        entries.remove(Digest::from_words(0, 0), 99);
+        for lsn in [2, 3, 4, 5] {
+            entries.remove(Digest::from_words(lsn % 2, lsn % 2), lsn);
+        }
+        assert!(entries.newest(Digest::from_words(0, 0)).is_none() && entries.newest(Digest::from_words(1, 1)).is_none());
+        assert_eq!(entries.distinct_len(), 0);
+        assert_eq!(entries.newest_entries().count(), 0);
+    }
+}
