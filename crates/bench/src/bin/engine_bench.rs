@@ -62,6 +62,11 @@ struct Args {
     /// Placements as INDEX/DATA (comma-separated); default: all nine.
     #[arg(long, value_delimiter = ',')]
     placements: Vec<String>,
+    /// Keys the after-kill loader adds after its load (new keys: overwrites would let
+    /// defragmentation checkpoint), just before it is killed: a log tail for the after-kill start
+    /// to re-apply (when no checkpoint intervenes; the table says how many records were).
+    #[arg(long, default_value_t = 0)]
+    restart_tail_keys: u64,
     /// Restart placements as INDEX/DATA (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "pmem/ssd,shmem/pmem,pmem/dram")]
     restart_placements: Vec<String>,
@@ -123,14 +128,15 @@ fn key(number: u64) -> [u8; 16] {
     key
 }
 
-fn load(database: &Database, keys: u64, value_bytes: usize) -> f64 {
+fn load(database: &Database, keys: std::ops::Range<u64>, value_bytes: usize) -> f64 {
     let namespace = database.namespace(0).unwrap();
     let value = vec![b'v'; value_bytes];
     let started = Instant::now();
-    for number in 0..keys {
+    let count = keys.end - keys.start;
+    for number in keys {
         namespace.put(&key(number), &value, 0).expect("put");
     }
-    keys as f64 / started.elapsed().as_secs_f64()
+    count as f64 / started.elapsed().as_secs_f64()
 }
 
 fn random_gets(database: &Database, keys: u64, seconds: f64) -> f64 {
@@ -187,7 +193,7 @@ fn throughput_table(args: &Args) -> String {
         let dir = fresh_dir(&args.dir, &format!("tp-{index}-{data}"));
         let config = config_in(&dir, namespace_config(index, data, args.keys, args.value_bytes, Durability::None));
         let database = Database::open(config).expect("open");
-        let puts = load(&database, args.keys, args.value_bytes);
+        let puts = load(&database, 0..args.keys, args.value_bytes);
         database.checkpoint().expect("checkpoint");
         let gets = random_gets(&database, args.keys, args.get_seconds);
         let batched = random_batched_gets(&database, args.keys, args.get_seconds, args.get_batch_keys);
@@ -206,7 +212,8 @@ fn throughput_table(args: &Args) -> String {
 }
 
 /// Opens the database and checks a sample of keys: the restart is over when they are served.
-fn timed_open(config: &Config, keys: u64) -> (f64, RestartKind) {
+/// Returns the seconds, the kind of start and the records it replayed.
+fn timed_open(config: &Config, keys: u64) -> (f64, RestartKind, u64) {
     let started = Instant::now();
     let database = Database::open(config.clone()).expect("reopen");
     let namespace = database.namespace(0).unwrap();
@@ -214,9 +221,9 @@ fn timed_open(config: &Config, keys: u64) -> (f64, RestartKind) {
         assert!(namespace.get(&key(number)).expect("get").is_some(), "key {number} missing after restart");
     }
     let seconds = started.elapsed().as_secs_f64();
-    let kind = database.restart_reports()[0].kind;
+    let report = database.restart_reports()[0].clone();
     database.close().expect("close");
-    (seconds, kind)
+    (seconds, report.kind, report.records_replayed)
 }
 
 fn restart_rows(args: &Args, keys: u64, placement: &str) -> String {
@@ -228,6 +235,8 @@ fn restart_rows(args: &Args, keys: u64, placement: &str) -> String {
         .arg(&dir)
         .arg("--value-bytes")
         .arg(args.value_bytes.to_string())
+        .arg("--restart-tail-keys")
+        .arg(args.restart_tail_keys.to_string())
         .arg("--child-load")
         .arg(format!("{placement}:{keys}"))
         .stdout(std::process::Stdio::piped())
@@ -240,17 +249,17 @@ fn restart_rows(args: &Args, keys: u64, placement: &str) -> String {
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     child.wait().expect("reaping the loader");
     let config = config_in(&dir, namespace_config(index, data, keys, args.value_bytes, Durability::Periodic));
-    let (after_kill, kill_kind) = timed_open(&config, keys);
-    let (warm, warm_kind) = timed_open(&config, keys);
+    let (after_kill, kill_kind, tail_records) = timed_open(&config, keys);
+    let (warm, warm_kind, _) = timed_open(&config, keys);
     let mut cold_config = config.clone();
     cold_config.namespaces[0].index = Tier::Dram;
-    let (cold, cold_kind) = timed_open(&cold_config, keys);
+    let (cold, cold_kind, _) = timed_open(&cold_config, keys);
     let _ = std::fs::remove_dir_all(&dir);
     let tag = dir.file_name().unwrap().to_string_lossy().into_owned();
     let _ = std::fs::remove_dir_all(format!("/dev/shm/hybridkv-bench-{tag}"));
     eprintln!("{placement} {keys}: after-kill {after_kill:.3}s warm {warm:.3}s cold {cold:.3}s");
     format!(
-        "| {keys} | {index} | {data} | {warm:.3} ({}) | {after_kill:.3} ({}) | {cold:.3} ({}) | {:.0} |\n",
+        "| {keys} | {index} | {data} | {warm:.3} ({}) | {after_kill:.3} ({}, {tail_records} records replayed) | {cold:.3} ({}) | {:.0} |\n",
         warm_kind.name(),
         kill_kind.name(),
         cold_kind.name(),
@@ -264,7 +273,8 @@ fn child_load(args: &Args, spec: &str) -> ! {
     let keys: u64 = keys.parse().expect("key count");
     let config = config_in(&args.dir, namespace_config(index, data, keys, args.value_bytes, Durability::Periodic));
     let database = Database::open(config).expect("open");
-    load(&database, keys, args.value_bytes);
+    load(&database, 0..keys, args.value_bytes);
+    load(&database, keys..keys + args.restart_tail_keys, args.value_bytes);
     // Everything durable (as an acknowledged `always` write would be), then killed mid-life:
     // the index is not marked clean and the log tail since the last checkpoint is replayed.
     let namespace = database.namespace(0).unwrap();
@@ -296,7 +306,7 @@ fn main() {
         report.push_str(&zipf_table(&args));
     }
     if !args.no_restart {
-        report.push_str("\nRestart: seconds until a sample of 1,000 keys is served (kind in parentheses); cold rate in records/s.\n\n");
+        report.push_str("\nRestart: seconds until a sample of 1,000 keys is served (kind in parentheses; after kill -9, also the records of the log tail written since the last checkpoint, which the start re-applied); cold rate in records/s.\n\n");
         report.push_str("| keys | index | data | warm s | after kill -9 s | cold s | cold records/s |\n|---|---|---|---|---|---|---|\n");
         for &keys in &args.restart_keys {
             for placement in &args.restart_placements {
@@ -353,7 +363,7 @@ fn cache_scan_table(args: &Args) -> String {
     let mut config = config_in(&dir, namespace);
     config.direct_io = true;
     let database = Database::open(config.clone()).expect("open");
-    load(&database, keys, args.value_bytes);
+    load(&database, 0..keys, args.value_bytes);
     database.close().expect("close");
     let mut table = format!(
         "\nCache study: {keys} keys of {} bytes on ssd (O_DIRECT), index in pmem; \"data\" = {data_bytes} bytes as the cache charges them (record + {} bytes of entry overhead). The cache is S3-FIFO in up to 64 shards (one per 4 MiB) under one byte budget. An analytical pass = SCAN every key, GET its value, filter, aggregate. COLD = cache emptied; WARM = the pass repeated at once. Full scan = whole-block sequential reads, no cache.\n\n| cache / data | cache bytes | COLD s | WARM s | WARM speed-up | WARM hit ratio | full scan s |\n|---|---|---|---|---|---|---|\n",
@@ -512,7 +522,7 @@ fn zipf_table(args: &Args) -> String {
         let mut config = config_in(&dir, namespace);
         config.direct_io = true;
         let database = Database::open(config).expect("open");
-        load(&database, keys, VALUE_BYTES);
+        load(&database, 0..keys, VALUE_BYTES);
         mixed_zipfian(&database, &zipfian, args.zipf_seconds, args.zipf_threads);
         let before = database.namespace(0).unwrap().stats().cache;
         let ops = mixed_zipfian(&database, &zipfian, args.zipf_seconds, args.zipf_threads);
