@@ -56,6 +56,18 @@ struct Args {
     /// Client threads of the zipfian runs (device reads of cache misses overlap across them).
     #[arg(long, default_value_t = 16)]
     zipf_threads: usize,
+    /// Placements of the zipfian runs as INDEX/DATA (comma-separated); the first is the reference
+    /// of the ratio column. Records off DRAM get a cache of 1/4 of the data, records in DRAM none.
+    #[arg(long, value_delimiter = ',', default_value = "dram/dram,pmem/ssd")]
+    zipf_placements: Vec<String>,
+    /// Also measure the process's anonymous resident memory (RssAnon) after loading
+    /// --cache-rss-keys keys of 64 bytes (index pmem, data ssd) and running the zipfian mix for
+    /// --zipf-seconds, with a record cache of this many MiB (0: none). One budget per process, so
+    /// that memory freed by another run does not count.
+    #[arg(long)]
+    cache_rss_mib: Option<u64>,
+    #[arg(long, default_value_t = 1_000_000)]
+    cache_rss_keys: u64,
     /// Where the cache study writes its plot (SVG).
     #[arg(long, default_value = "bench/results/cache-scan.svg")]
     plot: PathBuf,
@@ -305,6 +317,9 @@ fn main() {
     if args.zipf {
         report.push_str(&zipf_table(&args));
     }
+    if let Some(cache_mib) = args.cache_rss_mib {
+        report.push_str(&cache_rss_row(&args, cache_mib));
+    }
     if !args.no_restart {
         report.push_str("\nRestart: seconds until a sample of 1,000 keys is served (kind in parentheses; after kill -9, also the records of the log tail written since the last checkpoint, which the start re-applied); cold rate in records/s.\n\n");
         report.push_str("| keys | index | data | warm s | after kill -9 s | cold s | cold records/s |\n|---|---|---|---|---|---|---|\n");
@@ -326,12 +341,15 @@ fn today() -> String {
     output.map(|out| String::from_utf8_lossy(&out.stdout).trim().to_string()).unwrap_or_default()
 }
 
-/// Bytes the cache charges for one record of the benchmark (record plus entry overhead).
+/// The benchmarks' measure of the data per record, which cache budgets are fractions of: the
+/// record plus 96 bytes (the cache's flat per-entry charge before it charged its maps and queues
+/// as allocated), kept so that budgets stay comparable across runs. The cache now charges more
+/// per entry, so a budget of 1/4 of this data holds somewhat fewer than 1/4 of the records.
 fn cached_record_bytes(value_bytes: usize) -> u64 {
     const RECORD_HEADER_BYTES: u64 = 40;
     const KEY_BYTES: u64 = 16;
-    const CACHE_ENTRY_OVERHEAD_BYTES: u64 = 96;
-    (RECORD_HEADER_BYTES + KEY_BYTES + value_bytes as u64).next_multiple_of(8) + CACHE_ENTRY_OVERHEAD_BYTES
+    const DATA_BYTES_PER_RECORD_EXTRA: u64 = 96;
+    (RECORD_HEADER_BYTES + KEY_BYTES + value_bytes as u64).next_multiple_of(8) + DATA_BYTES_PER_RECORD_EXTRA
 }
 
 /// One analytical pass: every key by SCAN, its value by GET, a filter and an aggregate.
@@ -366,7 +384,7 @@ fn cache_scan_table(args: &Args) -> String {
     load(&database, 0..keys, args.value_bytes);
     database.close().expect("close");
     let mut table = format!(
-        "\nCache study: {keys} keys of {} bytes on ssd (O_DIRECT), index in pmem; \"data\" = {data_bytes} bytes as the cache charges them (record + {} bytes of entry overhead). The cache is S3-FIFO in up to 64 shards (one per 4 MiB) under one byte budget. An analytical pass = SCAN every key, GET its value, filter, aggregate. COLD = cache emptied; WARM = the pass repeated at once. Full scan = whole-block sequential reads, no cache.\n\n| cache / data | cache bytes | COLD s | WARM s | WARM speed-up | WARM hit ratio | full scan s |\n|---|---|---|---|---|---|---|\n",
+        "\nCache study: {keys} keys of {} bytes on ssd (O_DIRECT), index in pmem; \"data\" = {data_bytes} bytes (record + {} bytes each). The cache is S3-FIFO in up to 64 shards (one per 4 MiB) under one byte budget. An analytical pass = SCAN every key, GET its value, filter, aggregate. COLD = cache emptied; WARM = the pass repeated at once. Full scan = whole-block sequential reads, no cache.\n\n| cache / data | cache bytes | COLD s | WARM s | WARM speed-up | WARM hit ratio | full scan s |\n|---|---|---|---|---|---|---|\n",
         args.value_bytes,
         cached_record_bytes(args.value_bytes) - (40 + 16 + args.value_bytes as u64).next_multiple_of(8)
     );
@@ -511,18 +529,21 @@ fn zipf_table(args: &Args) -> String {
     let zipfian = Zipfian::new(keys, 0.99);
     let data_bytes = keys * cached_record_bytes(VALUE_BYTES);
     let mut table = format!(
-        "\nmix-70-30, in process, {} threads: {keys} keys of {VALUE_BYTES} bytes, zipfian 0.99, durability periodic; {:.0} s warm-up then {:.0} s measured. Hit ratio = record-cache hits / lookups of the gets measured (misses read the device).\n\n| placement | cache bytes | ops/s | ratio to all in DRAM | cache hit ratio |\n|---|---|---|---|---|\n",
+        "\nmix-70-30, in process, {} threads: {keys} keys of {VALUE_BYTES} bytes, zipfian 0.99, durability periodic; cache budget 1/4 of the data (record + 96 bytes each); {:.0} s warm-up then {:.0} s measured. Hit ratio = record-cache hits / lookups of the gets measured (misses read the device).\n\n| placement | cache bytes | ops/s | ratio to all in DRAM | cache hit ratio |\n|---|---|---|---|---|\n",
         args.zipf_threads, args.zipf_seconds, args.zipf_seconds
     );
     let mut baseline = None;
-    for (index, data, cache_bytes) in [(Tier::Dram, Tier::Dram, 0), (Tier::Pmem, Tier::Ssd, data_bytes / 4)] {
+    for placement in &args.zipf_placements {
+        let (index, data) = parse_placement(placement);
+        let cache_bytes = if data == Tier::Dram { 0 } else { data_bytes / 4 };
         let dir = fresh_dir(&args.dir, &format!("zipf-{index}-{data}"));
         let mut namespace = namespace_config(index, data, keys, VALUE_BYTES, Durability::Periodic);
         namespace.cache_bytes = cache_bytes;
         let mut config = config_in(&dir, namespace);
         config.direct_io = true;
         let database = Database::open(config).expect("open");
-        load(&database, 0..keys, VALUE_BYTES);
+        let load_rate = load(&database, 0..keys, VALUE_BYTES);
+        eprintln!("zipf {index}/{data}: loaded at {load_rate:.0} puts/s; warm-up then measurement");
         mixed_zipfian(&database, &zipfian, args.zipf_seconds, args.zipf_threads);
         let before = database.namespace(0).unwrap().stats().cache;
         let ops = mixed_zipfian(&database, &zipfian, args.zipf_seconds, args.zipf_threads);
@@ -541,4 +562,42 @@ fn zipf_table(args: &Args) -> String {
         let _ = std::fs::remove_dir_all(&dir);
     }
     table
+}
+
+/// RssAnon of this process, in bytes.
+fn anonymous_resident_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let line = status.lines().find(|line| line.starts_with("RssAnon:")).expect("RssAnon line");
+    line.split_whitespace().nth(1).and_then(|kib| kib.parse::<u64>().ok()).expect("RssAnon in kB") * 1024
+}
+
+fn cache_rss_row(args: &Args, cache_mib: u64) -> String {
+    const VALUE_BYTES: usize = 64;
+    let keys = args.cache_rss_keys;
+    let dir = fresh_dir(&args.dir, "cache-rss");
+    let mut namespace = namespace_config(Tier::Pmem, Tier::Ssd, keys, VALUE_BYTES, Durability::Periodic);
+    namespace.cache_bytes = cache_mib * MIB;
+    let mut config = config_in(&dir, namespace);
+    config.direct_io = true;
+    let started = anonymous_resident_bytes();
+    let database = Database::open(config).expect("open");
+    load(&database, 0..keys, VALUE_BYTES);
+    let loaded = anonymous_resident_bytes();
+    mixed_zipfian(&database, &Zipfian::new(keys, 0.99), args.zipf_seconds, args.zipf_threads);
+    let ran = anonymous_resident_bytes();
+    let cache = database.namespace(0).unwrap().stats().cache;
+    let used = cache.map_or(0, |cache| cache.used_bytes);
+    database.close().expect("close");
+    let _ = std::fs::remove_dir_all(&dir);
+    let mib = |bytes: u64| bytes as f64 / MIB as f64;
+    eprintln!("cache {cache_mib} MiB: RssAnon {:.1} -> {:.1} -> {:.1} MiB, cache charged {:.1} MiB", mib(started), mib(loaded), mib(ran), mib(used));
+    format!(
+        "\nRecord cache memory: {keys} keys of {VALUE_BYTES} bytes, index pmem, data ssd (O_DIRECT), zipfian 0.99 mix-70-30 for {:.0} s on {} threads; RssAnon of the process (the pmem index is a file mapping, not counted).\n\n| cache budget MiB | RssAnon at open MiB | after load MiB | after the mix MiB | cache charged MiB |\n|---|---|---|---|---|\n| {cache_mib} | {:.1} | {:.1} | {:.1} | {:.1} |\n",
+        args.zipf_seconds,
+        args.zipf_threads,
+        mib(started),
+        mib(loaded),
+        mib(ran),
+        mib(used)
+    )
 }

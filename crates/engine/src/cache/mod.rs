@@ -36,8 +36,18 @@ const SHARD_BYTES_MIN: u64 = 4 << 20;
 const SMALL_FIFO_PER_RECORD_MIN: u64 = 16;
 /// Share of a shard's bytes given to the small FIFO, in percent.
 const SMALL_PERCENT: u64 = 10;
-/// Bookkeeping bytes charged per entry on top of the record bytes (maps, queues, Arc header).
-pub(crate) const ENTRY_OVERHEAD_BYTES: u64 = 96;
+/// Keys the ghost FIFO of a shard remembers, per live entry of the shard (the paper's ghost FIFO
+/// holds as many keys as the main FIFO holds entries).
+const GHOST_KEYS_PER_ENTRY: usize = 1;
+/// glibc malloc: a chunk is the request plus one 8-byte size word, in steps of 16 bytes, and at
+/// least 32 bytes.
+const MALLOC_CHUNK_HEADER_BYTES: u64 = 8;
+const MALLOC_CHUNK_ALIGN_BYTES: u64 = 16;
+const MALLOC_CHUNK_MIN_BYTES: u64 = 32;
+/// The strong and weak counters in front of an `Arc`'s bytes.
+const ARC_HEADER_BYTES: u64 = 16;
+/// hashbrown's tables: one control byte per bucket plus one group of trailing control bytes.
+const HASH_TABLE_GROUP_BYTES: u64 = 16;
 const FREQUENCY_MAX: u8 = 3;
 /// Queue slots left behind by removed entries that a shard tolerates, beyond one per live
 /// entry, before it compacts its queues.
@@ -97,9 +107,8 @@ struct Shard {
     /// Queue slots whose entry was removed (by `replace`), skipped when they come up.
     stale_slots: usize,
     next_ticket: u64,
-    /// Bytes and count of every entry ever inserted: their mean sizes the ghost FIFO.
-    inserted_bytes: u64,
-    inserted_entries: u64,
+    /// The bytes of the maps and queues as last charged to the cache (`RecordCache::recharge`).
+    charged_structure_bytes: u64,
 }
 
 #[derive(Default)]
@@ -112,14 +121,29 @@ pub(crate) struct CacheCounters {
 pub(crate) struct RecordCache {
     shards: Box<[RwLock<Shard>]>,
     budget_bytes: u64,
-    /// Bytes charged by every shard together; changed only under the shard lock whose entries
-    /// are added or removed, so it can pass the budget only between an insert and its evictions.
+    /// Bytes charged by every shard together: the records' allocations and the shards' maps and
+    /// queues at their allocated capacity. Changed only under the lock of the shard whose
+    /// entries or structures change, so it can pass the budget only between an insert and its
+    /// evictions.
     used_bytes: AtomicU64,
     pub(crate) counters: CacheCounters,
 }
 
+/// What a cached record's allocation really takes: the `Arc` header and the record, as a malloc
+/// chunk. The entry's map slot and queue slot are charged with the structures that hold them.
 fn charge(record: &[u8]) -> u64 {
-    record.len() as u64 + ENTRY_OVERHEAD_BYTES
+    let request = ARC_HEADER_BYTES + record.len() as u64;
+    (request + MALLOC_CHUNK_HEADER_BYTES).next_multiple_of(MALLOC_CHUNK_ALIGN_BYTES).max(MALLOC_CHUNK_MIN_BYTES)
+}
+
+/// Bytes hashbrown allocates for a map of `capacity` (as `HashMap::capacity` reports it) with
+/// slots of `slot_bytes`: buckets are a power of two kept at most 7/8 full.
+fn map_bytes(capacity: usize, slot_bytes: usize) -> u64 {
+    if capacity == 0 {
+        return 0;
+    }
+    let buckets = (capacity as u64 * 8).div_ceil(7).next_power_of_two();
+    buckets * (slot_bytes as u64 + 1) + HASH_TABLE_GROUP_BYTES
 }
 
 /// Where a new entry starts: a new record in the small FIFO with no reads; a returning key (ghost
@@ -150,7 +174,7 @@ impl RecordCache {
         &self.shards[self.shard_number(key)]
     }
 
-    /// A shard's share of the budget: it sizes the shard's small FIFO and ghost FIFO.
+    /// A shard's share of the budget: it sizes the shard's small FIFO.
     fn shard_share_bytes(&self) -> u64 {
         self.budget_bytes / self.shards.len() as u64
     }
@@ -229,12 +253,11 @@ impl RecordCache {
         if shard.entries.contains_key(&key) {
             return;
         }
-        shard.inserted_bytes += bytes;
-        shard.inserted_entries += 1;
         let returning = shard.ghost_members.remove(&key).is_some();
         let placement = inherited.unwrap_or(Placement { in_main: returning, frequency: 0 });
         shard.push(key, record, bytes, placement);
         self.used_bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.recharge(&mut shard);
         self.evict_while_over_budget(&mut shard, share);
         drop(shard);
         // The home shard ran empty while others hold the excess: take it from them, one at a time.
@@ -254,15 +277,28 @@ impl RecordCache {
             let (count, freed_bytes) = shard.evict_one(share_bytes);
             evicted += count;
             self.used_bytes.fetch_sub(freed_bytes, Ordering::Relaxed);
+            // A key remembered in the ghost FIFO may have grown it.
+            self.recharge(shard);
         }
         self.counters.evictions.fetch_add(evicted, Ordering::Relaxed);
+    }
+
+    /// Charges the growth of `shard`'s maps and queues (they grow on inserts and never shrink,
+    /// so the charge only rises, until `clear`).
+    fn recharge(&self, shard: &mut Shard) {
+        let bytes = shard.structure_bytes();
+        if bytes > shard.charged_structure_bytes {
+            self.used_bytes.fetch_add(bytes - shard.charged_structure_bytes, Ordering::Relaxed);
+            shard.charged_structure_bytes = bytes;
+        }
     }
 
     /// Empties the cache (for a COLD measurement).
     pub(crate) fn clear(&self) {
         for shard in self.shards.iter() {
             let mut shard = shard.write();
-            self.used_bytes.fetch_sub(shard.small_bytes + shard.main_bytes, Ordering::Relaxed);
+            let charged = shard.small_bytes + shard.main_bytes + shard.charged_structure_bytes;
+            self.used_bytes.fetch_sub(charged, Ordering::Relaxed);
             *shard = Shard::default();
         }
     }
@@ -277,6 +313,15 @@ impl RecordCache {
 }
 
 impl Shard {
+    /// What the shard's maps and queues have allocated (capacities, not lengths).
+    fn structure_bytes(&self) -> u64 {
+        let slot_bytes = std::mem::size_of::<Slot>() as u64;
+        map_bytes(self.entries.capacity(), std::mem::size_of::<(CacheKey, Entry)>())
+            + map_bytes(self.ghost_members.capacity(), std::mem::size_of::<CacheKey>())
+            + (self.small.capacity() + self.main.capacity()) as u64 * slot_bytes
+            + self.ghost.capacity() as u64 * std::mem::size_of::<CacheKey>() as u64
+    }
+
     fn push(&mut self, key: CacheKey, record: Arc<[u8]>, bytes: u64, placement: Placement) {
         let ticket = self.next_ticket;
         self.next_ticket += 1;
@@ -330,13 +375,13 @@ impl Shard {
     fn evict_one(&mut self, share_bytes: u64) -> (u64, u64) {
         let small_budget = share_bytes * SMALL_PERCENT / 100;
         if self.small_bytes > small_budget || self.main.is_empty() {
-            self.evict_from_small(share_bytes)
+            self.evict_from_small()
         } else {
             self.evict_from_main()
         }
     }
 
-    fn evict_from_small(&mut self, share_bytes: u64) -> (u64, u64) {
+    fn evict_from_small(&mut self) -> (u64, u64) {
         let Some(slot) = self.small.pop_front() else { return (0, 0) };
         let Some(entry) = self.live_entry(slot) else { return (0, 0) };
         let bytes = charge(&entry.record);
@@ -350,7 +395,7 @@ impl Shard {
         }
         self.small_bytes -= bytes;
         self.entries.remove(&slot.0);
-        self.remember(slot.0, share_bytes);
+        self.remember(slot.0);
         (1, bytes)
     }
 
@@ -368,14 +413,12 @@ impl Shard {
         (1, bytes)
     }
 
-    /// The ghost FIFO holds as many keys as the shard's share of the main FIFO can hold entries of
-    /// the mean size.
-    fn remember(&mut self, key: CacheKey, share_bytes: u64) {
+    /// The ghost FIFO holds at most GHOST_KEYS_PER_ENTRY keys per live entry of the shard.
+    fn remember(&mut self, key: CacheKey) {
         self.ghost.push_back(key);
         self.ghost_members.insert(key, ());
-        let mean_entry_bytes = (self.inserted_bytes / self.inserted_entries.max(1)).max(1);
-        let ghost_entries_max = (share_bytes * (100 - SMALL_PERCENT) / 100 / mean_entry_bytes).max(1) as usize;
-        while self.ghost.len() > ghost_entries_max {
+        let ghost_keys_max = (self.entries.len() * GHOST_KEYS_PER_ENTRY).max(1);
+        while self.ghost.len() > ghost_keys_max {
             if let Some(old) = self.ghost.pop_front() {
                 self.ghost_members.remove(&old);
             }
@@ -395,6 +438,20 @@ mod tests {
         vec![7u8; len].into()
     }
 
+    /// Bytes charged for the records alone (the rest is the shards' maps and queues).
+    fn record_bytes_charged(cache: &RecordCache) -> u64 {
+        cache.shards.iter().map(|shard| shard.read().small_bytes + shard.read().main_bytes).sum()
+    }
+
+    /// The charge recomputed from scratch: every record's allocation and every map and queue
+    /// (ghost FIFO included) at its allocated capacity.
+    fn recomputed_charge(cache: &RecordCache) -> u64 {
+        cache.shards.iter().map(|shard| {
+            let shard = shard.read();
+            shard.entries.values().map(|entry| charge(&entry.record)).sum::<u64>() + shard.structure_bytes()
+        }).sum()
+    }
+
     #[test]
     fn the_budget_holds() {
         let cache = RecordCache::new(1 << 20);
@@ -403,6 +460,53 @@ mod tests {
             assert!(cache.used_bytes() <= cache.capacity_bytes());
         }
         assert!(cache.counters.evictions.load(Ordering::Relaxed) > 0);
+    }
+
+    /// Small records (where the maps and queues weigh most) read, replaced and removed at
+    /// random: the charge always equals what the records, maps and queues have allocated, and
+    /// never passes the budget.
+    #[test]
+    fn the_charge_counts_maps_queues_and_the_ghost_fifo_and_stays_within_the_budget() {
+        use rand::{Rng, SeedableRng};
+        let cache = RecordCache::new(8 << 20);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        let mut location_of = vec![None; 200_000];
+        let mut next_location = 0;
+        for step in 0..400_000u64 {
+            let number = rng.gen_range(0..location_of.len());
+            let fresh = key(next_location);
+            next_location += 1;
+            match (location_of[number], rng.gen_range(0..10)) {
+                (Some(old), 0..=2) => cache.replace(key(old), fresh, record(rng.gen_range(20..200))),
+                (Some(old), 3) => {
+                    cache.remove(key(old));
+                    location_of[number] = None;
+                    continue;
+                }
+                (Some(old), _) if cache.get(key(old)).is_some() => continue,
+                _ => cache.insert(fresh, record(rng.gen_range(20..200))),
+            }
+            location_of[number] = Some(fresh.location);
+            assert!(cache.used_bytes() <= cache.capacity_bytes(), "step {step}");
+        }
+        assert_eq!(cache.used_bytes(), recomputed_charge(&cache));
+        let structures = cache.used_bytes() - record_bytes_charged(&cache);
+        assert!(structures > 0 && cache.counters.evictions.load(Ordering::Relaxed) > 0);
+        for shard in cache.shards.iter() {
+            let shard = shard.read();
+            assert!(shard.ghost.len() <= (shard.entries.len() * GHOST_KEYS_PER_ENTRY).max(1));
+            assert_eq!(shard.ghost.len(), shard.ghost_members.len());
+        }
+        cache.clear();
+        assert_eq!(cache.used_bytes(), 0);
+    }
+
+    #[test]
+    fn the_record_charge_is_the_malloc_chunk_of_the_arc() {
+        assert_eq!(charge(&record(0)), 32);
+        assert_eq!(charge(&record(8)), 32);
+        assert_eq!(charge(&record(120)), 144);
+        assert_eq!(charge(&record(121)), 160);
     }
 
     #[test]
@@ -423,18 +527,20 @@ mod tests {
         assert!(kept * 100 >= hot.len() * 95, "only {kept} of {} hot entries survived the scan", hot.len());
     }
 
+    /// A budget as large as the records plus their map and queue slots at the lowest load
+    /// the structures fall to (a map just grown is 7/16 full, a queue half full).
     #[test]
     fn a_budget_as_large_as_the_data_keeps_all_of_it() {
         let records = 20_000u64;
-        let cache = RecordCache::new(records * charge(&record(500)));
+        let map_slot_bytes = std::mem::size_of::<(CacheKey, Entry)>() as u64 + 1;
+        let structure_bytes_per_entry = map_slot_bytes * 16 / 7 + 2 * std::mem::size_of::<Slot>() as u64;
+        let cache = RecordCache::new(records * (charge(&record(500)) + structure_bytes_per_entry + 1));
         for location in 0..records {
             cache.insert(key(location), record(500));
         }
         assert_eq!(cache.counters.evictions.load(Ordering::Relaxed), 0);
         assert!((0..records).all(|location| cache.get(key(location)).is_some()));
-        cache.insert(key(records), record(500));
-        assert_eq!(cache.counters.evictions.load(Ordering::Relaxed), 1);
-        assert_eq!(cache.used_bytes(), records * charge(&record(500)));
+        assert_eq!(record_bytes_charged(&cache), records * charge(&record(500)));
     }
 
     #[test]
@@ -446,7 +552,7 @@ mod tests {
         }
         cache.replace(key(1), key(2), record(500));
         assert!(cache.peek(key(1)).is_none());
-        assert_eq!(cache.used_bytes(), charge(&record(500)));
+        assert_eq!(record_bytes_charged(&cache), charge(&record(500)));
         // The successor survives a flood of one-hit records, as its predecessor would have.
         for location in 1000..10_000 {
             cache.insert(key(location), record(500));
@@ -467,7 +573,7 @@ mod tests {
             shard.small.len() + shard.main.len()
         }).sum();
         assert!(shards_slots <= cache.shards.len() * (STALE_QUEUE_SLOTS_SLACK + 2), "{shards_slots} queue slots");
-        assert_eq!(cache.used_bytes(), charge(&record(100)));
+        assert_eq!(record_bytes_charged(&cache), charge(&record(100)));
     }
 
     #[test]

@@ -564,6 +564,21 @@ impl<P> RecordLog<P> {
         record::decode(out, seq as u32).map_err(|error| corrupt(location, &format!("{error:?}")))
     }
 
+    /// Reads and verifies the record at `location` of the block whose sequence number was `seq`
+    /// when its index entry was looked up, with nothing keeping the block in use meanwhile:
+    /// None when the block was freed or reused since (the bytes may then be its next use's).
+    /// Records never change while their block keeps its sequence number, and each carries that
+    /// number under its checksum, so a record that verifies is the one the entry named.
+    pub(crate) fn read_verified_unpinned(&self, location: Location, seq: u64, out: &mut Vec<u8>) -> Result<Option<()>> {
+        let read = self.read_record(location, out).and_then(|()| {
+            record::decode(out, seq as u32).map(drop).map_err(|error| corrupt(location, &format!("{error:?}")))
+        });
+        match read {
+            Err(EngineError::Corrupt { .. }) if self.block_seq(location.slot()) != seq => Ok(None),
+            other => other.map(Some),
+        }
+    }
+
     /// Reads block `slot` from `from_offset` to the end into `out` (for scans and recovery).
     pub(crate) fn read_block_from(&self, slot: u32, from_offset: u64, out: &mut Vec<u8>) -> Result<()> {
         out.resize((self.block_bytes - from_offset) as usize, 0);

@@ -12,9 +12,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use hybridkv_media::Tier;
 
-use super::{CacheUse, Namespace};
+use parking_lot::RwLockReadGuard;
+
+use super::Namespace;
 use crate::cache::{CacheCounters, CacheKey};
-use crate::index::Entry;
+use crate::index::{Entry, Partition};
 
 /// Cache reads (hits and misses) per window over which the gate measures the miss rate.
 pub const LOAD_AHEAD_WINDOW_READS: u64 = 4096;
@@ -67,7 +69,7 @@ impl Namespace {
             return false;
         }
         keys.iter().any(|key| {
-            self.with_live_entry(key, |entry| {
+            self.with_live_entry(key, |_, entry| {
                 let location = entry.location;
                 !cache.contains(CacheKey { location: location.0, block_seq: self.log.block_seq(location.slot()) })
             })
@@ -80,18 +82,18 @@ impl Namespace {
     /// read from the device counts as a cache miss, and its later read as a hit.
     pub fn load_into_cache(&self, keys: &[Vec<u8>]) {
         for key in keys {
-            // The partition lock keeps the record where the entry says while it is read.
-            self.with_live_entry(key, |entry| drop(self.read_record(entry.location, CacheUse::Read)));
+            // A key moved while its record was read is read by the command itself.
+            self.with_live_entry(key, |partition, entry| drop(self.read_record_releasing(partition, entry)));
         }
     }
 
-    /// `visit` of the key's live (unexpired) entry, under its partition's read lock; None when
-    /// the key is invalid, absent or expired, or its index lookup fails.
-    fn with_live_entry<T>(&self, key: &[u8], visit: impl FnOnce(&Entry) -> T) -> Option<T> {
+    /// `visit` of the key's live (unexpired) entry and its partition's read lock; None when the
+    /// key is invalid, absent or expired, or its index lookup fails.
+    fn with_live_entry<T>(&self, key: &[u8], visit: impl FnOnce(RwLockReadGuard<'_, Partition>, &Entry) -> T) -> Option<T> {
         Self::check_key(key).ok()?;
         let digest = self.digest(key);
         let partition = self.index.partition(self.index.partition_of(digest)).read();
         let entry = self.index.lookup(&partition, digest).ok()??;
-        (!entry.is_expired_now()).then(|| visit(&entry))
+        (!entry.is_expired_now()).then(|| visit(partition, &entry))
     }
 }

@@ -14,13 +14,13 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use hybridkv_media::{MediaProvider, Medium, Tier};
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, RwLockReadGuard};
 
 use crate::cache::{CacheKey, RecordCache};
 use crate::config::{Durability, NamespaceConfig, KEY_BYTES_MAX};
 use crate::digest::{namespace_seed, part_key, Digest};
 use crate::error::{EngineError, Result};
-use crate::index::{entry_expiry, Entry, Index};
+use crate::index::{entry_expiry, Entry, Index, Partition};
 use crate::journal::JournaledMemory;
 use crate::log::record::{decode_header, record_bytes, RecordHeader};
 use crate::log::{Location, RecordLog, RecordView, RECORD_HEADER_BYTES};
@@ -228,6 +228,12 @@ impl Namespace {
     /// digests of two keys do not collide.
     pub(crate) fn read_entry(&self, entry: &Entry, key: &[u8], part: bool) -> Result<Option<Value>> {
         let record = self.read_record(entry.location, CacheUse::Read)?;
+        self.entry_value(record, entry, key, part).map(Some)
+    }
+
+    /// The value in `record`, the verified record `entry` names, if it is the entry's (see
+    /// `read_entry`).
+    fn entry_value(&self, record: Vec<u8>, entry: &Entry, key: &[u8], part: bool) -> Result<Value> {
         let header = verified_header(&record);
         let matches = key_of(&record) == key
             && header.is_part() == part
@@ -242,7 +248,35 @@ impl Namespace {
             tracing::error!(namespace = %self.config.name, %error, "damaged index entry not served");
             return Err(error);
         }
-        Ok(Some(value_in_place(record)))
+        Ok(value_in_place(record))
+    }
+
+    fn cache_key(&self, location: Location) -> CacheKey {
+        CacheKey { location: location.0, block_seq: self.log.block_seq(location.slot()) }
+    }
+
+    /// The verified record of `entry`, found under `partition`'s read lock, which is released
+    /// before any device read: a read from ssd takes tens of microseconds, and the writers of the
+    /// partition's other (possibly hot) keys, and the readers queued behind them, would wait for
+    /// it. None when the record's block was freed or reused once the lock was let go (the key was
+    /// rewritten or moved): the caller looks the key up again. A record read this way is the one
+    /// the entry named when it was looked up; if the key was written since, the cache may admit
+    /// a record nobody reads again, which ages out.
+    pub(super) fn read_record_releasing(&self, partition: RwLockReadGuard<'_, Partition>, entry: &Entry) -> Result<Option<Vec<u8>>> {
+        let Some(cache) = self.cache.as_ref().filter(|_| self.reads_may_wait()) else {
+            return self.read_record(entry.location, CacheUse::Read).map(Some);
+        };
+        let cache_key = self.cache_key(entry.location);
+        if let Some(record) = cache.get(cache_key) {
+            return Ok(Some(record.to_vec()));
+        }
+        drop(partition);
+        let mut buffer = Vec::new();
+        let read = self.log.read_verified_unpinned(entry.location, cache_key.block_seq, &mut buffer);
+        if read.as_ref().is_ok_and(Option::is_some) {
+            cache.insert(cache_key, Arc::from(buffer.as_slice()));
+        }
+        Ok(self.counted(read)?.map(|()| buffer))
     }
 
     /// The verified bytes of the record at `location`, from the cache or the medium.
@@ -252,7 +286,7 @@ impl Namespace {
             self.read_verified_counted(location, &mut buffer)?;
             return Ok(buffer);
         };
-        let cache_key = CacheKey { location: location.0, block_seq: self.log.block_seq(location.slot()) };
+        let cache_key = self.cache_key(location);
         let cached = match cache_use {
             CacheUse::Read => cache.get(cache_key),
             CacheUse::Peek => cache.peek(cache_key),
@@ -268,8 +302,13 @@ impl Namespace {
     }
 
     fn read_verified_counted(&self, location: Location, buffer: &mut Vec<u8>) -> Result<()> {
-        match self.log.read_verified(location, buffer) {
-            Ok(_) => Ok(()),
+        self.counted(self.log.read_verified(location, buffer).map(drop))
+    }
+
+    /// `read`, after counting and logging a damaged record.
+    fn counted<T>(&self, read: Result<T>) -> Result<T> {
+        match read {
+            Ok(value) => Ok(value),
             Err(error) => {
                 if matches!(error, EngineError::Corrupt { .. }) {
                     self.counters.corrupt_records.fetch_add(1, Ordering::Relaxed);
@@ -330,12 +369,16 @@ impl Namespace {
     }
 
     fn get_digested(&self, key: &[u8], digest: Digest) -> Result<Option<Value>> {
-        let partition = self.index.partition(self.index.partition_of(digest)).read();
-        let found = match self.index.lookup(&partition, digest)? {
-            Some(entry) if !entry.is_expired_now() => self.read_entry(&entry, key, false)?,
-            _ => None,
+        let found = loop {
+            let partition = self.index.partition(self.index.partition_of(digest)).read();
+            let entry = match self.index.lookup(&partition, digest)? {
+                Some(entry) if !entry.is_expired_now() => entry,
+                _ => break None,
+            };
+            if let Some(record) = self.read_record_releasing(partition, &entry)? {
+                break Some(self.entry_value(record, &entry, key, false)?);
+            }
         };
-        drop(partition);
         let counter = if found.is_some() { &self.counters.hits } else { &self.counters.misses };
         counter.fetch_add(1, Ordering::Relaxed);
         Ok(found)
