@@ -28,6 +28,12 @@ fn write_with_parts(namespace: &Namespace, key: &[u8], version: u64, parts: u32)
         .unwrap();
 }
 
+/// A database of one dram/dram namespace with durability `none` on a simulated medium.
+fn simulated_dram_database(seed: u64) -> Database {
+    let config = config_for(std::path::Path::new("/sim"), vec![small_namespace("ns", Tier::Dram, Tier::Dram, Durability::None)]);
+    Database::open_with(config, Arc::new(SimStore::new(seed))).unwrap()
+}
+
 fn version_value(version: u64, number: u32) -> Vec<u8> {
     format!("{version}/{number}").into_bytes()
 }
@@ -131,9 +137,7 @@ fn parts_are_not_keys_and_live_and_die_with_their_key() {
 
 #[test]
 fn parts_per_key_are_limited_with_a_typed_error() {
-    let store = SimStore::new(4);
-    let config = config_for(std::path::Path::new("/sim"), vec![small_namespace("ns", Tier::Dram, Tier::Dram, Durability::None)]);
-    let database = Database::open_with(config, Arc::new(store)).unwrap();
+    let database = simulated_dram_database(4);
     let namespace = database.namespace(0).unwrap();
     let limit = namespace.parts_per_key_max();
     assert!(limit > 100);
@@ -153,9 +157,7 @@ fn parts_per_key_are_limited_with_a_typed_error() {
 /// index tables) as well as once they are published.
 #[test]
 fn a_put_takes_pending_and_published_parts() {
-    let store = SimStore::new(5);
-    let config = config_for(std::path::Path::new("/sim"), vec![small_namespace("ns", Tier::Dram, Tier::Dram, Durability::None)]);
-    let database = Database::open_with(config, Arc::new(store)).unwrap();
+    let database = simulated_dram_database(5);
     let namespace = database.namespace(0).unwrap();
     write_with_parts(namespace, b"pending", 1, 4);
     namespace.put(b"pending", b"plain", 0).unwrap();
@@ -168,9 +170,7 @@ fn a_put_takes_pending_and_published_parts() {
 
 #[test]
 fn a_key_whose_parts_do_not_fit_in_one_batch_is_not_renamed() {
-    let store = SimStore::new(6);
-    let config = config_for(std::path::Path::new("/sim"), vec![small_namespace("ns", Tier::Dram, Tier::Dram, Durability::None)]);
-    let database = Database::open_with(config, Arc::new(store)).unwrap();
+    let database = simulated_dram_database(6);
     let namespace = database.namespace(0).unwrap();
     let part = vec![7u8; 8 * 1024];
     // Ten 8 KiB parts, written in two batches: more than one 64 KiB write block holds.
