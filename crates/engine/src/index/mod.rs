@@ -356,7 +356,7 @@ impl Index {
     /// Whether the partition holds no part, in its table or pending: then a part lookup there
     /// would miss, and a write that replaces a key need not probe for the key's parts.
     pub(crate) fn holds_no_parts(partition: &Partition) -> bool {
-        partition.parts == 0 && !partition.pending.newest_entries().any(Entry::is_part)
+        partition.parts == 0 && !partition.pending.holds_parts()
     }
 
     /// The newest entry for `digest`: a pending one first, then the table. None when absent or

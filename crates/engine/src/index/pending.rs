@@ -22,11 +22,15 @@ pub(crate) struct PendingEntries {
     queue: VecDeque<PendingEntry>,
     /// Per digest with entries in `queue`: the newest of them and how many there are.
     newest: HashMap<Digest, (PendingEntry, u32)>,
+    /// Entries in `queue` that are parts (writes replacing a key probe for its parts only when
+    /// some may exist).
+    part_entries: usize,
 }
 
 impl PendingEntries {
     pub(crate) fn push(&mut self, pending: PendingEntry) {
         self.queue.push_back(pending);
+        self.part_entries += usize::from(pending.entry.is_part());
         self.newest
             .entry(pending.entry.digest)
             .and_modify(|(newest, count)| {
@@ -45,13 +49,14 @@ impl PendingEntries {
     /// withdrawn out of order.
     pub(crate) fn remove(&mut self, digest: Digest, lsn: u64) {
         let matches = |pending: &PendingEntry| pending.lsn == lsn && pending.entry.digest == digest;
-        if self.queue.front().is_some_and(matches) {
-            self.queue.pop_front();
+        let removed = if self.queue.front().is_some_and(matches) {
+            self.queue.pop_front()
         } else if let Some(position) = self.queue.iter().position(matches) {
-            self.queue.remove(position);
+            self.queue.remove(position)
         } else {
             return;
-        }
+        };
+        self.part_entries -= removed.map_or(0, |removed| usize::from(removed.entry.is_part()));
         let (newest, count) = self.newest.get_mut(&digest).expect("every queued digest is in the map");
         *count -= 1;
         if *count == 0 {
@@ -64,6 +69,11 @@ impl PendingEntries {
     /// Pending entries, one per digest that has any.
     pub(crate) fn distinct_len(&self) -> usize {
         self.newest.len()
+    }
+
+    /// Whether any pending entry is a part's.
+    pub(crate) fn holds_parts(&self) -> bool {
+        self.part_entries > 0
     }
 
     /// The newest pending entry of every digest that has any.
@@ -101,5 +111,19 @@ mod tests {
         assert!(entries.newest(Digest::from_words(0, 0)).is_none() && entries.newest(Digest::from_words(1, 1)).is_none());
         assert_eq!(entries.distinct_len(), 0);
         assert_eq!(entries.newest_entries().count(), 0);
+    }
+
+    #[test]
+    fn parts_are_counted_until_their_last_entry_leaves() {
+        let mut entries = PendingEntries::default();
+        entries.push(pending(1, 1));
+        assert!(!entries.holds_parts());
+        let part = |lsn| PendingEntry { entry: Entry { expiry_unix_ms: crate::index::PART_EXPIRY_MARK, ..pending(2, lsn).entry }, lsn };
+        entries.push(part(2));
+        entries.push(part(3));
+        entries.remove(Digest::from_words(2, 2), 3);
+        assert!(entries.holds_parts(), "one part entry is still pending");
+        entries.remove(Digest::from_words(2, 2), 2);
+        assert!(!entries.holds_parts());
     }
 }
