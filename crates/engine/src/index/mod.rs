@@ -573,14 +573,13 @@ impl Index {
     /// Stores the partition's counts, which match its table again (see `begin_change`).
     fn end_change(&self, partition: &Partition) -> Result<()> {
         if !self.switch_pending[partition.number].load(Ordering::Relaxed) {
-            self.store_counts(partition)?;
+            self.store_counts(partition.number, DurableCounts::of(partition))?;
         }
         Ok(())
     }
 
-    fn store_counts(&self, partition: &Partition) -> Result<()> {
-        let counts = DurableCounts::of(partition);
-        let directory = directory_offset(partition.number);
+    fn store_counts(&self, number: usize, counts: DurableCounts) -> Result<()> {
+        let directory = directory_offset(number);
         self.medium.store_u64(directory + LIVE_AND_PARTS_OFFSET, counts.live_and_parts_word())?;
         self.medium.store_u64(directory + TOMBSTONES_OFFSET, counts.tombstones_word())?;
         Ok(())
@@ -668,34 +667,32 @@ impl Index {
         let whole_region = self.medium.info().durability == DurabilityPath::MsyncFallback;
         // Only tables replaced before this point have their successors made durable below.
         let releasable = std::mem::take(&mut *self.deferred_free.lock());
+        // msync writes back only dirty pages, in no promised order: one call for every table beats
+        // thousands of small ones, and it returns before any directory word changes, so the
+        // directory never names a table whose bytes are not yet durable.
+        let durable_tables = whole_region.then(|| self.current_tables());
+        if whole_region {
+            self.medium.persist(HEAP_OFFSET, self.medium.len_bytes() - HEAP_OFFSET)?;
+        }
         for number in 0..PARTITION_COUNT {
             if !self.dirty[number].swap(false, Ordering::Relaxed) {
                 continue;
             }
             let partition = self.partitions[number].read();
-            let directory = directory_offset(number);
-            let table = self.read_table(&partition)?;
-            if !whole_region {
-                // The table is durable before the directory names it.
-                self.medium.persist(partition.table_offset, partition.capacity as u64 * ENTRY_BYTES)?;
-            }
-            // Word 0 and the counts change together: a grown table replaces the old one here.
-            self.medium.store_u64(directory + TOMBSTONES_OFFSET, u64::from(partition.tombstones) | CHANGING_FLAG)?;
-            self.switch_pending[number].store(false, Ordering::Relaxed);
-            self.medium.store_u64(directory, table_word(partition.table_offset, partition.capacity))?;
-            self.store_counts(&partition)?;
-            let counts = DurableCounts::of(&partition);
-            let mut words = [0u8; DIRECTORY_ENTRY_BYTES as usize];
-            words[LIVE_AND_PARTS_OFFSET as usize..][..8].copy_from_slice(&counts.live_and_parts_word().to_le_bytes());
-            words[TOMBSTONES_OFFSET as usize..][..8].copy_from_slice(&counts.tombstones_word().to_le_bytes());
-            self.medium.store_u64(directory + TABLE_CHECKSUM_OFFSET, u64::from(table_checksum(&table, &words)))?;
-            if !whole_region {
-                self.medium.persist(directory, DIRECTORY_ENTRY_BYTES)?;
-            }
+            let named = match &durable_tables {
+                // Replaced after the heap was made durable: the directory names the table that was
+                // (it holds every entry before the consistent position, and `releasable` cannot
+                // hold it) until the next checkpoint names its successor.
+                Some(tables) if tables[number].0 != partition.table_offset => {
+                    self.dirty[number].store(true, Ordering::Relaxed);
+                    tables[number]
+                }
+                _ => (partition.table_offset, partition.capacity),
+            };
+            self.name_table_in_directory(&partition, named, whole_region)?;
         }
         if whole_region {
-            // msync writes back only dirty pages: one call beats thousands of small ones.
-            self.medium.persist(0, self.medium.len_bytes())?;
+            self.medium.persist(DIRECTORY_OFFSET, HEAP_OFFSET - DIRECTORY_OFFSET)?;
         }
         self.write_header(|header| {
             header.consistent_position = consistent_position;
@@ -708,6 +705,53 @@ impl Index {
             allocator.release(offset, len);
         }
         Ok(())
+    }
+
+    /// Writes a partition's directory entry naming `table` (offset, capacity): the partition's
+    /// table, or the one it replaced since the heap was last made durable. Made durable here
+    /// unless `whole_region` (the caller then syncs the whole directory).
+    fn name_table_in_directory(&self, partition: &Partition, table: (u64, u32), whole_region: bool) -> Result<()> {
+        let (offset, capacity) = table;
+        let is_current = offset == partition.table_offset;
+        let mut bytes = vec![0u8; (capacity as u64 * ENTRY_BYTES) as usize];
+        self.medium.read_at(offset, &mut bytes)?;
+        let counts = if is_current {
+            DurableCounts::of(partition)
+        } else {
+            let entries = count_entries(&bytes);
+            DurableCounts { live: entries.live, parts: entries.parts, tombstones: entries.tombstones, changing: false }
+        };
+        if !whole_region {
+            // The table is durable before the directory names it.
+            self.medium.persist(offset, bytes.len() as u64)?;
+        }
+        let directory = directory_offset(partition.number);
+        // Word 0 and the counts change together: a grown table replaces the old one here.
+        self.medium.store_u64(directory + TOMBSTONES_OFFSET, u64::from(counts.tombstones) | CHANGING_FLAG)?;
+        if is_current {
+            self.switch_pending[partition.number].store(false, Ordering::Relaxed);
+        }
+        self.medium.store_u64(directory, table_word(offset, capacity))?;
+        self.store_counts(partition.number, counts)?;
+        let mut words = [0u8; DIRECTORY_ENTRY_BYTES as usize];
+        words[LIVE_AND_PARTS_OFFSET as usize..][..8].copy_from_slice(&counts.live_and_parts_word().to_le_bytes());
+        words[TOMBSTONES_OFFSET as usize..][..8].copy_from_slice(&counts.tombstones_word().to_le_bytes());
+        self.medium.store_u64(directory + TABLE_CHECKSUM_OFFSET, u64::from(table_checksum(&bytes, &words)))?;
+        if !whole_region {
+            self.medium.persist(directory, DIRECTORY_ENTRY_BYTES)?;
+        }
+        Ok(())
+    }
+
+    /// Every partition's table: (offset, capacity).
+    fn current_tables(&self) -> Vec<(u64, u32)> {
+        self.partitions
+            .iter()
+            .map(|partition| {
+                let partition = partition.read();
+                (partition.table_offset, partition.capacity)
+            })
+            .collect()
     }
 
     fn write_header(&self, change: impl FnOnce(&mut IndexHeader)) -> Result<()> {
