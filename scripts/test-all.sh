@@ -9,11 +9,13 @@ if [ -x scripts/setup-python.sh ]; then
 fi
 
 cargo build --release --workspace
+test_log=$(mktemp /tmp/hybridkv-cargo-test.XXXXXX.log)
+trap 'rm -f "$test_log"' EXIT
 # Release-optimised tests: the power-cut, fault and corruption campaigns run short versions
 # (docs/RELIABILITY.md has the commands of the long ones).
-cargo test --release --workspace 2>&1 | tee /tmp/hybridkv-cargo-test.log | grep -E '^(test result|running|error|failures:|---- )' || true
-if grep -qE '^test result: FAILED|^error' /tmp/hybridkv-cargo-test.log; then
-    cat /tmp/hybridkv-cargo-test.log | tail -60
+cargo test --release --workspace 2>&1 | tee "$test_log" | grep -E '^(test result|running|error|failures:|---- )' || true
+if grep -qE '^test result: FAILED|^error' "$test_log"; then
+    cat "$test_log" | tail -60
     echo "cargo test failed"
     exit 1
 fi
@@ -23,6 +25,7 @@ fi
 FUZZ_SKIP_IF_UNAVAILABLE=1 FUZZ_RUNS=20000 scripts/fuzz.sh
 
 if [ -d tests/e2e ] && [ -x .venv/bin/python ]; then
+    rm -f "$test_log"
     exec .venv/bin/python -m pytest tests/e2e -q
 fi
-grep -E '^test result' /tmp/hybridkv-cargo-test.log | awk '{p += $4; f += $6} END {printf "%d passed, %d failed\n", p, f}'
+grep -E '^test result' "$test_log" | awk '{p += $4; f += $6} END {printf "%d passed, %d failed\n", p, f}'
