@@ -28,7 +28,7 @@ use parking_lot::Mutex;
 use crate::config::{Durability, NamespaceConfig};
 use crate::digest::Digest;
 use crate::error::Result;
-use crate::index::{Entry, Index};
+use crate::index::{for_each_prefetching, Entry, Index};
 use crate::journal::JournaledMemory;
 use crate::log::{position_offset, position_seq, walk_records, BlockHeader, Location, RecordLog, Walked, BLOCK_HEADER_BYTES};
 use crate::namespace::{fingerprint_of, Namespace, OpenCheckpoint};
@@ -401,27 +401,16 @@ impl Namespace {
     }
 
     /// Applies `records` in order, loading the index slot of the record
-    /// REPLAY_PREFETCH_DISTANCE_RECORDS ahead meanwhile: the slots are random, and each one is a
-    /// memory miss that would otherwise be waited for alone. Returns how many were applied.
+    /// REPLAY_PREFETCH_DISTANCE_RECORDS ahead meanwhile. Returns how many were applied.
     fn apply_all(&self, records: &[Recovered], tombstones: Option<&Tombstones>, mut touched: Option<&mut BTreeSet<usize>>) -> Result<u64> {
-        for record in records.iter().take(REPLAY_PREFETCH_DISTANCE_RECORDS) {
-            self.prefetch_index_slot(record.digest);
-        }
-        for (position, record) in records.iter().enumerate() {
-            if let Some(ahead) = records.get(position + REPLAY_PREFETCH_DISTANCE_RECORDS) {
-                self.prefetch_index_slot(ahead.digest);
-            }
+        let prefetch = |record: &&Recovered| self.index.prefetch_entry(record.digest);
+        for_each_prefetching(records.iter(), REPLAY_PREFETCH_DISTANCE_RECORDS, prefetch, |record| {
             if let Some(touched) = touched.as_deref_mut() {
                 touched.insert(self.index.partition_of(record.digest));
             }
-            self.apply_recovered(record, tombstones)?;
-        }
+            self.apply_recovered(record, tombstones)
+        })?;
         Ok(records.len() as u64)
-    }
-
-    fn prefetch_index_slot(&self, digest: Digest) {
-        let partition = self.index.partition(self.index.partition_of(digest)).read();
-        self.index.prefetch_home_slot(&partition, digest);
     }
 
     /// Applies one recovered record if it is newer than what the index holds for its key.

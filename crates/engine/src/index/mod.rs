@@ -353,6 +353,14 @@ impl Index {
         self.medium.prefetch(Self::slot_offset(partition, digest.home_slot(partition.capacity)), ENTRY_BYTES);
     }
 
+    /// Starts loading the slot where the probe for `digest` begins, unless its partition is
+    /// locked for writing: a hint, never waited for.
+    pub(crate) fn prefetch_entry(&self, digest: Digest) {
+        if let Some(partition) = self.partitions[self.partition_of(digest)].try_read() {
+            self.prefetch_home_slot(&partition, digest);
+        }
+    }
+
     /// Whether the partition holds no part, in its table or pending: then a part lookup there
     /// would miss, and a write that replaces a key need not probe for the key's parts.
     pub(crate) fn holds_no_parts(partition: &Partition) -> bool {
@@ -769,6 +777,27 @@ impl Index {
         *header = next;
         Ok(())
     }
+}
+
+/// Calls `visit` on each item in order, having started `prefetch` of the item `distance` ahead:
+/// index slots are random, and each one is a memory miss that would otherwise be waited for alone.
+pub(crate) fn for_each_prefetching<I: Iterator + Clone>(
+    items: I,
+    distance: usize,
+    prefetch: impl Fn(&I::Item),
+    mut visit: impl FnMut(I::Item) -> Result<()>,
+) -> Result<()> {
+    let mut ahead = items.clone();
+    for item in ahead.by_ref().take(distance) {
+        prefetch(&item);
+    }
+    for item in items {
+        if let Some(later) = ahead.next() {
+            prefetch(&later);
+        }
+        visit(item)?;
+    }
+    Ok(())
 }
 
 fn directory_offset(number: usize) -> u64 {

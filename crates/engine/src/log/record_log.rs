@@ -1,9 +1,10 @@
 //! The record log: append-only write blocks on a medium, the active block, block rotation, reads,
 //! and the two halves of a flush (collecting what to make durable, then making it durable).
 //!
-//! Region media (dram, pmem, journaled DRAM) receive records at append time and are persisted by
-//! range. Block files (ssd) receive records in an in-memory copy of the active block; a flush
-//! writes its changed pages out. Either way a record is readable as soon as `append` returns.
+//! Region media (dram, pmem with DAX, journaled DRAM) receive records at append time and are
+//! persisted by range. Buffered media (ssd block files, and pmem files on the msync fallback)
+//! receive records in an in-memory copy of the active block; a flush writes its changed pages out
+//! and syncs the medium. Either way a record is readable as soon as `append` returns.
 //!
 //! `RecordLog<P>` also keeps, in append order and under the append lock, one publication `P` per
 //! append, so that the layer above can publish index entries in log order after a flush.
@@ -12,7 +13,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use hybridkv_media::{Medium, PAGE_BYTES};
+use hybridkv_media::{DurabilityPath, Medium, PAGE_BYTES};
 use parking_lot::{Mutex, RwLock};
 
 use crate::error::{EngineError, Result};
@@ -94,14 +95,14 @@ struct AppendState<P> {
     next_lsn: u64,
     next_seq: u64,
     free_slots: BTreeSet<u32>,
-    /// Region media: medium ranges written since the last flush, [start, end).
+    /// Unbuffered region media: medium ranges written since the last flush, [start, end).
     unflushed_ranges: Vec<(u64, u64)>,
-    /// Block files: offset in the active block below which the file already has the bytes.
+    /// Buffered media: offset in the active block below which the medium already has the bytes.
     written_out_offset: u64,
     publications: Vec<P>,
 }
 
-/// The in-memory copy of the active block of a block file.
+/// The in-memory copy of the active block of a buffered medium.
 struct ActiveBuffer {
     slot: u32,
     bytes: Vec<u8>,
@@ -125,7 +126,7 @@ pub(crate) struct RecordLog<P> {
     slots: Vec<BlockSlot>,
     state: Mutex<AppendState<P>>,
     buffer: RwLock<ActiveBuffer>,
-    /// Serialises writing pages of the active block out to a block file (see `take_flush_work`).
+    /// Serialises writing pages of the active block out to a buffered medium (see `take_flush_work`).
     write_out: Mutex<()>,
     bytes_appended: AtomicU64,
 }
@@ -182,7 +183,11 @@ impl<P> RecordLog<P> {
                 live_bytes: AtomicU64::new(0),
             })
             .collect();
-        let buffered = medium.write_alignment_bytes() > 1;
+        // A pmem file without DAX is written like a block file: appends fill the DRAM copy of the
+        // active block under the append lock, and each flush writes the changed pages out in one
+        // write, outside it (one write per flush rather than per append, and no page-cache work
+        // while appenders wait on the lock).
+        let buffered = medium.write_alignment_bytes() > 1 || medium.info().durability == DurabilityPath::MsyncFallback;
         let state = AppendState {
             active_slot: u32::MAX,
             active_seq: 0,
@@ -462,7 +467,7 @@ impl<P> RecordLog<P> {
         std::mem::take(&mut self.state.lock().publications)
     }
 
-    /// Takes what the next flush must make durable: everything appended so far. For block files
+    /// Takes what the next flush must make durable: everything appended so far. For buffered media
     /// the changed pages are copied under the append lock and written out after it is released,
     /// under the write-out lock, which is taken before the append lock is let go: no other
     /// write-out, and no block rotation, can come between the copy and its write, so an older

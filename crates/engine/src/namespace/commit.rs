@@ -109,7 +109,11 @@ impl Namespace {
         }
         commit.waiters_target_max = commit.waiters_target_max.max(ticket.0);
         commit.waiters.push((ticket.0, callback));
-        self.committed.notify_all();
+        // A flush under way looks at the waiters again when it ends; wake an idle committer
+        // only when it could start a flush now (each wake is a futex call and a context switch).
+        if commit.may_start_flush(ticket.0) {
+            self.committed.notify_one();
+        }
     }
 
     /// One flush, started under the commit lock (which it releases while it works): takes the

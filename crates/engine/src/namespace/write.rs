@@ -20,12 +20,16 @@ use crate::cache::CacheKey;
 use crate::config::Durability;
 use crate::digest::Digest;
 use crate::error::{EngineError, Result};
+use crate::index::for_each_prefetching;
 use crate::digest::{part_key, PART_KEY_BYTES};
 use crate::index::{Entry, Index, Partition, PendingEntry, EXPIRY_UNIX_MS_MAX, PART_EXPIRY_MARK};
 use crate::log::record::record_bytes;
 use crate::log::{position, Appended, FlushWork, Location, NewRecord, Writer, BLOCK_HEADER_BYTES};
 
 /// One record's index change, published once the record is durable.
+/// How far ahead of the entry it publishes a flush starts loading index slots.
+const PUBLISH_PREFETCH_DISTANCE_ITEMS: usize = 8;
+
 pub(crate) struct PublishItem {
     pub(crate) partition: usize,
     /// `location` is DELETED for a tombstone.
@@ -306,6 +310,12 @@ impl Namespace {
         writes: Vec<BufferedWrite>,
     ) -> Result<u64> {
         let writes = last_write_per_key(writes);
+        // The slots are random: start every miss before waiting for the first.
+        for write in &writes {
+            let number = self.index.partition_of(write.digest);
+            let partition = &guards.iter().find(|(held, _)| *held == number).expect("declared").1;
+            self.index.prefetch_home_slot(partition, write.digest);
+        }
         let mut olds = Vec::with_capacity(writes.len());
         for write in &writes {
             let number = self.index.partition_of(write.digest);
@@ -420,10 +430,12 @@ impl Namespace {
             return Err(error);
         }
         let mut published = 0;
-        for item in items {
+        let prefetch = |item: &&PublishItem| self.index.prefetch_entry(item.entry.digest);
+        for_each_prefetching(items, PUBLISH_PREFETCH_DISTANCE_ITEMS, prefetch, |item| {
             self.publish(item)?;
             published += 1;
-        }
+            Ok(())
+        })?;
         let _ = self.unpublished_records.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |current| {
             Some(current.saturating_sub(published))
         });
