@@ -17,7 +17,7 @@
 //!   after an unclean stop with durability other than `always`): every block is scanned, in
 //!   parallel, and the newest version of each key (by LSN, tombstones included) wins.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,7 +26,7 @@ use hybridkv_media::{Medium, OpenedMedium, Tier};
 use parking_lot::Mutex;
 
 use crate::config::{Durability, NamespaceConfig};
-use crate::digest::Digest;
+use crate::digest::{Digest, DigestMap};
 use crate::error::Result;
 use crate::index::{for_each_prefetching, Entry, Index};
 use crate::journal::JournaledMemory;
@@ -91,7 +91,7 @@ struct Recovered {
 /// Tombstones met during a cold rebuild (digest → newest deleting LSN), one map per index
 /// partition: a map is locked only by a thread holding its partition's write lock, so the
 /// parallel scan never contends on it.
-type Tombstones = Box<[Mutex<HashMap<Digest, u64>>]>;
+type Tombstones = Box<[Mutex<DigestMap<u64>>]>;
 
 /// Buffers a replay thread reuses from block to block (a block image is megabytes).
 #[derive(Default)]
@@ -265,7 +265,7 @@ impl Namespace {
     fn rebuild(&self, in_use: &[BlockHeader], progress: &Progress) -> Result<()> {
         let started = Instant::now();
         let next = AtomicUsize::new(0);
-        let tombstones: Tombstones = (0..crate::index::PARTITION_COUNT).map(|_| Mutex::new(HashMap::new())).collect();
+        let tombstones: Tombstones = (0..crate::index::PARTITION_COUNT).map(|_| Mutex::new(DigestMap::default())).collect();
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(in_use.len()).max(1);
         let results: Vec<Result<()>> = std::thread::scope(|scope| {
             let workers: Vec<_> = (0..threads)

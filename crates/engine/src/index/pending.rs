@@ -4,10 +4,10 @@
 //! the same however many writes wait (a hot key, or a big hash whose buckets all live in their
 //! key's partition, can leave tens of thousands of them in one partition between flushes).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use super::Entry;
-use crate::digest::Digest;
+use crate::digest::{Digest, DigestMap};
 
 /// An entry for a record that is not durable yet; `entry.location` is DELETED for a deletion.
 #[derive(Clone, Copy, Debug)]
@@ -21,7 +21,7 @@ pub(crate) struct PendingEntries {
     /// In the order they were pushed (log order).
     queue: VecDeque<PendingEntry>,
     /// Per digest with entries in `queue`: the newest of them and how many there are.
-    newest: HashMap<Digest, (PendingEntry, u32)>,
+    newest: DigestMap<(PendingEntry, u32)>,
     /// Entries in `queue` that are parts (writes replacing a key probe for its parts only when
     /// some may exist).
     part_entries: usize,
