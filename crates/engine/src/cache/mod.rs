@@ -597,6 +597,13 @@ mod tests {
         assert_eq!(charge(&record(121)), 160);
     }
 
+    /// The slot sizes docs/design/cache.md counts per entry.
+    #[test]
+    fn map_and_queue_slots_are_the_sizes_the_design_counts() {
+        assert_eq!(std::mem::size_of::<(u64, Entry)>(), 56);
+        assert_eq!(std::mem::size_of::<Slot>(), 16);
+    }
+
     #[test]
     fn a_scan_does_not_evict_a_hot_set_that_fits() {
         let cache = RecordCache::new(4 << 20);
