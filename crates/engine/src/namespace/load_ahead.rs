@@ -15,7 +15,7 @@ use hybridkv_media::Tier;
 use parking_lot::RwLockReadGuard;
 
 use super::Namespace;
-use crate::cache::{CacheCounters, CacheKey};
+use crate::cache::CacheCounters;
 use crate::index::{Entry, Partition};
 
 /// Cache reads (hits and misses) per window over which the gate measures the miss rate.
@@ -69,10 +69,7 @@ impl Namespace {
             return false;
         }
         keys.iter().any(|key| {
-            self.with_live_entry(key, |_, entry| {
-                let location = entry.location;
-                !cache.contains(CacheKey { location: location.0, block_seq: self.log.block_seq(location.slot()) })
-            })
+            self.with_live_entry(key, |_, entry| !cache.contains(self.cache_key(entry.digest, entry.location)))
             .unwrap_or(false)
         })
     }

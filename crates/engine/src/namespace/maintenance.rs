@@ -7,8 +7,8 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use super::Namespace;
-use crate::cache::CacheKey;
 use crate::config::Durability;
+use crate::digest::Digest;
 use crate::error::Result;
 use crate::index::{entry_expiry, Index, PendingEntry};
 use crate::log::{position, walk_records, Location, NewRecord, RecordView, Writer, BLOCK_HEADER_BYTES};
@@ -313,7 +313,7 @@ impl Namespace {
             items: vec![self.publish_item(digest, &record, &appended[0])],
         };
         let (appended, encoded) = self.log.append(std::slice::from_ref(&record), false, Writer::Defrag, publication)?;
-        self.carry_cached(location, &appended[0], &encoded);
+        self.carry_cached(digest, location, &appended[0], &encoded);
         let item = self.publish_item(digest, &record, &appended[0]);
         Index::push_pending(&mut partition, PendingEntry { entry: item.entry, lsn: item.lsn });
         self.unpublished_records.fetch_add(1, Ordering::Relaxed);
@@ -324,11 +324,9 @@ impl Namespace {
 
 impl Namespace {
     /// A moved record stays cached if it was: the hot set survives defragmentation.
-    fn carry_cached(&self, from: Location, moved: &crate::log::Appended, encoded: &[u8]) {
+    fn carry_cached(&self, digest: Digest, from: Location, moved: &crate::log::Appended, encoded: &[u8]) {
         let Some(cache) = &self.cache else { return };
-        let old_key = CacheKey { location: from.0, block_seq: self.log.block_seq(from.slot()) };
-        let new_key = CacheKey { location: moved.location.0, block_seq: self.log.block_seq(moved.location.slot()) };
-        cache.relocate(old_key, new_key, std::sync::Arc::from(encoded));
+        cache.relocate(self.cache_key(digest, from), self.cache_key(digest, moved.location), encoded);
     }
 }
 

@@ -118,6 +118,12 @@ pub(crate) fn fingerprint_of(config: &NamespaceConfig) -> u64 {
     xxhash_rust::xxh3::xxh3_64(text.as_bytes())
 }
 
+/// The key of a record cache entry: 64 of the digest's 128 bits (two keys sharing them share an
+/// entry and miss more; a lookup still matches the record's location).
+pub(crate) fn cache_key_hash(digest: Digest) -> u64 {
+    digest.0 as u64
+}
+
 impl Namespace {
     /// Opens the namespace's media and recovers it (see `crate::recovery`).
     pub(crate) fn open(config: NamespaceConfig, provider: Arc<dyn MediaProvider>) -> Result<(Arc<Namespace>, RestartReport)> {
@@ -227,7 +233,7 @@ impl Namespace {
     /// kind's, another expiry or generation): entries carry no checksum of their own, and 128-bit
     /// digests of two keys do not collide.
     pub(crate) fn read_entry(&self, entry: &Entry, key: &[u8], part: bool) -> Result<Option<Value>> {
-        let record = self.read_record(entry.location, CacheUse::Read)?;
+        let record = self.read_record(entry, CacheUse::Read)?;
         self.entry_value(record, entry, key, part).map(Some)
     }
 
@@ -251,8 +257,9 @@ impl Namespace {
         Ok(value_in_place(record))
     }
 
-    fn cache_key(&self, location: Location) -> CacheKey {
-        CacheKey { location: location.0, block_seq: self.log.block_seq(location.slot()) }
+    /// How the record cache knows the record of `digest`'s key at `location`.
+    pub(crate) fn cache_key(&self, digest: Digest, location: Location) -> CacheKey {
+        CacheKey { key_hash: cache_key_hash(digest), location: location.0, block_seq: self.log.block_seq(location.slot()) }
     }
 
     /// The verified record of `entry`, found under `partition`'s read lock, which is released
@@ -260,13 +267,14 @@ impl Namespace {
     /// partition's other (possibly hot) keys, and the readers queued behind them, would wait for
     /// it. None when the record's block was freed or reused once the lock was let go (the key was
     /// rewritten or moved): the caller looks the key up again. A record read this way is the one
-    /// the entry named when it was looked up; if the key was written since, the cache may admit
-    /// a record nobody reads again, which ages out.
+    /// the entry named when it was looked up; if the key was written since, the cache keeps the
+    /// newer record if it holds it (`RecordCache::insert`), and otherwise takes the superseded
+    /// one, a miss for every later lookup until the key is written again or the entry ages out.
     pub(super) fn read_record_releasing(&self, partition: RwLockReadGuard<'_, Partition>, entry: &Entry) -> Result<Option<Vec<u8>>> {
         let Some(cache) = self.cache.as_ref().filter(|_| self.reads_may_wait()) else {
-            return self.read_record(entry.location, CacheUse::Read).map(Some);
+            return self.read_record(entry, CacheUse::Read).map(Some);
         };
-        let cache_key = self.cache_key(entry.location);
+        let cache_key = self.cache_key(entry.digest, entry.location);
         if let Some(record) = cache.get(cache_key) {
             return Ok(Some(record.to_vec()));
         }
@@ -274,19 +282,20 @@ impl Namespace {
         let mut buffer = Vec::new();
         let read = self.log.read_verified_unpinned(entry.location, cache_key.block_seq, &mut buffer);
         if read.as_ref().is_ok_and(Option::is_some) {
-            cache.insert(cache_key, Arc::from(buffer.as_slice()));
+            cache.insert(cache_key, &buffer);
         }
         Ok(self.counted(read)?.map(|()| buffer))
     }
 
-    /// The verified bytes of the record at `location`, from the cache or the medium.
-    fn read_record(&self, location: Location, cache_use: CacheUse) -> Result<Vec<u8>> {
+    /// The verified bytes of the record `entry` names, from the cache or the medium.
+    fn read_record(&self, entry: &Entry, cache_use: CacheUse) -> Result<Vec<u8>> {
+        let location = entry.location;
         let mut buffer = Vec::new();
         let Some(cache) = &self.cache else {
             self.read_verified_counted(location, &mut buffer)?;
             return Ok(buffer);
         };
-        let cache_key = self.cache_key(location);
+        let cache_key = self.cache_key(entry.digest, location);
         let cached = match cache_use {
             CacheUse::Read => cache.get(cache_key),
             CacheUse::Peek => cache.peek(cache_key),
@@ -296,7 +305,7 @@ impl Namespace {
         }
         self.read_verified_counted(location, &mut buffer)?;
         if cache_use == CacheUse::Read {
-            cache.insert(cache_key, Arc::from(buffer.as_slice()));
+            cache.insert(cache_key, &buffer);
         }
         Ok(buffer)
     }
@@ -433,7 +442,7 @@ impl Namespace {
             if entry.is_expired(now) || entry.is_part() {
                 continue;
             }
-            match self.read_record(entry.location, CacheUse::Peek) {
+            match self.read_record(&entry, CacheUse::Peek) {
                 Ok(record) => keys.push(key_of(&record).to_vec()),
                 // Counted and logged; the other keys are still listed.
                 Err(EngineError::Corrupt { .. }) => {}

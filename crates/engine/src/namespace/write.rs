@@ -12,11 +12,8 @@ use std::sync::atomic::Ordering;
 
 use parking_lot::RwLockWriteGuard;
 
-use std::sync::Arc;
-
 use super::commit::CommitTicket;
 use super::{Namespace, Value};
-use crate::cache::CacheKey;
 use crate::config::Durability;
 use crate::digest::Digest;
 use crate::error::{EngineError, Result};
@@ -349,7 +346,7 @@ impl Namespace {
         let writer = if writes.iter().all(|write| write.value.is_none()) { Writer::Deletion } else { Writer::Client };
         let (appended, encoded) =
             self.log.append(&records, records.len() > 1, writer, items).map_err(|error| self.name_error(error))?;
-        self.cache_written(&records, &appended, &encoded, &olds);
+        self.cache_written(&writes, &records, &appended, &encoded, &olds);
         for (((write, old), record), done) in writes.iter().zip(&olds).zip(&records).zip(&appended) {
             let item = self.publish_item(write.digest, record, done);
             let partition = &mut guards.iter_mut().find(|(held, _)| *held == item.partition).expect("declared").1;
@@ -367,27 +364,30 @@ impl Namespace {
         Ok(position(self.log.block_seq(last.location.slot()), last.location.offset() + last.record_bytes as u64))
     }
 
-    /// Puts freshly written records in the record cache, each in place of its key's previous
-    /// record (`olds`): a key written is likely read soon, and its new location would otherwise
-    /// cost a device read once its block leaves memory.
+    /// Puts freshly written records in the record cache, each in its key's entry in place of the
+    /// previous record (one shard lock per write): a key written is likely read soon, and its new
+    /// location would otherwise cost a device read once its block leaves memory.
     /// A tombstone is never read: it only takes its key's record out. Records on pmem are read
     /// at memory speed, so there a write only keeps an already cached key cached: admitting every
     /// written record cost more (admission and eviction) than the reads it would save.
-    fn cache_written(&self, records: &[NewRecord<'_>], appended: &[Appended], encoded: &[u8], olds: &[Option<Entry>]) {
+    fn cache_written(
+        &self,
+        writes: &[BufferedWrite],
+        records: &[NewRecord<'_>],
+        appended: &[Appended],
+        encoded: &[u8],
+        olds: &[Option<Entry>],
+    ) {
         let Some(cache) = &self.cache else { return };
-        let cache_key = |location: Location| CacheKey { location: location.0, block_seq: self.log.block_seq(location.slot()) };
-        let admit_written = self.reads_may_wait();
+        let admit_absent = self.reads_may_wait();
         let mut start = 0;
-        for ((record, done), old) in records.iter().zip(appended).zip(olds) {
+        for (((write, record), done), old) in writes.iter().zip(records).zip(appended).zip(olds) {
             let bytes = &encoded[start..start + done.record_bytes];
             start += done.record_bytes;
             match (old, record.tombstone) {
-                (Some(old), true) => cache.remove(cache_key(old.location)),
+                (Some(_), true) => cache.remove(super::cache_key_hash(write.digest)),
                 (None, true) => {}
-                (Some(old), false) if admit_written => cache.replace(cache_key(old.location), cache_key(done.location), Arc::from(bytes)),
-                (Some(old), false) => cache.relocate(cache_key(old.location), cache_key(done.location), Arc::from(bytes)),
-                (None, false) if admit_written => cache.insert(cache_key(done.location), Arc::from(bytes)),
-                (None, false) => {}
+                (_, false) => cache.write(self.cache_key(write.digest, done.location), bytes, admit_absent),
             }
         }
     }
