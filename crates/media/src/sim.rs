@@ -7,6 +7,16 @@
 //! in between (a cache line or a device cache evicted early, then overwritten) — like PMDK's
 //! pmreorder, any subset of unflushed stores, in any order, may have reached the media.
 //!
+//! A power cut during a `persist` (`SimStore::cut_power_at` on a persist) makes none of its range
+//! durable by itself: every dirty chunk of the range then fares like any other unflushed chunk, so
+//! any subset of them ends up durable — what msync's write-back of dirty pages in no promised
+//! order, or a cache-line flush loop cut midway, can leave.
+//!
+//! Pmem regions report, per seed, either the simulated path (persisting a range flushes exactly
+//! that range, as MAP_SYNC cache-line flushes do) or the msync fallback (`DurabilityPath::
+//! MsyncFallback`), so that both ways the engine persists a region are exercised; the simulated
+//! media behave the same either way (msync's page granularity is subsumed by 8-byte tearing).
+//!
 //! A crash is simulated in three steps: `freeze` (every later operation fails, as if the process
 //! were gone), dropping whatever used the media, then `crash_process` or `power_cut` ("reboot").
 
@@ -25,6 +35,9 @@ use crate::MediaError;
 pub const REGION_TEAR_BYTES: u64 = 8;
 /// Failure atomicity of a block-file write.
 pub const BLOCK_TEAR_BYTES: u64 = PAGE_BYTES;
+/// Salt of the seed that chooses the pmem regions' reported durability path, kept apart from the
+/// store's random stream so that the choice does not shift the rest of a seed's run.
+const PMEM_PATH_SEED_SALT: u64 = 0x6d73_796e_635f_6662;
 /// Values a chunk held between two flushes that a power cut may still leave on the media, besides
 /// its durable and its last value (older ones are forgotten, bounding the simulation's memory).
 pub const EARLIER_VALUES_KEPT_MAX: usize = 4;
@@ -76,6 +89,8 @@ enum Verdict {
 }
 
 struct Shared {
+    /// What pmem regions report as their durability path (see the module's documentation).
+    pmem_durability: DurabilityPath,
     control: Mutex<Control>,
     media: Mutex<HashMap<(Tier, String), Arc<SimMedium>>>,
 }
@@ -134,9 +149,17 @@ impl SimStore {
             fault: None,
             rng: StdRng::seed_from_u64(seed),
         };
+        let msync_fallback = StdRng::seed_from_u64(seed ^ PMEM_PATH_SEED_SALT).gen_bool(0.5);
+        let pmem_durability = if msync_fallback { DurabilityPath::MsyncFallback } else { DurabilityPath::Simulated };
         SimStore {
-            shared: Arc::new(Shared { control: Mutex::new(control), media: Mutex::new(HashMap::new()) }),
+            shared: Arc::new(Shared { pmem_durability, control: Mutex::new(control), media: Mutex::new(HashMap::new()) }),
         }
+    }
+
+    /// The durability path pmem regions of this store report: `MsyncFallback` for half of the
+    /// seeds, `Simulated` (range flushes, like MAP_SYNC) for the others.
+    pub fn pmem_durability(&self) -> DurabilityPath {
+        self.shared.pmem_durability
     }
 
     /// Operations (writes, 8-byte stores, persists) counted so far.
@@ -448,11 +471,12 @@ impl MediaProvider for SimStore {
             }
         }
         let tear_bytes = if tier == Tier::Ssd { BLOCK_TEAR_BYTES } else { REGION_TEAR_BYTES };
+        let durability = if tier == Tier::Pmem { self.shared.pmem_durability } else { DurabilityPath::Simulated };
         let medium = Arc::new(SimMedium {
             info: MediumInfo {
                 tier,
                 path: Some(format!("sim:{tier}/{name}").into()),
-                durability: DurabilityPath::Simulated,
+                durability,
             },
             len_bytes,
             tear_bytes,
@@ -548,6 +572,42 @@ mod tests {
             seen.insert(u64::from_le_bytes(word));
         }
         assert_eq!(seen.into_iter().collect::<Vec<_>>(), vec![1, 2, 3, 4], "durable, earlier and last values");
+    }
+
+    #[test]
+    fn a_cut_inside_a_persist_leaves_any_subset_of_its_range_durable() {
+        const CHUNKS: u64 = 4;
+        let mut subsets = std::collections::BTreeSet::new();
+        for seed in 0..256 {
+            let store = SimStore::new(seed);
+            let medium = store.open("region", Tier::Pmem, 4096).unwrap().medium;
+            for chunk in 0..CHUNKS {
+                medium.store_u64(chunk * REGION_TEAR_BYTES, 1).unwrap();
+            }
+            store.cut_power_at(store.operations() + 1);
+            assert!(matches!(medium.persist(0, CHUNKS * REGION_TEAR_BYTES), Err(MediaError::PowerLost)));
+            store.power_cut();
+            let medium = store.open("region", Tier::Pmem, 4096).unwrap().medium;
+            let mut words = [0u8; (CHUNKS * REGION_TEAR_BYTES) as usize];
+            medium.read_at(0, &mut words).unwrap();
+            let landed: Vec<bool> = words.chunks(8).map(|word| word[0] == 1).collect();
+            subsets.insert(landed);
+        }
+        assert_eq!(subsets.len(), 1 << CHUNKS, "every subset of the persisted range's chunks is reachable");
+    }
+
+    #[test]
+    fn pmem_regions_report_the_msync_fallback_for_some_seeds_only() {
+        let paths: std::collections::BTreeSet<String> = (0..32)
+            .map(|seed| {
+                let store = SimStore::new(seed);
+                let pmem = store.open("region", Tier::Pmem, 64).unwrap().medium.info().durability;
+                assert_eq!(pmem, store.pmem_durability());
+                assert_eq!(store.open("shared", Tier::Shmem, 64).unwrap().medium.info().durability, DurabilityPath::Simulated);
+                pmem.to_string()
+            })
+            .collect();
+        assert_eq!(paths.len(), 2, "both paths among 32 seeds: {paths:?}");
     }
 
     #[test]
