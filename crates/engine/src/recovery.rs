@@ -482,8 +482,17 @@ impl Namespace {
     /// back. The versions of one key lie in log order (a move happens only while the index
     /// points at the record moved, before any newer version exists); a damaged record whose
     /// block header is damaged too has no known place in it and stays.
+    /// A valid record of another key at `current` does not supersede: a power cut that tore an
+    /// entry written into a deleted slot can leave the slot's old digest (this key's, deleted
+    /// earlier) beside the new location (another key's record, often another part of the same
+    /// key), and the entry must then be rewritten for this record rather than kept.
     fn supersedes(&self, current: Location, record: &Recovered) -> bool {
-        let lsn = self.lsn_at(current);
+        let mut buffer = Vec::new();
+        let lsn = match self.log.read_verified(current, &mut buffer) {
+            Ok(view) if self.record_digest(&view) != record.digest => return false,
+            Ok(view) => view.header.lsn,
+            Err(_) => 0,
+        };
         if lsn != 0 || self.config.durability != Durability::Always {
             return lsn >= record.lsn;
         }
