@@ -482,16 +482,16 @@ impl Namespace {
     /// back. The versions of one key lie in log order (a move happens only while the index
     /// points at the record moved, before any newer version exists); a damaged record whose
     /// block header is damaged too has no known place in it and stays.
+    ///
     /// A valid record of another key at `current` does not supersede: a power cut that tore an
     /// entry written into a deleted slot can leave the slot's old digest (this key's, deleted
     /// earlier) beside the new location (another key's record, often another part of the same
     /// key), and the entry must then be rewritten for this record rather than kept.
     fn supersedes(&self, current: Location, record: &Recovered) -> bool {
-        let mut buffer = Vec::new();
-        let lsn = match self.log.read_verified(current, &mut buffer) {
-            Ok(view) if self.record_digest(&view) != record.digest => return false,
-            Ok(view) => view.header.lsn,
-            Err(_) => 0,
+        let lsn = match self.valid_record_at(current) {
+            Some((_, digest)) if digest != record.digest => return false,
+            Some((lsn, _)) => lsn,
+            None => 0,
         };
         if lsn != 0 || self.config.durability != Durability::Always {
             return lsn >= record.lsn;
@@ -502,7 +502,12 @@ impl Namespace {
 
     /// The LSN of the valid record at `location`, or 0 when it is not valid (anything beats it).
     pub(crate) fn lsn_at(&self, location: Location) -> u64 {
+        self.valid_record_at(location).map_or(0, |(lsn, _)| lsn)
+    }
+
+    /// The LSN and key digest of the valid record at `location`; None when it is not valid.
+    fn valid_record_at(&self, location: Location) -> Option<(u64, Digest)> {
         let mut buffer = Vec::new();
-        self.log.read_verified(location, &mut buffer).map_or(0, |view| view.header.lsn)
+        self.log.read_verified(location, &mut buffer).ok().map(|view| (view.header.lsn, self.record_digest(&view)))
     }
 }

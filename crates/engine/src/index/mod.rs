@@ -664,8 +664,12 @@ impl Index {
     }
 
     fn read_table(&self, partition: &Partition) -> Result<Vec<u8>> {
-        let mut table = vec![0u8; (partition.capacity as u64 * ENTRY_BYTES) as usize];
-        self.medium.read_at(partition.table_offset, &mut table)?;
+        self.read_table_at(partition.table_offset, partition.capacity)
+    }
+
+    fn read_table_at(&self, offset: u64, capacity: u32) -> Result<Vec<u8>> {
+        let mut table = vec![0u8; (capacity as u64 * ENTRY_BYTES) as usize];
+        self.medium.read_at(offset, &mut table)?;
         Ok(table)
     }
 
@@ -721,14 +725,8 @@ impl Index {
     fn name_table_in_directory(&self, partition: &Partition, table: (u64, u32), whole_region: bool) -> Result<()> {
         let (offset, capacity) = table;
         let is_current = offset == partition.table_offset;
-        let mut bytes = vec![0u8; (capacity as u64 * ENTRY_BYTES) as usize];
-        self.medium.read_at(offset, &mut bytes)?;
-        let counts = if is_current {
-            DurableCounts::of(partition)
-        } else {
-            let entries = count_entries(&bytes);
-            DurableCounts { live: entries.live, parts: entries.parts, tombstones: entries.tombstones, changing: false }
-        };
+        let bytes = self.read_table_at(offset, capacity)?;
+        let counts = if is_current { DurableCounts::of(partition) } else { DurableCounts::from(count_entries(&bytes)) };
         if !whole_region {
             // The table is durable before the directory names it.
             self.medium.persist(offset, bytes.len() as u64)?;
@@ -829,6 +827,12 @@ struct DurableCounts {
     parts: u32,
     tombstones: u32,
     changing: bool,
+}
+
+impl From<EntryCounts> for DurableCounts {
+    fn from(counts: EntryCounts) -> DurableCounts {
+        DurableCounts { live: counts.live, parts: counts.parts, tombstones: counts.tombstones, changing: false }
+    }
 }
 
 impl DurableCounts {

@@ -17,16 +17,15 @@ use super::{Namespace, Value};
 use crate::config::Durability;
 use crate::digest::Digest;
 use crate::error::{EngineError, Result};
-use crate::index::for_each_prefetching;
 use crate::digest::{part_key, PART_KEY_BYTES};
-use crate::index::{Entry, Index, Partition, PendingEntry, EXPIRY_UNIX_MS_MAX, PART_EXPIRY_MARK};
+use crate::index::{for_each_prefetching, Entry, Index, Partition, PendingEntry, EXPIRY_UNIX_MS_MAX, PART_EXPIRY_MARK};
 use crate::log::record::record_bytes;
 use crate::log::{position, Appended, FlushWork, Location, NewRecord, Writer, BLOCK_HEADER_BYTES};
 
-/// One record's index change, published once the record is durable.
 /// How far ahead of the entry it publishes a flush starts loading index slots.
 const PUBLISH_PREFETCH_DISTANCE_ITEMS: usize = 8;
 
+/// One record's index change, published once the record is durable.
 pub(crate) struct PublishItem {
     pub(crate) partition: usize,
     /// `location` is DELETED for a tombstone.
