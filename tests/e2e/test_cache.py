@@ -30,6 +30,17 @@ def test_cache_budget_statistics_and_purge(make_server):
     assert info_cache(client)["misses"] == misses_before + 1
 
 
+def test_pmem_on_the_msync_fallback_runs_without_a_cache_and_says_so(make_server):
+    """ext4 here has no DAX: pmem records are page-cache memory, so a record cache would only copy them."""
+    server = make_server("--data", "pmem", "--cache", "1MiB", "--durability", "periodic")
+    client = server.client()
+    client.set("key", "value")
+    assert client.get("key") == "value"
+    memory = client.info("memory")
+    assert memory["ns_default_cache"].startswith("off (pmem on the msync fallback"), memory
+    assert "ns_default_cache_capacity_bytes" not in memory
+    assert "msync" in str(client.info("persistence"))
+
 
 def test_pipelined_commands_on_uncached_records_read_them_ahead_and_answer_right(make_server):
     """Reads of records on ssd that the cache lost are loaded on a blocking thread before the

@@ -15,7 +15,7 @@
 //! index_bytes = "1GiB"
 //! data_bytes = "4GiB"
 //! write_block_bytes = "8MiB"
-//! cache_bytes = "256MiB"    # DRAM record cache for data on ssd or pmem
+//! cache_bytes = "256MiB"    # DRAM record cache for data on ssd or (DAX) pmem
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -86,7 +86,8 @@ pub struct NamespaceConfig {
     pub defrag_low_water_percent: u8,
     /// Largest value accepted; at most a write block minus record overhead.
     pub value_bytes_max: u64,
-    /// DRAM record cache in front of records on ssd or pmem (0: none). Records in DRAM need none.
+    /// DRAM record cache in front of records on ssd or pmem (0: none). Records in DRAM need none,
+    /// nor do records on pmem on the msync fallback (they are read from the page cache).
     pub cache_bytes: u64,
 }
 

@@ -41,6 +41,9 @@ pub struct NamespaceStats {
     pub defragmented_blocks: u64,
     /// The record cache, when the namespace has one.
     pub cache: Option<CacheStats>,
+    /// A cache was configured, but the records are read from DRAM anyway (pmem on the msync
+    /// fallback: the page cache), so the namespace runs without one.
+    pub cache_bypassed: bool,
     pub corrupt_records: u64,
     pub last_checkpoint_unix_ms: u64,
 }

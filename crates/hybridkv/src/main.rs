@@ -75,7 +75,8 @@ struct ServeArgs {
     #[arg(long, value_name = "SIZE")]
     value_bytes_max: Option<String>,
     /// DRAM record cache of database 0 in front of records on ssd or pmem, e.g. 64MiB (0: none).
-    /// Records on ssd bypass the page cache, so this budget is what bounds their DRAM use.
+    /// Records on ssd bypass the page cache, so this budget is what bounds their DRAM use. Records
+    /// on pmem without DAX (the msync fallback) are read from the page cache and get no cache.
     #[arg(long, value_name = "SIZE")]
     cache: Option<String>,
     /// Password clients must give with AUTH (or HELLO ... AUTH default PASSWORD).

@@ -82,6 +82,8 @@ fn memory_section(stats: &[NamespaceStats], text: &mut String) -> std::fmt::Resu
             writeln!(text, "{prefix}_cache_hits:{}\r", cache.hits)?;
             writeln!(text, "{prefix}_cache_misses:{}\r", cache.misses)?;
             writeln!(text, "{prefix}_cache_evictions:{}\r", cache.evictions)?;
+        } else if namespace.cache_bypassed {
+            writeln!(text, "{prefix}_cache:off (pmem on the msync fallback is read from the page cache)\r")?;
         }
     }
     Ok(())

@@ -57,7 +57,8 @@ struct Args {
     #[arg(long, default_value_t = 16)]
     zipf_threads: usize,
     /// Placements of the zipfian runs as INDEX/DATA (comma-separated); the first is the reference
-    /// of the ratio column. Records off DRAM get a cache of 1/4 of the data, records in DRAM none.
+    /// of the ratio column. Records off DRAM get a cache of 1/4 of the data, records in DRAM none
+    /// (nor records on pmem on the msync fallback: the namespace runs without one there).
     #[arg(long, value_delimiter = ',', default_value = "dram/dram,pmem/ssd")]
     zipf_placements: Vec<String>,
     /// Also measure the process's anonymous resident memory (RssAnon) after loading
