@@ -300,7 +300,12 @@ impl RecordCache {
                 return;
             }
             let old_bytes = charge(&entry.record);
-            replaced = Some(std::mem::replace(&mut entry.record, Arc::from(record)));
+            match Arc::get_mut(&mut entry.record) {
+                // No reader holds the old record (the shard lock keeps new ones out) and the new
+                // one is as long: overwrite it in place, without an allocation and a free.
+                Some(held) if held.len() == record.len() => held.copy_from_slice(record),
+                _ => replaced = Some(std::mem::replace(&mut entry.record, Arc::from(record))),
+            }
             entry.location = key.location;
             entry.block_seq = key.block_seq;
             let in_main = entry.in_main;
@@ -587,6 +592,23 @@ mod tests {
         }
         cache.clear();
         assert_eq!(cache.used_bytes(), 0);
+    }
+
+    /// A write as long as the record it replaces overwrites it in place, unless a reader still
+    /// holds it: that reader keeps the bytes it was given.
+    #[test]
+    fn a_rewrite_of_the_same_size_never_changes_a_record_a_reader_holds() {
+        let cache = RecordCache::new(1 << 20);
+        cache.write(version(9, 1), b"first", true);
+        let held = cache.get(version(9, 1)).unwrap();
+        cache.write(version(9, 2), b"other", true);
+        assert_eq!(&held[..], b"first");
+        assert_eq!(&cache.get(version(9, 2)).unwrap()[..], b"other");
+        assert!(cache.get(version(9, 1)).is_none(), "the entry holds the newer record only");
+        drop(held);
+        cache.write(version(9, 3), b"third", true);
+        assert_eq!(&cache.get(version(9, 3)).unwrap()[..], b"third");
+        assert_eq!(cache.used_bytes(), recomputed_charge(&cache));
     }
 
     #[test]
