@@ -168,8 +168,8 @@ impl Namespace {
     fn audit_live_bytes(&self) -> Result<()> {
         let mut blocks = self.log.sealed_blocks();
         blocks.push(self.log.active_block());
+        let mut image = Vec::new();
         for (slot, seq) in blocks {
-            let mut image = Vec::new();
             self.log.read_block_from(slot, BLOCK_HEADER_BYTES as u64, &mut image)?;
             let mut live = 0u64;
             walk_records(&image, seq, true, |offset, view| {
@@ -217,7 +217,7 @@ impl Namespace {
         if !self.accounting_ready.load(Ordering::Relaxed) || self.check_writable().is_err() || self.index.is_condemned() {
             return Ok(0);
         }
-        let _defragmenting = self.defrag_running.lock();
+        let mut image = self.defrag_running.lock();
         if self.full_scans_running.load(Ordering::Acquire) > 0 {
             return Ok(0);
         }
@@ -228,7 +228,6 @@ impl Namespace {
         candidates.sort_by_key(|&(slot, _)| self.log.live_bytes(slot));
         candidates.truncate(DEFRAG_BLOCKS_PER_ROUND);
         let mut last_position = None;
-        let mut image = Vec::new();
         let mut damaged = Vec::new();
         for &(slot, seq) in &candidates {
             self.log.read_block_from(slot, BLOCK_HEADER_BYTES as u64, &mut image)?;

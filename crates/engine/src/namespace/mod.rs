@@ -95,8 +95,9 @@ pub struct Namespace {
     pub(crate) manual_maintenance: Mutex<maintenance::LoopState>,
     /// Full scans under way: defragmentation waits for them (so moves never duplicate a record).
     pub(crate) full_scans_running: AtomicUsize,
-    /// Held while a block is being defragmented.
-    pub(crate) defrag_running: Mutex<()>,
+    /// Held while blocks are being defragmented; holds the block image buffer each round reuses
+    /// (a fresh 8 MiB buffer per round is new memory the kernel faults in and zeroes).
+    pub(crate) defrag_running: Mutex<Vec<u8>>,
 }
 
 /// Keys of `get_many` whose memory misses are overlapped: enough to cover the memory latency,
@@ -186,7 +187,7 @@ impl Namespace {
             background_threads: Mutex::new(Vec::new()),
             manual_maintenance: Mutex::new(maintenance::LoopState::new()),
             full_scans_running: AtomicUsize::new(0),
-            defrag_running: Mutex::new(()),
+            defrag_running: Mutex::new(Vec::new()),
         }
     }
 
