@@ -170,11 +170,18 @@ pub fn close_database(mut database: Arc<Database>) -> Result<(), hybridkv_engine
 /// Rounds of 10 ms that `close_database` waits for the last connection to let go.
 const CLOSE_WAIT_ROUNDS: usize = 100;
 
+/// Threads of the runtime's blocking pool, where connections load records the cache lost from
+/// the ssd before their commands run (`Connection::load_records_ahead`). Enough to keep this many
+/// device reads in flight; past it, loads queue. Unbounded (tokio's default is 512), 1,000 clients
+/// missing the cache at once grew the pool to 225 threads and the resident memory with them
+/// (each thread keeps its own allocator heap): docs/RELIABILITY.md, "Soak".
+const BLOCKING_THREADS_MAX: usize = 16;
+
 /// Builds the multi-threaded runtime (`worker_threads`, default one per core), serves until
 /// shutdown, then closes the database cleanly.
 pub fn run(config: ServerConfig, database: Database, worker_threads: Option<usize>) -> Result<(), RunError> {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
-    builder.enable_all().thread_name("hybridkv-worker");
+    builder.enable_all().thread_name("hybridkv-worker").max_blocking_threads(BLOCKING_THREADS_MAX);
     if let Some(threads) = worker_threads {
         builder.worker_threads(threads.max(1));
     }
