@@ -6,8 +6,11 @@ memory and the latency percentiles per interval, then a verdict.
 
 Every connection runs GET 70% / SET 20% / INCR 5% / DEL 5% over a prefilled key space at a fixed
 rate (so latency is measured under a steady offered load, not a saturating one), with durability
-`always`. Latencies are measured in this Python client and include its scheduling. The verdict
-fails on any error, or when resident memory grows over the second half by more than
+`always`. The key space (--keys) is large enough that its records exceed twice the default record
+cache, and the prefill admits them to the cache (records on ssd are admitted when written), so
+the cache is at its budget before the load starts: resident memory can be flat only then.
+Latencies are measured in this Python client and include its scheduling. The verdict fails on
+any error, or when resident memory grows over the second half by more than
 --rss-growth-mib. p99 is printed per interval; it is judged "stable" when no interval of the
 second half is above 3x the median interval. Exit status 1 when the verdict fails.
 """
@@ -30,8 +33,15 @@ import redis.asyncio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
 from conftest import Server, raise_open_files_limit  # noqa: E402
 
-KEYS = 20_000
+# 300,000 keys of 100 bytes are charged 86.9 MiB by the record cache (printed after the prefill
+# by `soak.py --connections 10 --seconds 6 --intervals 2 --cache 1GiB`, 2026-11-24): over twice the
+# default 32 MiB --cache, so the cache reaches its budget in the prefill.
+KEYS_DEFAULT = 300_000
 VALUE_BYTES = 100
+# The data tier holds every record and the rewrites between defragmentations; the index region
+# every key (the e2e fixture's small defaults, 64 and 16 MiB, are too small for KEYS_DEFAULT).
+DATA_BYTES_DEFAULT = "1GiB"
+INDEX_BYTES_DEFAULT = "64MiB"
 PREFILL_KEYS_PER_CALL = 1000
 OPEN_FILES_SPARE = 256
 P99_STABLE_FACTOR = 3.0
@@ -92,20 +102,23 @@ def percentile(sorted_values: list, fraction: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(fraction * len(sorted_values)))]
 
 
-def prefill(server: Server):
+def prefill(server: Server, keys: int) -> int:
+    """Writes `keys` keys; returns the record cache's bytes afterwards."""
     client = server.client()
-    for start in range(0, KEYS, PREFILL_KEYS_PER_CALL):
-        client.mset({f"soak:{i}": "v" * VALUE_BYTES for i in range(start, min(KEYS, start + PREFILL_KEYS_PER_CALL))})
+    for start in range(0, keys, PREFILL_KEYS_PER_CALL):
+        client.mset({f"soak:{i}": "v" * VALUE_BYTES for i in range(start, min(keys, start + PREFILL_KEYS_PER_CALL))})
+    cache_bytes = record_cache_bytes(client)
     client.close()
+    return cache_bytes
 
 
-async def connection_loop(port: int, seed: int, rate_per_second: float, deadline: float, current: list, error_samples: list):
+async def connection_loop(port: int, seed: int, keys: int, rate_per_second: float, deadline: float, current: list, error_samples: list):
     rng = random.Random(seed)
     client = redis.asyncio.Redis(host="127.0.0.1", port=port, single_connection_client=True, socket_timeout=30)
     await asyncio.sleep(rng.uniform(0, 1 / rate_per_second))
     try:
         while time.monotonic() < deadline:
-            key = f"soak:{rng.randrange(KEYS)}"
+            key = f"soak:{rng.randrange(keys)}"
             choice = rng.random()
             began = time.perf_counter()
             try:
@@ -149,22 +162,22 @@ async def sample_intervals(server: Server, deadline: float, interval_seconds: fl
     info_client.close()
 
 
-async def soak_async(server: Server, connections: int, seconds: float, interval_seconds: float, rate_per_second: float, seed: int, on_report) -> SoakResult:
+async def soak_async(server: Server, connections: int, keys: int, seconds: float, interval_seconds: float, rate_per_second: float, seed: int, on_report) -> SoakResult:
     current = [Interval()]
     reports, error_samples = [], []
     rss_start = server.rss_bytes()
     deadline = time.monotonic() + seconds
-    loops = [connection_loop(server.port, seed * 1_000_003 + n, rate_per_second, deadline, current, error_samples) for n in range(connections)]
+    loops = [connection_loop(server.port, seed * 1_000_003 + n, keys, rate_per_second, deadline, current, error_samples) for n in range(connections)]
     await asyncio.gather(sample_intervals(server, deadline, interval_seconds, current, reports, on_report), *loops)
     return SoakResult(reports, rss_start, error_samples)
 
 
-def run_soak(server: Server, connections: int, seconds: float, interval_seconds: float, rate_per_second: float, seed: int = 1, on_report=lambda report: None) -> SoakResult:
+def run_soak(server: Server, connections: int, keys: int, seconds: float, interval_seconds: float, rate_per_second: float, seed: int = 1, on_prefilled=lambda cache_bytes: None, on_report=lambda report: None) -> SoakResult:
     """Prefills the key space, then runs the load; `server` must be started."""
     if not raise_open_files_limit(connections + OPEN_FILES_SPARE):
         raise SystemExit(f"the open files hard limit is below {connections + OPEN_FILES_SPARE}")
-    prefill(server)
-    return asyncio.run(soak_async(server, connections, seconds, interval_seconds, rate_per_second, seed, on_report))
+    on_prefilled(prefill(server, keys))
+    return asyncio.run(soak_async(server, connections, keys, seconds, interval_seconds, rate_per_second, seed, on_report))
 
 
 def print_row(report: IntervalReport):
@@ -178,6 +191,9 @@ def main() -> int:
     parser.add_argument("--intervals", type=int, default=10, help="sampling intervals over the run")
     parser.add_argument("--rate", type=float, default=3, help="commands per second per connection (one Python process drives them all: keep it below what it can send)")
     parser.add_argument("--cache", default="32MiB", help="the server's DRAM record cache: it fills to this budget, and RSS with it, before memory can be flat")
+    parser.add_argument("--keys", type=int, default=KEYS_DEFAULT, help="prefilled keys of 100 bytes, read and written uniformly; their records must exceed the cache for it to reach its budget")
+    parser.add_argument("--data-bytes", default=DATA_BYTES_DEFAULT)
+    parser.add_argument("--index-bytes", default=INDEX_BYTES_DEFAULT)
     parser.add_argument("--index", default="pmem")
     parser.add_argument("--data", default="ssd")
     parser.add_argument("--rss-growth-mib", type=float, default=16, help="largest resident memory growth over the second half that passes")
@@ -185,12 +201,12 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="hybridkv-soak-"))
-    server = Server(workdir / "data", ["--index", args.index, "--data", args.data, "--durability", "always", "--cache", args.cache, "--maxclients", str(args.connections + 100), *shlex.split(args.server_args)])
-    print(f"soak: {args.connections} connections x {args.rate:g} commands/s for {args.seconds:g} s, index {args.index}, data {args.data}, record cache {args.cache}, durability always {args.server_args}")
-    print(f"{'seconds':>8} {'ops':>9} {'errors':>6} {'p50 ms':>8} {'p99 ms':>8} {'RSS MiB':>9} {'cache MiB':>9} {'threads':>7}")
+    server = Server(workdir / "data", ["--index", args.index, "--data", args.data, "--durability", "always", "--cache", args.cache, "--data-bytes", args.data_bytes, "--index-bytes", args.index_bytes, "--maxclients", str(args.connections + 100), *shlex.split(args.server_args)])
+    print(f"soak: {args.connections} connections x {args.rate:g} commands/s for {args.seconds:g} s over {args.keys} keys, index {args.index}, data {args.data}, record cache {args.cache}, durability always {args.server_args}")
+    header = f"{'seconds':>8} {'ops':>9} {'errors':>6} {'p50 ms':>8} {'p99 ms':>8} {'RSS MiB':>9} {'cache MiB':>9} {'threads':>7}"
     try:
         server.start()
-        result = run_soak(server, args.connections, args.seconds, args.seconds / args.intervals, args.rate, args.seed, print_row)
+        result = run_soak(server, args.connections, args.keys, args.seconds, args.seconds / args.intervals, args.rate, args.seed, lambda cache_bytes: print(f"prefilled {args.keys} keys: record cache {cache_bytes / MIB:.1f} MiB\n{header}", flush=True), print_row)
     finally:
         server.cleanup()
         shutil.rmtree(workdir, ignore_errors=True)
