@@ -402,7 +402,13 @@ impl Index {
     /// either table intact. Elsewhere the switch is immediate.
     fn grow(&self, partition: &mut Partition, number: usize) -> Result<()> {
         self.begin_change(partition)?;
-        let keep = partition.live as u64 + partition.pending.distinct_len() as u64 + 1;
+        let old_extent = (partition.table_offset, partition.capacity as u64 * ENTRY_BYTES);
+        let mut old = vec![0u8; old_extent.1 as usize];
+        self.medium.read_at(old_extent.0, &mut old)?;
+        // Entries counted in the table itself: the partition's counts may be stale while recovery
+        // replays the log tail after a crash, and a new table too small for the entries copied
+        // into it would never find a free slot.
+        let keep = count_entries(&old).live as u64 + partition.pending.distinct_len() as u64 + 1;
         let capacity = (keep * 100).div_ceil(LOAD_PERCENT_AFTER_GROWTH).max(TABLE_SLOTS_MIN as u64);
         if capacity > TABLE_SLOTS_MAX as u64 {
             return Err(index_full(&self.namespace, self.medium.len_bytes()));
@@ -410,9 +416,6 @@ impl Index {
         let capacity = capacity as u32;
         let bytes = capacity as u64 * ENTRY_BYTES;
         let offset = self.allocator.lock().allocate(bytes).ok_or_else(|| index_full(&self.namespace, self.medium.len_bytes()))?;
-        let old_extent = (partition.table_offset, partition.capacity as u64 * ENTRY_BYTES);
-        let mut old = vec![0u8; old_extent.1 as usize];
-        self.medium.read_at(old_extent.0, &mut old)?;
         let mut table = vec![0u8; bytes as usize];
         for entry_bytes in old.chunks_exact(ENTRY_BYTES as usize) {
             let entry = Entry::decode(entry_bytes.try_into().expect("entry-sized chunk"), number);
@@ -936,6 +939,25 @@ mod tests {
             assert_eq!(found, (key % 3 != 0).then(|| entry(key)), "key {key}");
         }
         assert_eq!(index.table_entry_count(), 20_000 - 6667);
+    }
+
+    #[test]
+    fn growth_sizes_the_new_table_by_the_entries_of_the_old_one_not_by_stale_counts() {
+        let store = SimStore::new(7);
+        let index = Index::create(store.open("index", Tier::Pmem, 8 << 20).unwrap().medium, 7, "t", 0).unwrap();
+        let number = index.partition_of(entry(0).digest);
+        let keys: Vec<u32> = (0..).filter(|&key| index.partition_of(entry(key).digest) == number).take(30).collect();
+        let mut partition = index.partition(number).write();
+        for &key in &keys {
+            index.table_put(&mut partition, number, entry(key)).unwrap();
+        }
+        // During a replay after a crash, counts flagged as changing are stale until the repair.
+        partition.live = 0;
+        index.grow(&mut partition, number).unwrap();
+        assert!(partition.capacity as usize > keys.len());
+        for &key in &keys {
+            assert_eq!(index.lookup(&partition, entry(key).digest).unwrap(), Some(entry(key)), "key {key}");
+        }
     }
 
     #[test]
