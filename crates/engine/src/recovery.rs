@@ -83,8 +83,9 @@ struct Recovered {
     location: Location,
     lsn: u64,
     tombstone: bool,
+    part: bool,
+    /// The record's expiry field (the entry tags whether there is one).
     expiry_unix_ms: u64,
-    generation: u16,
     record_bytes: usize,
 }
 
@@ -239,9 +240,8 @@ impl Namespace {
             last_end = Some((block, end));
         }
         // After a power cut an entry written after the checkpoint may be torn (its location
-        // stored, its digest or its expiry and generation not): any entry pointing into the
-        // tail must point at a valid record of its own key, and take its expiry and generation
-        // from it. After a process crash every store survived: only a change the crash
+        // stored, its digest or the tags in its high digest word not): any entry pointing into
+        // the tail must point at a valid record of its own key, and take its tags from it. After a process crash every store survived: only a change the crash
         // interrupted may have left an entry or the partition's counts half done.
         let repaired: BTreeSet<usize> =
             if tail.same_boot { interrupted.into_iter().collect() } else { touched.iter().copied().chain(interrupted).collect() };
@@ -379,8 +379,8 @@ impl Namespace {
                 location: Namespace::location_of(block.slot, from + offset, view),
                 lsn: view.header.lsn,
                 tombstone: view.header.is_tombstone(),
-                expiry_unix_ms: crate::index::entry_expiry(view.header.is_part(), view.header.expiry_unix_ms),
-                generation: view.header.generation as u16,
+                part: view.header.is_part(),
+                expiry_unix_ms: view.header.expiry_unix_ms,
                 record_bytes: view.header.record_bytes(),
             };
             if !view.header.is_batch_member() {
@@ -436,12 +436,7 @@ impl Namespace {
         let old = if record.tombstone {
             self.index.table_remove(&mut partition, number, record.digest)?
         } else {
-            let entry = Entry {
-                digest: record.digest,
-                location: record.location,
-                expiry_unix_ms: record.expiry_unix_ms,
-                generation: record.generation,
-            };
+            let entry = Entry::new(record.digest, record.location, record.part, record.expiry_unix_ms);
             self.index.table_put(&mut partition, number, entry)?
         };
         drop(partition);
@@ -455,8 +450,8 @@ impl Namespace {
     /// An entry that may have been written after the checkpoint at block `first_seq` as it
     /// must be, or None when it is torn beyond repair (older entries were durable at the
     /// checkpoint). A store torn by the crash may have left the location of a valid record
-    /// without its digest (it points at another key's record: dropped) or without its expiry
-    /// and generation (taken from the record). With `always`, an unreadable record was durable
+    /// without its digest (it points at another key's record: dropped) or without its tags
+    /// (taken from the record: part, has an expiry). With `always`, an unreadable record was durable
     /// before the entry was stored: it is damaged, and the entry stays so that reads report it
     /// rather than forget the key.
     fn repaired_entry(&self, entry: &Entry, first_seq: u64) -> Option<Entry> {
@@ -466,11 +461,8 @@ impl Namespace {
         }
         let mut buffer = Vec::new();
         match self.log.read_verified(entry.location, &mut buffer) {
-            Ok(view) => (self.record_digest(&view) == entry.digest).then_some(Entry {
-                expiry_unix_ms: crate::index::entry_expiry(view.header.is_part(), view.header.expiry_unix_ms),
-                generation: view.header.generation as u16,
-                ..*entry
-            }),
+            Ok(view) => (self.record_digest(&view) == entry.digest)
+                .then(|| Entry::new(entry.digest, entry.location, view.header.is_part(), view.header.expiry_unix_ms)),
             Err(_) => (self.config.durability == Durability::Always).then_some(*entry),
         }
     }

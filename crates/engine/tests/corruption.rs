@@ -18,8 +18,8 @@
 //! tombstone or newest version met by a replay (log tail after a crash, cold rebuild) lets the
 //! previous version of its key come back (a batch with a damaged member is dropped whole, as if
 //! torn); after a crash the tables are not checked (the log tail changed some after the checkpoint
-//! that wrote their checksums), so a damaged entry can lose its key (a damaged location or expiry
-//! is reported on read: the record it names is not the entry's).
+//! that wrote their checksums), so a damaged entry can lose its key (a damaged location or
+//! expiry tag is reported on read: the record it names is not the entry's).
 //!
 //! One seed is one trial (placement, workload, stop, medium, byte, bit mask); a failure prints the
 //! command that replays it. The test command runs 400 trials; at scale:
@@ -357,25 +357,33 @@ fn defragmentation_keeps_a_block_holding_a_damaged_record() {
 
 /// Where partition tables start in the index region (docs/design/formats.md).
 const INDEX_HEAP_OFFSET: usize = 135168;
-const INDEX_ENTRY_BYTES: usize = 32;
+const INDEX_ENTRY_BYTES: usize = 24;
+/// Where an index entry's location (its publishing word) is.
+const INDEX_ENTRY_LOCATION_OFFSET: usize = 16;
+
+/// A pmem database holding keys 0..40, stopped cleanly, and the image of its index region.
+fn forty_keys_stopped_cleanly(seed: u64) -> (Config, SimStore, Vec<u8>) {
+    let config = config(Tier::Pmem, Tier::Pmem, Tier::Pmem);
+    let store = SimStore::new(seed);
+    let database = Database::open_with(config.clone(), Arc::new(store.clone())).unwrap();
+    let namespace = database.namespace(0).unwrap();
+    for number in 0..40 {
+        namespace.put(&key(number), &value(number, 1, 100), 0).unwrap();
+    }
+    stop(&store, database, true);
+    let (_, _, index_image) = store.images().into_iter().find(|(name, _, _)| name == "ns.index").unwrap();
+    (config, store, index_image)
+}
 
 #[test]
 fn a_damaged_index_entry_is_refused_after_a_clean_stop_then_rebuilt_and_every_key_is_served() {
-    // Byte 0: the digest (a wrong one would lose its key), 16: expiry and generation, 26: the
-    // record's location.
-    for entry_byte in [0, 16, 26] {
-        let config = config(Tier::Pmem, Tier::Pmem, Tier::Pmem);
-        let store = SimStore::new(4);
-        let database = Database::open_with(config.clone(), Arc::new(store.clone())).unwrap();
-        let namespace = database.namespace(0).unwrap();
-        for number in 0..40 {
-            namespace.put(&key(number), &value(number, 1, 100), 0).unwrap();
-        }
-        stop(&store, database, true);
-        let (_, _, index_image) = store.images().into_iter().find(|(name, _, _)| name == "ns.index").unwrap();
+    // Byte 0: the digest (a wrong one would lose its key), 15: the byte of the tags (the high
+    // digest word's partition bits), 18: the record's location.
+    for entry_byte in [0, 15, 18] {
+        let (config, store, index_image) = forty_keys_stopped_cleanly(4);
         let entry_offset = (INDEX_HEAP_OFFSET..index_image.len())
             .step_by(INDEX_ENTRY_BYTES)
-            .find(|&at| index_image[at + 24..at + 32] != [0u8; 8])
+            .find(|&at| index_image[at + INDEX_ENTRY_LOCATION_OFFSET..at + INDEX_ENTRY_BYTES] != [0u8; 8])
             .unwrap();
         assert!(store.flip_bits("ns.index", Tier::Pmem, (entry_offset + entry_byte) as u64, 0x20));
         // The table is checked when first used: its keys are refused, the others served.
@@ -401,4 +409,49 @@ fn a_damaged_index_entry_is_refused_after_a_clean_stop_then_rebuilt_and_every_ke
             assert_eq!(namespace.get(&key(number)).unwrap().unwrap().bytes, value(number, 1, 100), "entry byte {entry_byte}: key {number}");
         }
     }
+}
+
+/// The index header slots (formats.md, "Index region"): their offsets, where the format version
+/// is, and the CRC-32C of bytes 0..80 that follows at 80.
+const INDEX_HEADER_SLOT_OFFSETS: [usize; 2] = [0, 2048];
+const INDEX_HEADER_VERSION_OFFSET: usize = 8;
+const INDEX_HEADER_CHECKSUM_OFFSET: usize = 80;
+/// The index format before 24-byte entries (32-byte entries with expiry and generation).
+const INDEX_FORMAT_VERSION_BEFORE: u32 = 3;
+
+#[test]
+fn an_index_region_of_the_previous_format_version_is_rebuilt_cold() {
+    let (config, store, index_image) = forty_keys_stopped_cleanly(6);
+    // Every valid header slot rewritten as the previous version would have written it: valid
+    // but for its version.
+    let mut rewritten = 0;
+    for slot in INDEX_HEADER_SLOT_OFFSETS {
+        let header = &index_image[slot..slot + INDEX_HEADER_CHECKSUM_OFFSET + 4];
+        if crc32c::crc32c(&header[..INDEX_HEADER_CHECKSUM_OFFSET]).to_le_bytes() != header[INDEX_HEADER_CHECKSUM_OFFSET..] {
+            continue;
+        }
+        let mut old = header.to_vec();
+        old[INDEX_HEADER_VERSION_OFFSET..][..4].copy_from_slice(&INDEX_FORMAT_VERSION_BEFORE.to_le_bytes());
+        let checksum = crc32c::crc32c(&old[..INDEX_HEADER_CHECKSUM_OFFSET]);
+        old[INDEX_HEADER_CHECKSUM_OFFSET..].copy_from_slice(&checksum.to_le_bytes());
+        for (at, (new, old)) in header.iter().zip(&old).enumerate() {
+            if new != old {
+                assert!(store.flip_bits("ns.index", Tier::Pmem, (slot + at) as u64, new ^ old));
+            }
+        }
+        rewritten += 1;
+    }
+    assert!(rewritten >= 1, "a clean stop leaves a valid header");
+    let database = Database::open_with(config.clone(), Arc::new(store.clone())).unwrap();
+    let report = &database.restart_reports()[0];
+    assert_eq!(report.kind, RestartKind::Cold, "{}", report.reason);
+    let namespace = database.namespace(0).unwrap();
+    assert_eq!(namespace.key_count(), 40);
+    for number in 0..40 {
+        assert_eq!(namespace.get(&key(number)).unwrap().unwrap().bytes, value(number, 1, 100), "key {number}");
+    }
+    database.close().unwrap();
+    // The rebuilt index is of the current version: the next start attaches it.
+    let database = Database::open_with(config, Arc::new(store.clone())).unwrap();
+    assert_eq!(database.restart_reports()[0].kind, RestartKind::Warm);
 }

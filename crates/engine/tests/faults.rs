@@ -169,6 +169,35 @@ fn concurrent_writers_share_flushes_and_every_write_survives() {
 }
 
 #[test]
+fn a_key_whose_expiry_is_set_or_removed_expires_as_its_latest_record_says() {
+    // Index entries hold no expiry, only a tag that the record has one, rewritten with each put.
+    let (_store, provider, config) = sim_database(Tier::Pmem, Tier::Pmem);
+    let database = Database::open_with(config, provider).unwrap();
+    let namespace = database.namespace(0).unwrap();
+    let past = hybridkv_engine::now_unix_ms() - 1;
+    let later = hybridkv_engine::now_unix_ms() + 3_600_000;
+    // 0: expiring, then persisted; 1: persistent, then expired; 2: expiring later, then expired.
+    namespace.put(&key(0), b"a", past).unwrap();
+    namespace.put(&key(0), b"b", 0).unwrap();
+    namespace.put(&key(1), b"c", 0).unwrap();
+    namespace.put(&key(1), b"d", past).unwrap();
+    namespace.put(&key(2), b"e", later).unwrap();
+    assert_eq!(namespace.get(&key(2)).unwrap().unwrap().expiry_unix_ms, later, "to the ms, from the record");
+    namespace.put(&key(2), b"f", past).unwrap();
+    for _ in 0..2 {
+        assert_eq!(namespace.get(&key(0)).unwrap().map(|value| (value.bytes, value.expiry_unix_ms)), Some((b"b".to_vec(), 0)));
+        assert_eq!(namespace.get(&key(1)).unwrap(), None);
+        assert_eq!(namespace.get(&key(2)).unwrap(), None);
+        assert_eq!(namespace.scan(0, usize::MAX).unwrap().keys, vec![key(0)]);
+        // The sweep reclaims the expired keys and keeps the persisted one.
+        for _ in 0..200 {
+            database.run_maintenance_once().unwrap();
+        }
+        assert_eq!(namespace.key_count(), 1);
+    }
+}
+
+#[test]
 fn expired_keys_are_reclaimed_and_records_in_dram_survive_checkpoints() {
     let (store, provider, config) = sim_database(Tier::Shmem, Tier::Dram);
     let database = Database::open_with(config.clone(), provider.clone()).unwrap();

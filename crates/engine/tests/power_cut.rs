@@ -40,7 +40,7 @@ const MEDIA_OPERATIONS_PER_OPERATION: u64 = 6;
 
 /// Share of operations that put one key with parts instead of the common workload's writes.
 const PUT_WITH_PARTS_SHARE: f64 = 0.15;
-/// Parts of such a put: more than a fresh table of 16 slots takes at 80% load, so its partition grows.
+/// Parts of such a put: more than a fresh table of 16 slots takes at 90% load, so its partition grows.
 const PARTS_PER_PUT: std::ops::Range<u32> = 13..41;
 
 /// How often a long campaign reports its progress.
@@ -136,7 +136,7 @@ fn apply_step(database: &Database, operation: &Operation, parts: u32) -> Result<
     }
     let [(key, Some(value))] = operation.as_slice() else { unreachable!("a put with parts is one put") };
     database.namespace(0).unwrap().transaction(&[key], |transaction| {
-        transaction.put(key, value, 0)?;
+        transaction.put(key, value, expiry_of(value))?;
         (0..parts).try_for_each(|number| transaction.put_part(key, number, &part_value(value, number)))
     })
 }

@@ -8,7 +8,7 @@
 //! |-------------------|-----------------------|-------------------------------------------|
 //! | 0                 | HEADER_AREA_BYTES     | two header slots (see `header`)           |
 //! | DIRECTORY_OFFSET  | 32 × PARTITION_COUNT  | partition directory                       |
-//! | HEAP_OFFSET       | rest                  | partition tables, 32-byte entries         |
+//! | HEAP_OFFSET       | rest                  | partition tables, 24-byte entries         |
 //!
 //! Directory entry: word 0 = table offset / 64 << 24 | capacity in slots (published with one
 //! 8-byte store after the new table is durable); word 1 = CRC-32C of the table's bytes and words
@@ -41,7 +41,7 @@ use crate::error::{EngineError, Result};
 use crate::log::record::u64_at;
 use crate::log::Location;
 use allocator::{ExtentAllocator, EXTENT_ALIGN_BYTES};
-pub(crate) use entry::{entry_expiry, Entry, ENTRY_BYTES, PART_EXPIRY_MARK};
+pub(crate) use entry::{entry_expiry, record_expired, Entry, ENTRY_BYTES, PART_EXPIRY_MARK};
 pub use entry::EXPIRY_UNIX_MS_MAX;
 use entry::LOCATION_OFFSET;
 pub(crate) use pending::PendingEntry;
@@ -67,15 +67,16 @@ pub(crate) const HEAP_OFFSET: u64 = (DIRECTORY_OFFSET + PARTITION_COUNT as u64 *
 const TABLE_SLOTS_MIN: u32 = 16;
 const TABLE_SLOTS_MAX: u32 = (1 << 24) - 1;
 /// A partition grows when live entries, deleted slots and pending entries pass this load.
-/// 60–80% keeps linear probing short (about 13 slots for a miss at 80%, 50 at 90%); what a
-/// higher load would save and cost is in docs/design/formats.md ("Index space per key").
-const LOAD_PERCENT_MAX: u64 = 80;
+/// With LOAD_PERCENT_AFTER_GROWTH, 75–90% keeps the index at most 32 bytes per key (24-byte
+/// entries, issue 2); what it costs in probe length (about 5.5 slots for a hit at 90%, 50 for a
+/// miss) is in docs/design/formats.md ("Index space per key").
+const LOAD_PERCENT_MAX: u64 = 90;
 /// Load right after growing: the growth factor is LOAD_PERCENT_MAX / LOAD_PERCENT_AFTER_GROWTH.
-const LOAD_PERCENT_AFTER_GROWTH: u64 = 60;
+const LOAD_PERCENT_AFTER_GROWTH: u64 = 75;
 const CAPACITY_SHIFT: u32 = 24;
-/// Slots a probe reads at once after its first read (256 bytes: four cache lines).
+/// Slots a probe reads at once after its first read (192 bytes: three cache lines).
 const PROBE_RUN_SLOTS: u32 = 8;
-/// Slots of a probe's first read (64 bytes: one cache line).
+/// Slots of a probe's first read (48 bytes: one cache line, or two for 2 home slots in 8).
 const PROBE_FIRST_RUN_SLOTS: u32 = 2;
 
 const _: () = assert!(PARTITION_COUNT.is_power_of_two());
@@ -313,12 +314,12 @@ impl Index {
     fn read_slot(&self, partition: &Partition, slot: u32) -> Result<Entry> {
         let mut bytes = [0u8; ENTRY_BYTES as usize];
         self.medium.read_at(Self::slot_offset(partition, slot), &mut bytes)?;
-        Ok(Entry::decode(&bytes))
+        Ok(Entry::decode(&bytes, partition.number))
     }
 
     /// Linear probing from the digest's home slot. The first medium read takes
     /// `PROBE_FIRST_RUN_SLOTS` (most lookups of a present key end there, so they fetch one cache
-    /// line, not four); later reads take `PROBE_RUN_SLOTS`: a miss at 80% load visits about 13
+    /// line, not three); later reads take `PROBE_RUN_SLOTS`: a miss at 90% load visits about 50
     /// slots, and one read per slot cost more in calls than in memory traffic.
     fn probe(&self, partition: &Partition, digest: Digest) -> Result<Probe> {
         self.ensure_usable(partition)?;
@@ -332,7 +333,7 @@ impl Index {
             let run_bytes = &mut run[..(run_slots as u64 * ENTRY_BYTES) as usize];
             self.medium.read_at(Self::slot_offset(partition, slot), run_bytes)?;
             for bytes in run_bytes.chunks_exact(ENTRY_BYTES as usize) {
-                let entry = Entry::decode(bytes.try_into().expect("entry-sized chunk"));
+                let entry = Entry::decode(bytes.try_into().expect("entry-sized chunk"), partition.number);
                 if entry.location == Location::EMPTY {
                     return Ok(Probe::Absent(Some(first_deleted.unwrap_or(slot))));
                 }
@@ -401,7 +402,13 @@ impl Index {
     /// either table intact. Elsewhere the switch is immediate.
     fn grow(&self, partition: &mut Partition, number: usize) -> Result<()> {
         self.begin_change(partition)?;
-        let keep = partition.live as u64 + partition.pending.distinct_len() as u64 + 1;
+        let old_extent = (partition.table_offset, partition.capacity as u64 * ENTRY_BYTES);
+        let mut old = vec![0u8; old_extent.1 as usize];
+        self.medium.read_at(old_extent.0, &mut old)?;
+        // Entries counted in the table itself: the partition's counts may be stale while recovery
+        // replays the log tail after a crash, and a new table too small for the entries copied
+        // into it would never find a free slot.
+        let keep = count_entries(&old).live as u64 + partition.pending.distinct_len() as u64 + 1;
         let capacity = (keep * 100).div_ceil(LOAD_PERCENT_AFTER_GROWTH).max(TABLE_SLOTS_MIN as u64);
         if capacity > TABLE_SLOTS_MAX as u64 {
             return Err(index_full(&self.namespace, self.medium.len_bytes()));
@@ -409,12 +416,9 @@ impl Index {
         let capacity = capacity as u32;
         let bytes = capacity as u64 * ENTRY_BYTES;
         let offset = self.allocator.lock().allocate(bytes).ok_or_else(|| index_full(&self.namespace, self.medium.len_bytes()))?;
-        let old_extent = (partition.table_offset, partition.capacity as u64 * ENTRY_BYTES);
-        let mut old = vec![0u8; old_extent.1 as usize];
-        self.medium.read_at(old_extent.0, &mut old)?;
         let mut table = vec![0u8; bytes as usize];
         for entry_bytes in old.chunks_exact(ENTRY_BYTES as usize) {
-            let entry = Entry::decode(entry_bytes.try_into().expect("entry-sized chunk"));
+            let entry = Entry::decode(entry_bytes.try_into().expect("entry-sized chunk"), number);
             if !entry.location.is_record() {
                 continue;
             }
@@ -458,14 +462,14 @@ impl Index {
             Probe::Found(slot, old) => {
                 let at = Self::slot_offset(partition, slot);
                 // One digest is a part's or a key's either way, unless the entry was damaged.
-                let parts_change = old.is_part() != entry.is_part();
+                let parts_change = old.part != entry.part;
                 if parts_change {
                     self.begin_change(partition)?;
                 }
-                self.medium.store_u64(at + entry::META_OFFSET, entry.meta())?;
+                self.medium.store_u64(at + entry::TAGGED_HIGH_OFFSET, entry.tagged_high())?;
                 self.medium.store_u64(at + LOCATION_OFFSET, entry.location.0)?;
                 if parts_change {
-                    partition.parts = (partition.parts + u32::from(entry.is_part())).saturating_sub(u32::from(old.is_part()));
+                    partition.parts = (partition.parts + u32::from(entry.part)).saturating_sub(u32::from(old.part));
                     self.end_change(partition)?;
                 }
                 Ok(Some(old))
@@ -487,7 +491,7 @@ impl Index {
                 self.medium.write_at(at, &entry.prefix())?;
                 self.medium.store_u64(at + LOCATION_OFFSET, entry.location.0)?;
                 partition.live += 1;
-                partition.parts += u32::from(entry.is_part());
+                partition.parts += u32::from(entry.part);
                 if (partition.live as u64 + partition.tombstones as u64) * 100 > partition.capacity as u64 * LOAD_PERCENT_MAX {
                     self.grow(partition, number)?;
                 }
@@ -505,7 +509,7 @@ impl Index {
         self.begin_change(partition)?;
         self.medium.store_u64(Self::slot_offset(partition, slot) + LOCATION_OFFSET, Location::DELETED.0)?;
         partition.live = partition.live.saturating_sub(1);
-        partition.parts = partition.parts.saturating_sub(u32::from(old.is_part()));
+        partition.parts = partition.parts.saturating_sub(u32::from(old.part));
         partition.tombstones += 1;
         self.end_change(partition)?;
         Ok(Some(old))
@@ -539,7 +543,7 @@ impl Index {
     }
 
     /// Marks deleted every entry `repaired` gives None for (entries torn by a crash), rewrites
-    /// the expiry and generation of those it gives back changed, then recomputes the
+    /// the tags of those it gives back changed, then recomputes the
     /// partition's counts from its table (a crash leaves them stale).
     pub(crate) fn repair(&self, partition: &mut Partition, mut repaired: impl FnMut(&Entry) -> Option<Entry>) -> Result<()> {
         self.ensure_usable(partition)?;
@@ -553,8 +557,8 @@ impl Index {
             match repaired(&entry) {
                 None => self.medium.store_u64(at + LOCATION_OFFSET, Location::DELETED.0)?,
                 Some(sound) if sound != entry => {
-                    assert!(sound.digest == entry.digest && sound.location == entry.location, "only the meta word is repaired");
-                    self.medium.store_u64(at + entry::META_OFFSET, sound.meta())?;
+                    assert!(sound.digest == entry.digest && sound.location == entry.location, "only the tags are repaired");
+                    self.medium.store_u64(at + entry::TAGGED_HIGH_OFFSET, sound.tagged_high())?;
                 }
                 Some(_) => {}
             }
@@ -880,7 +884,7 @@ fn count_entries(table: &[u8]) -> EntryCounts {
             Location::DELETED => counts.tombstones += 1,
             _ => {
                 counts.live += 1;
-                counts.parts += u32::from(Entry::decode(bytes.try_into().expect("entry-sized chunk")).is_part());
+                counts.parts += u32::from(Entry::is_part_slot(bytes));
             }
         }
     }
@@ -901,13 +905,10 @@ mod tests {
     use hybridkv_media::sim::SimStore;
     use hybridkv_media::{MediaProvider, Tier};
 
+    /// Every other key's entry has an expiry, every fifth is a part's (tags round-trip).
     fn entry(key: u32) -> Entry {
-        Entry {
-            digest: Digest::of(0, &key.to_le_bytes()),
-            location: Location::new(1, 64 + key as u64 * 8, 64),
-            expiry_unix_ms: 0,
-            generation: 1,
-        }
+        let (part, expiry_unix_ms) = if key % 5 == 0 { (true, PART_EXPIRY_MARK) } else { (false, u64::from(key % 2) * 1000) };
+        Entry::new(Digest::of(0, &key.to_le_bytes()), Location::new(1, 64 + key as u64 * 8, 64), part, expiry_unix_ms)
     }
 
     #[test]
@@ -938,6 +939,25 @@ mod tests {
             assert_eq!(found, (key % 3 != 0).then(|| entry(key)), "key {key}");
         }
         assert_eq!(index.table_entry_count(), 20_000 - 6667);
+    }
+
+    #[test]
+    fn growth_sizes_the_new_table_by_the_entries_of_the_old_one_not_by_stale_counts() {
+        let store = SimStore::new(7);
+        let index = Index::create(store.open("index", Tier::Pmem, 8 << 20).unwrap().medium, 7, "t", 0).unwrap();
+        let number = index.partition_of(entry(0).digest);
+        let keys: Vec<u32> = (0..).filter(|&key| index.partition_of(entry(key).digest) == number).take(30).collect();
+        let mut partition = index.partition(number).write();
+        for &key in &keys {
+            index.table_put(&mut partition, number, entry(key)).unwrap();
+        }
+        // During a replay after a crash, counts flagged as changing are stale until the repair.
+        partition.live = 0;
+        index.grow(&mut partition, number).unwrap();
+        assert!(partition.capacity as usize > keys.len());
+        for &key in &keys {
+            assert_eq!(index.lookup(&partition, entry(key).digest).unwrap(), Some(entry(key)), "key {key}");
+        }
     }
 
     #[test]

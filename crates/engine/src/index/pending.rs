@@ -30,7 +30,7 @@ pub(crate) struct PendingEntries {
 impl PendingEntries {
     pub(crate) fn push(&mut self, pending: PendingEntry) {
         self.queue.push_back(pending);
-        self.part_entries += usize::from(pending.entry.is_part());
+        self.part_entries += usize::from(pending.entry.part);
         self.newest
             .entry(pending.entry.digest)
             .and_modify(|(newest, count)| {
@@ -56,7 +56,7 @@ impl PendingEntries {
         } else {
             return;
         };
-        self.part_entries -= removed.map_or(0, |removed| usize::from(removed.entry.is_part()));
+        self.part_entries -= removed.map_or(0, |removed| usize::from(removed.entry.part));
         let (newest, count) = self.newest.get_mut(&digest).expect("every queued digest is in the map");
         *count -= 1;
         if *count == 0 {
@@ -88,7 +88,7 @@ mod tests {
     use crate::log::Location;
 
     fn pending(key: u64, lsn: u64) -> PendingEntry {
-        let entry = Entry { digest: Digest::from_words(key, key), location: Location(lsn << 13), expiry_unix_ms: 0, generation: 1 };
+        let entry = Entry::new(Digest::from_words(key, key), Location(lsn << 13), false, 0);
         PendingEntry { entry, lsn }
     }
 
@@ -118,7 +118,7 @@ mod tests {
         let mut entries = PendingEntries::default();
         entries.push(pending(1, 1));
         assert!(!entries.holds_parts());
-        let part = |lsn| PendingEntry { entry: Entry { expiry_unix_ms: crate::index::PART_EXPIRY_MARK, ..pending(2, lsn).entry }, lsn };
+        let part = |lsn| PendingEntry { entry: Entry { part: true, ..pending(2, lsn).entry }, lsn };
         entries.push(part(2));
         entries.push(part(3));
         entries.remove(Digest::from_words(2, 2), 3);

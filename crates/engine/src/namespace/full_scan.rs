@@ -82,10 +82,11 @@ impl Namespace {
         let digest = self.record_digest(view);
         let partition = self.index.partition(self.index.partition_of(digest)).read();
         let entry = self.index.lookup(&partition, digest).ok()??;
-        (entry.location == location && !entry.is_expired_now()).then(|| Value {
+        let value = (entry.location == location).then(|| Value {
             bytes: view.value.to_vec(),
             expiry_unix_ms: view.header.expiry_unix_ms,
             version: view.header.lsn,
-        })
+        });
+        value.filter(|value| !value.has_expired_now())
     }
 }

@@ -59,7 +59,7 @@ impl Namespace {
         self.cache.is_some() && self.config.data == Tier::Ssd
     }
 
-    /// Whether reading any of `keys` now would read the device: a live record the cache does
+    /// Whether reading any of `keys` now would read the device: an indexed record the cache does
     /// not hold. A hint (a record may be evicted or written right after), never an error:
     /// invalid keys count as not waiting, the read that follows reports them. False without
     /// looking while the cache hardly misses (`LoadAheadGate`).
@@ -84,13 +84,14 @@ impl Namespace {
         }
     }
 
-    /// `visit` of the key's live (unexpired) entry and its partition's read lock; None when the
-    /// key is invalid, absent or expired, or its index lookup fails.
+    /// `visit` of the key's entry and its partition's read lock; None when the key is invalid or
+    /// absent, or its index lookup fails. An expired key whose record is still indexed is
+    /// visited too: only its record tells that it has expired, so the command reads it as well.
     fn with_live_entry<T>(&self, key: &[u8], visit: impl FnOnce(RwLockReadGuard<'_, Partition>, &Entry) -> T) -> Option<T> {
         Self::check_key(key).ok()?;
         let digest = self.digest(key);
         let partition = self.index.partition(self.index.partition_of(digest)).read();
         let entry = self.index.lookup(&partition, digest).ok()??;
-        (!entry.is_expired_now()).then(|| visit(partition, &entry))
+        Some(visit(partition, &entry))
     }
 }

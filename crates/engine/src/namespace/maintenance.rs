@@ -10,7 +10,7 @@ use super::Namespace;
 use crate::config::Durability;
 use crate::digest::Digest;
 use crate::error::Result;
-use crate::index::{entry_expiry, Index, PendingEntry};
+use crate::index::{entry_expiry, record_expired, Index, PendingEntry};
 use crate::log::{position, walk_records, Location, NewRecord, RecordView, Writer, BLOCK_HEADER_BYTES};
 
 const MAINTENANCE_TICK: Duration = Duration::from_millis(5);
@@ -190,21 +190,27 @@ impl Namespace {
     }
 
     /// Deletes keys whose expiry has passed, a few partitions per call, so their space can be
-    /// reclaimed (a tombstone keeps an older version from coming back after a rebuild).
+    /// reclaimed (a tombstone keeps an older version from coming back after a rebuild). Only
+    /// entries tagged as expiring are looked at; their records (outside the partition's lock)
+    /// tell whether they have expired.
     fn reclaim_expired(&self, state: &mut LoopState) -> Result<()> {
         let now = crate::now_unix_ms();
         for _ in 0..EXPIRY_PARTITIONS_PER_TICK {
             let number = state.expiry_cursor;
             state.expiry_cursor = (state.expiry_cursor + 1) % crate::index::PARTITION_COUNT;
-            let expired: Vec<Location> = {
+            let expiring: Vec<Location> = {
                 let partition = self.index.partition(number).read();
-                self.index.entries(&partition)?.into_iter().filter(|e| e.is_expired(now)).map(|e| e.location).collect()
+                self.index.entries(&partition)?.into_iter().filter(|e| e.expires).map(|e| e.location).collect()
             };
-            for location in expired {
+            for location in expiring {
+                let block_seq = self.log.block_seq(location.slot());
                 let mut buffer = Vec::new();
                 let Ok(view) = self.log.read_verified(location, &mut buffer) else { continue };
+                if !record_expired(view.header.is_part(), view.header.expiry_unix_ms, now) {
+                    continue;
+                }
                 let key = view.key.to_vec();
-                self.transaction(&[&key], |transaction| transaction.delete_if_expired(&key, now))?;
+                self.transaction(&[&key], |transaction| transaction.delete_if_still(&key, location, block_seq))?;
             }
         }
         Ok(())
@@ -286,7 +292,8 @@ impl Namespace {
             match current {
                 Some(entry) if entry.location == location => {
                     let has_parts = || self.index.lookup(&partition, self.part_digest(digest, 0)).map(|part| part.is_some());
-                    if entry.is_expired(crate::now_unix_ms()) && !has_parts()? {
+                    // The entry names this record: its header tells the expiry.
+                    if record_expired(header.is_part(), header.expiry_unix_ms, crate::now_unix_ms()) && !has_parts()? {
                         self.key_count.fetch_sub(1, Ordering::Relaxed);
                         (true, None)
                     } else {

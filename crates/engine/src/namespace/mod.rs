@@ -20,7 +20,7 @@ use crate::cache::{CacheKey, RecordCache};
 use crate::config::{Durability, NamespaceConfig, KEY_BYTES_MAX};
 use crate::digest::{namespace_seed, part_key, Digest};
 use crate::error::{EngineError, Result};
-use crate::index::{entry_expiry, Entry, Index, Partition};
+use crate::index::{entry_expiry, record_expired, Entry, Index, Partition};
 use crate::journal::JournaledMemory;
 use crate::log::record::{decode_header, record_bytes, RecordHeader};
 use crate::log::{Location, RecordLog, RecordView, RECORD_HEADER_BYTES};
@@ -43,6 +43,13 @@ pub struct Value {
     pub expiry_unix_ms: u64,
     /// The record's LSN: equal versions mean the key was not written in between.
     pub version: u64,
+}
+
+impl Value {
+    /// Reads the clock only for values that have an expiry.
+    pub(crate) fn has_expired_now(&self) -> bool {
+        self.expiry_unix_ms != 0 && self.expiry_unix_ms <= crate::now_unix_ms()
+    }
 }
 
 pub enum BatchOp {
@@ -243,10 +250,10 @@ impl Namespace {
     }
 
     /// Reads and verifies the record of `entry`, the entry of `key` (of a part of a key when
-    /// `part`), through the record cache when there is one. A damaged record is counted, logged
-    /// and reported, never served; so is a record that does not match its entry (another key's or
-    /// kind's, another expiry or generation): entries carry no checksum of their own, and 128-bit
-    /// digests of two keys do not collide.
+    /// `part`), through the record cache when there is one, expired or not. A damaged record is
+    /// counted, logged and reported, never served; so is a record that does not match its entry
+    /// (another key's or kind's, or with an expiry where the entry has none or the reverse):
+    /// entries carry no checksum of their own, and 128-bit digests of two keys do not collide.
     pub(crate) fn read_entry(&self, entry: &Entry, key: &[u8], part: bool) -> Result<Option<Value>> {
         let record = self.read_record(entry, CacheUse::Read)?;
         self.entry_value(record, entry, key, part).map(Some)
@@ -258,13 +265,12 @@ impl Namespace {
         let header = verified_header(&record);
         let matches = key_of(&record) == key
             && header.is_part() == part
-            && entry_expiry(header.is_part(), header.expiry_unix_ms) == entry.expiry_unix_ms
-            && header.generation as u16 == entry.generation;
+            && Entry::new(entry.digest, entry.location, part, header.expiry_unix_ms) == *entry;
         if !matches {
             self.counters.corrupt_records.fetch_add(1, Ordering::Relaxed);
             let error = EngineError::Corrupt {
                 what: format!("index entry naming block {} offset {}", entry.location.slot(), entry.location.offset()),
-                detail: "the record there is not this entry's (another key, kind, expiry or generation)".into(),
+                detail: "the record there is not this entry's (another key or kind, or its expiry tag differs)".into(),
             };
             tracing::error!(namespace = %self.config.name, %error, "damaged index entry not served");
             return Err(error);
@@ -395,12 +401,9 @@ impl Namespace {
     fn get_digested(&self, key: &[u8], digest: Digest) -> Result<Option<Value>> {
         let found = loop {
             let partition = self.index.partition(self.index.partition_of(digest)).read();
-            let entry = match self.index.lookup(&partition, digest)? {
-                Some(entry) if !entry.is_expired_now() => entry,
-                _ => break None,
-            };
+            let Some(entry) = self.index.lookup(&partition, digest)? else { break None };
             if let Some(record) = self.read_record_releasing(partition, &entry)? {
-                break Some(self.entry_value(record, &entry, key, false)?);
+                break Some(self.entry_value(record, &entry, key, false)?).filter(|value| !value.has_expired_now());
             }
         };
         let counter = if found.is_some() { &self.counters.hits } else { &self.counters.misses };
@@ -454,11 +457,12 @@ impl Namespace {
     fn keys_of_partition(&self, number: usize, now: u64, keys: &mut Vec<Vec<u8>>) -> Result<()> {
         let partition = self.index.partition(number).read();
         for entry in self.index.entries(&partition)? {
-            if entry.is_expired(now) || entry.is_part() {
+            if entry.part {
                 continue;
             }
             match self.read_record(&entry, CacheUse::Peek) {
-                Ok(record) => keys.push(key_of(&record).to_vec()),
+                Ok(record) if !record_expired(false, verified_header(&record).expiry_unix_ms, now) => keys.push(key_of(&record).to_vec()),
+                Ok(_) => {}
                 // Counted and logged; the other keys are still listed.
                 Err(EngineError::Corrupt { .. }) => {}
                 Err(error) => return Err(error),

@@ -24,6 +24,11 @@ use crate::log::{position, Appended, FlushWork, Location, NewRecord, Writer, BLO
 
 /// How far ahead of the entry it publishes a flush starts loading index slots.
 const PUBLISH_PREFETCH_DISTANCE_ITEMS: usize = 8;
+/// The generation field of new records. Builds before index format 4 counted it per key, to
+/// check an entry's copy against its record; entries no longer hold one (24-byte entries,
+/// docs/design/formats.md), so nothing reads it, and counting it would cost every overwrite a
+/// read of the old record.
+const RECORD_GENERATION: u32 = 0;
 
 /// One record's index change, published once the record is durable.
 pub(crate) struct PublishItem {
@@ -85,8 +90,8 @@ impl Transaction<'_> {
         let namespace = self.namespace;
         let partition = self.guard(digest)?;
         match namespace.index.lookup(partition, digest)? {
-            Some(entry) if !entry.is_expired_now() => namespace.read_entry(&entry, key, part),
-            _ => Ok(None),
+            Some(entry) => Ok(namespace.read_entry(&entry, key, part)?.filter(|value| !value.has_expired_now())),
+            None => Ok(None),
         }
     }
 
@@ -216,12 +221,15 @@ impl Transaction<'_> {
         Ok(true)
     }
 
-    /// Deletes the key if its expiry has passed by `now_unix_ms` (background reclaim).
-    pub(crate) fn delete_if_expired(&mut self, key: &[u8], now_unix_ms: u64) -> Result<()> {
+    /// Deletes the key if its entry still names `expired`, a record of it found expired in block
+    /// sequence `block_seq` (background reclaim): records never change, and the sequence tells
+    /// the record from a later one at the same place in a reused block.
+    pub(crate) fn delete_if_still(&mut self, key: &[u8], expired: Location, block_seq: u64) -> Result<()> {
         let digest = self.namespace.digest(key);
         let namespace = self.namespace;
         let partition = self.guard(digest)?;
-        if namespace.index.lookup(partition, digest)?.is_some_and(|entry| entry.is_expired(now_unix_ms)) {
+        let current = namespace.index.lookup(partition, digest)?;
+        if current.is_some_and(|entry| entry.location == expired) && namespace.log.block_seq(expired.slot()) == block_seq {
             self.writes.push(BufferedWrite { key: key.to_vec(), digest, value: None, part: false });
             self.delete_parts_of(digest)?;
         }
@@ -323,14 +331,13 @@ impl Namespace {
         }
         let records: Vec<NewRecord<'_>> = writes
             .iter()
-            .zip(&olds)
-            .map(|(write, old)| NewRecord {
+            .map(|write| NewRecord {
                 key: &write.key,
                 value: write.value.as_ref().map_or(&[][..], |(value, _)| value),
                 tombstone: write.value.is_none(),
                 part: write.part,
                 expiry_unix_ms: write.value.as_ref().map_or(0, |(_, expiry)| *expiry),
-                generation: old.map_or(1, |entry| entry.generation.wrapping_add(1) as u32),
+                generation: RECORD_GENERATION,
                 lsn: None,
             })
             .collect();
@@ -395,7 +402,7 @@ impl Namespace {
         let location = if record.tombstone { Location::DELETED } else { done.location };
         PublishItem {
             partition: self.index.partition_of(digest),
-            entry: Entry { digest, location, expiry_unix_ms: record.expiry_unix_ms, generation: record.generation as u16 },
+            entry: Entry::new(digest, location, record.part, record.expiry_unix_ms),
             lsn: done.lsn,
             record_bytes: done.record_bytes,
             record_location: done.location,

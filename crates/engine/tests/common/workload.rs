@@ -11,6 +11,15 @@ use super::{key, value};
 
 /// Keys the workload touches: few, so that versions of one key meet across blocks.
 pub const WORKLOAD_KEYS: u64 = 40;
+/// The expiry of values of odd length: far in the future (2100-01-01), so nothing expires, but
+/// the entries of a key switch between expiring and not (a tag of the entry, rewritten before
+/// its location: what a crash may tear).
+pub const WORKLOAD_EXPIRY_UNIX_MS: u64 = 4_102_444_800_000;
+
+/// The expiry the workload writes with `value`: a function of the value, so the model needs none.
+pub fn expiry_of(value: &[u8]) -> u64 {
+    if value.len() % 2 == 1 { WORKLOAD_EXPIRY_UNIX_MS } else { 0 }
+}
 
 pub type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 /// The writes of one operation: (key, new value or deletion); several make a batch.
@@ -35,14 +44,14 @@ pub fn apply(database: &Database, operation: &Operation) -> Result<(), EngineErr
     if operation.len() == 1 {
         let (key, value) = &operation[0];
         return match value {
-            Some(value) => namespace.put(key, value, 0),
+            Some(value) => namespace.put(key, value, expiry_of(value)),
             None => namespace.delete(key).map(|_| ()),
         };
     }
     let operations = operation
         .iter()
         .map(|(key, value)| match value {
-            Some(value) => BatchOp::Put { key: key.clone(), value: value.clone(), expiry_unix_ms: 0 },
+            Some(value) => BatchOp::Put { key: key.clone(), value: value.clone(), expiry_unix_ms: expiry_of(value) },
             None => BatchOp::Delete { key: key.clone() },
         })
         .collect();
@@ -76,9 +85,13 @@ pub fn state_of(database: &Database, context: &str) -> Model {
     }
     scanned.sort();
     let mut state = Model::new();
-    for key in (0..WORKLOAD_KEYS).map(key).chain(scanned.iter().cloned()) {
+    let workload_keys: Vec<Vec<u8>> = (0..WORKLOAD_KEYS).map(key).collect();
+    for key in workload_keys.iter().cloned().chain(scanned.iter().cloned()) {
         let found = namespace.get(&key).unwrap_or_else(|error| panic!("{context}: get failed: {error}"));
         if let Some(found) = found {
+            if workload_keys.contains(&key) {
+                assert_eq!(found.expiry_unix_ms, expiry_of(&found.bytes), "{context}: expiry of {}", String::from_utf8_lossy(&key));
+            }
             state.insert(key, found.bytes);
         }
     }
