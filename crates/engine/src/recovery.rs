@@ -241,8 +241,9 @@ impl Namespace {
         }
         // After a power cut an entry written after the checkpoint may be torn (its location
         // stored, its digest or the tags in its high digest word not): any entry pointing into
-        // the tail must point at a valid record of its own key, and take its tags from it. After a process crash every store survived: only a change the crash
-        // interrupted may have left an entry or the partition's counts half done.
+        // the tail must point at a valid record of its own key, and take its tags from it. After
+        // a process crash every store survived: only a change the crash interrupted may have
+        // left an entry or the partition's counts half done.
         let repaired: BTreeSet<usize> =
             if tail.same_boot { interrupted.into_iter().collect() } else { touched.iter().copied().chain(interrupted).collect() };
         for &number in &repaired {

@@ -138,12 +138,17 @@ pub(crate) fn cache_key_hash(digest: Digest) -> u64 {
 /// bytes and add a map probe per read and write (mix-50-50 through the server measured about 10%
 /// more CPU per command with it; docs/design/cache.md). Records in DRAM get none either.
 fn record_cache_for(config: &NamespaceConfig, data_durability: DurabilityPath) -> Option<RecordCache> {
-    let wanted = config.cache_bytes > 0 && config.data != Tier::Dram;
+    let wanted = cache_configured(config);
     if wanted && data_durability == DurabilityPath::MsyncFallback {
         tracing::info!(namespace = %config.name, "pmem data on the msync fallback is read from the page cache: no record cache");
         return None;
     }
     wanted.then(|| RecordCache::new(config.cache_bytes))
+}
+
+/// Whether the configuration asks for a record cache: a budget, and records off DRAM.
+fn cache_configured(config: &NamespaceConfig) -> bool {
+    config.cache_bytes > 0 && config.data != Tier::Dram
 }
 
 impl Namespace {
@@ -560,7 +565,7 @@ impl Namespace {
             misses: counter(&self.counters.misses),
             writes: counter(&self.counters.writes),
             defragmented_blocks: counter(&self.counters.defragmented_blocks),
-            cache_bypassed: self.cache.is_none() && self.config.cache_bytes > 0 && self.config.data != Tier::Dram,
+            cache_bypassed: self.cache.is_none() && cache_configured(&self.config),
             cache: self.cache.as_ref().map(|cache| CacheStats {
                 hits: counter(&cache.counters.hits),
                 misses: counter(&cache.counters.misses),

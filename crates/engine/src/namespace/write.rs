@@ -314,18 +314,23 @@ impl Namespace {
         writes: Vec<BufferedWrite>,
     ) -> Result<u64> {
         let writes = last_write_per_key(writes);
+        // Each write's place in `guards`, found once for the three passes below.
+        let guard_of: Vec<usize> = writes
+            .iter()
+            .map(|write| {
+                let number = self.index.partition_of(write.digest);
+                guards.iter().position(|(held, _)| *held == number).expect("declared")
+            })
+            .collect();
         // The slots are random: start every miss before waiting for the first.
-        for write in &writes {
-            let number = self.index.partition_of(write.digest);
-            let partition = &guards.iter().find(|(held, _)| *held == number).expect("declared").1;
-            self.index.prefetch_home_slot(partition, write.digest);
+        for (write, &at) in writes.iter().zip(&guard_of) {
+            self.index.prefetch_home_slot(&guards[at].1, write.digest);
         }
         let mut olds = Vec::with_capacity(writes.len());
-        for write in &writes {
-            let number = self.index.partition_of(write.digest);
-            let partition = &mut guards.iter_mut().find(|(held, _)| *held == number).expect("declared").1;
+        for (write, &at) in writes.iter().zip(&guard_of) {
+            let (number, partition) = &mut guards[at];
             if write.value.is_some() {
-                self.index.reserve_one(partition, number)?;
+                self.index.reserve_one(partition, *number)?;
             }
             olds.push(self.index.lookup(partition, write.digest)?);
         }
@@ -353,10 +358,10 @@ impl Namespace {
         let (appended, encoded) =
             self.log.append(&records, records.len() > 1, writer, items).map_err(|error| self.name_error(error))?;
         self.cache_written(&writes, &records, &appended, &encoded, &olds);
-        for (((write, old), record), done) in writes.iter().zip(&olds).zip(&records).zip(&appended) {
+        let appended_writes = writes.iter().zip(&olds).zip(&records).zip(&appended).zip(&guard_of);
+        for ((((write, old), record), done), &at) in appended_writes {
             let item = self.publish_item(write.digest, record, done);
-            let partition = &mut guards.iter_mut().find(|(held, _)| *held == item.partition).expect("declared").1;
-            Index::push_pending(partition, PendingEntry { entry: item.entry, lsn: done.lsn });
+            Index::push_pending(&mut guards[at].1, PendingEntry { entry: item.entry, lsn: done.lsn });
             let delta = match (old.is_some(), write.value.is_some()) {
                 _ if write.part => 0,
                 (false, true) => 1,
