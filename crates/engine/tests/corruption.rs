@@ -300,9 +300,11 @@ fn a_damaged_record_in_the_replayed_tail_does_not_bring_deleted_keys_back() {
 
 #[test]
 fn a_block_with_a_damaged_header_is_recognised_by_its_records_or_set_aside() {
-    // The creation time (byte 40) is not needed to recognise the block; the low sequence bytes
-    // (byte 16) are, so that block is set aside and its keys are reported, not forgotten.
-    for (header_byte, recognised) in [(40, true), (16, false)] {
+    // Neither the creation time (byte 40) nor the sequence number (byte 16) is needed to recognise
+    // the block: its first record carries the sequence number's low bits. With that record
+    // damaged too the block is set aside and its keys are reported, not forgotten.
+    let first_record_key_byte = record_offset(0, 100) + 41;
+    for (flipped_bytes, recognised) in [(vec![40], true), (vec![16], true), (vec![16, first_record_key_byte], false)] {
         let config = config(Tier::Pmem, Tier::Pmem, Tier::Pmem);
         let store = SimStore::new(2);
         let database = Database::open_with(config.clone(), Arc::new(store.clone())).unwrap();
@@ -310,7 +312,9 @@ fn a_block_with_a_damaged_header_is_recognised_by_its_records_or_set_aside() {
             database.namespace(0).unwrap().put(&key(number), &value(number, 1, 100), 0).unwrap();
         }
         database.close().unwrap();
-        assert!(store.flip_bits("ns.data", Tier::Pmem, header_byte, 0x01));
+        for &byte in &flipped_bytes {
+            assert!(store.flip_bits("ns.data", Tier::Pmem, byte, 0x01));
+        }
         let database = Database::open_with(config.clone(), Arc::new(store.clone())).unwrap();
         assert_eq!(database.restart_reports()[0].kind, RestartKind::Warm, "the index is kept");
         let namespace = database.namespace(0).unwrap();
@@ -318,12 +322,39 @@ fn a_block_with_a_damaged_header_is_recognised_by_its_records_or_set_aside() {
             match namespace.get(&key(number)) {
                 Ok(found) if recognised => assert_eq!(found.unwrap().bytes, value(number, 1, 100)),
                 Err(EngineError::Corrupt { .. }) if !recognised => {}
-                other => panic!("byte {header_byte}: key {number}: {other:?}"),
+                other => panic!("bytes {flipped_bytes:?}: key {number}: {other:?}"),
             }
         }
         namespace.put(b"after", b"1", 0).unwrap();
         let database = reopen_after(&store, database, true, &config);
         assert!(database.namespace(0).unwrap().get(b"after").unwrap().is_some());
+    }
+}
+
+#[test]
+fn a_block_whose_header_entry_of_the_journal_is_damaged_is_recognised_by_its_records() {
+    // Records in DRAM: the journal's first entry carries the block header. Damaged, it is
+    // skipped at replay and the block's header stays zero while its records are replayed; the
+    // block is recognised by them and its header rewritten, so the next checkpoint's image has it.
+    const FIRST_ENTRY_DATA_OFFSET: u64 = 64 + 24;
+    let config = config(Tier::Shmem, Tier::Dram, Tier::Ssd);
+    let store = SimStore::new(4);
+    let database = Database::open_with(config.clone(), Arc::new(store.clone())).unwrap();
+    for number in 0..20 {
+        database.namespace(0).unwrap().put(&key(number), &value(number, 1, 100), 0).unwrap();
+    }
+    stop(&store, database, false);
+    assert!(store.flip_bits("ns.journal.0000000000000001", Tier::Ssd, FIRST_ENTRY_DATA_OFFSET + 6, 0x04));
+    let database = Database::open_with(config.clone(), Arc::new(store.clone())).unwrap();
+    assert_ne!(database.restart_reports()[0].kind, RestartKind::Fresh);
+    let namespace = database.namespace(0).unwrap();
+    for number in 0..20 {
+        assert_eq!(namespace.get(&key(number)).unwrap().unwrap().bytes, value(number, 1, 100), "key {number}");
+    }
+    let database = reopen_after(&store, database, true, &config);
+    let namespace = database.namespace(0).unwrap();
+    for number in 0..20 {
+        assert_eq!(namespace.get(&key(number)).unwrap().unwrap().bytes, value(number, 1, 100), "key {number} after a checkpoint");
     }
 }
 

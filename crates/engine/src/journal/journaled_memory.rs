@@ -14,6 +14,7 @@ use parking_lot::Mutex;
 
 use super::format::*;
 use crate::error::{EngineError, Result};
+use crate::log::{is_blank_block_start, BLOCK_START_BYTES};
 
 /// Bytes of a segment to write, taken under the state lock.
 struct WriteOut {
@@ -308,8 +309,9 @@ fn load_image(image: &dyn Medium, memory: &MmapRegion, data_bytes: u64, block_by
     let mut block = vec![0u8; block_bytes as usize];
     for slot in 0..data_bytes / block_bytes {
         let at = IMAGE_DATA_OFFSET + slot * block_bytes;
-        image.read_at(at, &mut block[..crate::log::BLOCK_HEADER_BYTES])?;
-        if block[..8] != crate::log::block::BLOCK_MAGIC.to_le_bytes() {
+        // A damaged block header is the record log's to judge: every block not free is loaded.
+        image.read_at(at, &mut block[..BLOCK_START_BYTES])?;
+        if is_blank_block_start(&block[..BLOCK_START_BYTES]) {
             continue;
         }
         image.read_at(at, &mut block)?;

@@ -14,8 +14,9 @@
 //! | 48     | 12   | reserved, 0                                                 |
 //! | 60     | 4    | crc32c of bytes 0..60                                       |
 //!
-//! A free block has a zeroed header. A block whose header is damaged (not zeroed, not valid) is
-//! recognised by its first record, which carries the low 32 bits of the block's sequence number.
+//! A free block has a zeroed header and a zeroed first record header. A block whose header is
+//! damaged (invalid, or zeroed over a record) is recognised by its first record, which carries the
+//! low 32 bits of the block's sequence number, and its header is rewritten.
 
 use crate::log::record::{u32_at, u64_at};
 
@@ -25,8 +26,6 @@ const MAGIC_OFFSET: usize = 0;
 const VERSION_OFFSET: usize = MAGIC_OFFSET + 8;
 const SLOT_OFFSET: usize = VERSION_OFFSET + 4;
 const SEQ_OFFSET: usize = SLOT_OFFSET + 4;
-/// Where a damaged header's sequence number is looked for (see `RecordLog::open`).
-pub(crate) const BLOCK_SEQ_FIELD_OFFSET: usize = SEQ_OFFSET;
 const SIZE_OFFSET: usize = SEQ_OFFSET + 8;
 const FINGERPRINT_OFFSET: usize = SIZE_OFFSET + 8;
 const CREATED_OFFSET: usize = FINGERPRINT_OFFSET + 8;

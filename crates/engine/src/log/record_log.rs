@@ -17,10 +17,10 @@ use hybridkv_media::{DurabilityPath, Medium, PAGE_BYTES};
 use parking_lot::{Mutex, RwLock};
 
 use crate::error::{EngineError, Result};
-use crate::log::block::{BlockHeader, BLOCK_HEADER_BYTES, BLOCK_SEQ_FIELD_OFFSET};
+use crate::log::block::{BlockHeader, BLOCK_HEADER_BYTES};
 use crate::log::location::{Location, BLOCK_SLOTS_MAX};
 use crate::log::record::{
-    self, decode_header, u32_at, u64_at, RecordHeader, RecordView, BLOCK_SEQ_OFFSET, RECORD_ALIGN_BYTES, RECORD_HEADER_BYTES,
+    self, decode_header, u32_at, RecordHeader, RecordView, BLOCK_SEQ_OFFSET, RECORD_ALIGN_BYTES, RECORD_HEADER_BYTES,
 };
 
 /// Blocks kept free for defragmentation, so that it can always make progress on a full device.
@@ -144,25 +144,27 @@ impl<P> RecordLog<P> {
         let mut in_use = Vec::new();
         let mut free_slots = BTreeSet::new();
         let mut damaged = Vec::new();
-        let mut header_bytes = [0u8; BLOCK_HEADER_BYTES];
+        let mut start_bytes = [0u8; BLOCK_START_BYTES];
         for slot in 0..slot_count as u32 {
-            medium.read_at(slot as u64 * block_bytes, &mut header_bytes)?;
-            match BlockHeader::decode(&header_bytes, slot, block_bytes, fingerprint) {
+            medium.read_at(slot as u64 * block_bytes, &mut start_bytes)?;
+            match BlockHeader::decode(&start_bytes[..BLOCK_HEADER_BYTES], slot, block_bytes, fingerprint) {
                 Some(header) => in_use.push(header),
-                None if header_bytes.iter().all(|&byte| byte == 0) => {
+                None if is_blank_block_start(&start_bytes) => {
                     free_slots.insert(slot);
                 }
-                None => damaged.push((slot, u64_at(&header_bytes, BLOCK_SEQ_FIELD_OFFSET))),
+                // A zeroed header over a record is damage too: freeing zeroes the first record's
+                // header before the block's (see `free_block`).
+                None => damaged.push(slot),
             }
         }
-        let newest_intact_seq = in_use.iter().map(|header| header.seq).max().unwrap_or(0);
+        let seq_bound = in_use.iter().map(|header| header.seq).max().unwrap_or(0) + slot_count;
         let mut set_aside_slots = 0;
-        for (slot, seq) in damaged {
-            let plausible = seq > 0 && seq <= newest_intact_seq + slot_count;
-            let header = BlockHeader { slot, seq, block_bytes, fingerprint, created_unix_ms: 0 };
-            match first_record(&*medium, &header)? {
-                FirstRecord::Valid if plausible => {
-                    tracing::error!(slot, seq, "write block header damaged: block recognised by its records");
+        for slot in damaged {
+            match first_record(&*medium, slot, block_bytes, seq_bound)? {
+                FirstRecord::Valid { seq } if in_use.iter().all(|header| header.seq != seq) => {
+                    let header = BlockHeader { slot, seq, block_bytes, fingerprint, created_unix_ms: 0 };
+                    tracing::error!(slot, seq, "write block header damaged: block recognised by its records, header rewritten");
+                    rewrite_header(&*medium, &header)?;
                     in_use.push(header);
                 }
                 FirstRecord::Absent => {
@@ -590,15 +592,21 @@ impl<P> RecordLog<P> {
         self.read_block_bytes(slot, from_offset, out)
     }
 
-    /// Frees a block whose live records have all been moved and made durable: its header is
-    /// zeroed durably, so no later recovery sees its stale records.
+    /// Frees a block whose live records have all been moved and made durable: its start is
+    /// zeroed durably, so no later recovery sees its stale records. The first record's header is
+    /// zeroed (durably) before the block's, so a zeroed block header over a record is always
+    /// damage (see `open`), never a freed block.
     pub(crate) fn free_block(&self, slot: u32) -> Result<()> {
         assert_ne!(self.state.lock().active_slot, slot, "the active block is never freed");
         let base = self.block_base(slot);
         if self.buffered {
+            // One page, written whole.
             self.medium.write_at(base, &vec![0u8; PAGE_BYTES as usize])?;
             self.medium.persist(base, PAGE_BYTES)?;
         } else {
+            let first_record = base + BLOCK_HEADER_BYTES as u64;
+            self.medium.write_at(first_record, &[0u8; RECORD_HEADER_BYTES])?;
+            self.medium.persist(first_record, RECORD_HEADER_BYTES as u64)?;
             self.medium.write_at(base, &[0u8; BLOCK_HEADER_BYTES])?;
             self.medium.persist(base, BLOCK_HEADER_BYTES as u64)?;
         }
@@ -609,27 +617,40 @@ impl<P> RecordLog<P> {
     }
 }
 
+/// Bytes at the start of a block that are all zero exactly when the block is free: its header
+/// and its first record's header.
+pub(crate) const BLOCK_START_BYTES: usize = BLOCK_HEADER_BYTES + RECORD_HEADER_BYTES;
+const _: () = assert!(BLOCK_START_BYTES as u64 <= PAGE_BYTES, "freeing a buffered block zeroes one page");
+
+/// Whether `start` (a block's first BLOCK_START_BYTES) is that of a free block.
+pub(crate) fn is_blank_block_start(start: &[u8]) -> bool {
+    assert_eq!(start.len(), BLOCK_START_BYTES);
+    start.iter().all(|&byte| byte == 0)
+}
+
 /// What starts a block whose header is damaged.
 enum FirstRecord {
     /// Zeroes: the block holds no record.
     Absent,
-    /// A record valid under the header's sequence number.
-    Valid,
-    /// Anything else: a damaged record, another use's leftovers, or a damaged sequence number.
+    /// A valid record, of the block numbered `seq`.
+    Valid { seq: u64 },
+    /// Anything else: a damaged record, another use's leftovers, or an implausible sequence number.
     Unrecognised,
 }
 
-/// How a block whose header is damaged (not zeroed, so not freed) is told from garbage: each
-/// record carries the low 32 bits of its block's sequence number, under its checksum.
-fn first_record(medium: &dyn Medium, block: &BlockHeader) -> Result<FirstRecord> {
-    let base = block.slot as u64 * block.block_bytes + BLOCK_HEADER_BYTES as u64;
-    let room = (block.block_bytes - BLOCK_HEADER_BYTES as u64) as usize;
+/// How a block whose header is damaged or zeroed (with a record after it) is told from garbage:
+/// each record carries the low 32 bits of its block's sequence number under its checksum; the
+/// high bits are those of the largest plausible number, at most `seq_bound`.
+fn first_record(medium: &dyn Medium, slot: u32, block_bytes: u64, seq_bound: u64) -> Result<FirstRecord> {
+    let base = slot as u64 * block_bytes + BLOCK_HEADER_BYTES as u64;
+    let room = (block_bytes - BLOCK_HEADER_BYTES as u64) as usize;
     let mut bytes = vec![0u8; RECORD_READ_AHEAD_BYTES.min(room)];
     medium.read_at(base, &mut bytes)?;
     if bytes[..RECORD_HEADER_BYTES].iter().all(|&byte| byte == 0) {
         return Ok(FirstRecord::Absent);
     }
     let Ok(header) = decode_header(&bytes) else { return Ok(FirstRecord::Unrecognised) };
+    let Some(seq) = seq_with_low_bits(header.block_seq_low, seq_bound) else { return Ok(FirstRecord::Unrecognised) };
     if header.record_bytes() > room {
         return Ok(FirstRecord::Unrecognised);
     }
@@ -637,7 +658,24 @@ fn first_record(medium: &dyn Medium, block: &BlockHeader) -> Result<FirstRecord>
         bytes.resize(header.record_bytes(), 0);
         medium.read_at(base, &mut bytes)?;
     }
-    Ok(if record::decode(&bytes, block.seq as u32).is_ok() { FirstRecord::Valid } else { FirstRecord::Unrecognised })
+    Ok(if record::decode(&bytes, seq as u32).is_ok() { FirstRecord::Valid { seq } } else { FirstRecord::Unrecognised })
+}
+
+/// Writes `header` over a damaged one, durably, in as many bytes as the medium writes at once.
+fn rewrite_header(medium: &dyn Medium, header: &BlockHeader) -> Result<()> {
+    let base = header.slot as u64 * header.block_bytes;
+    let mut bytes = vec![0u8; BLOCK_HEADER_BYTES.next_multiple_of(medium.write_alignment_bytes().max(1) as usize)];
+    medium.read_at(base, &mut bytes)?;
+    bytes[..BLOCK_HEADER_BYTES].copy_from_slice(&header.encode());
+    medium.write_at(base, &bytes)?;
+    Ok(medium.persist(base, bytes.len() as u64)?)
+}
+
+/// The largest block sequence number in 1..=bound whose low 32 bits are `low`.
+fn seq_with_low_bits(low: u32, bound: u64) -> Option<u64> {
+    let candidate = (bound & !u64::from(u32::MAX)) | u64::from(low);
+    let seq = if candidate > bound { candidate.checked_sub(1 << 32)? } else { candidate };
+    (seq > 0).then_some(seq)
 }
 
 fn corrupt(location: Location, detail: &str) -> EngineError {
@@ -691,4 +729,27 @@ fn next_valid_record(image: &[u8], from: usize, block_seq_low: u32) -> Option<us
         // Cheap filter first: zeroes and an earlier use's leftovers fail it.
         u32_at(image, at + BLOCK_SEQ_OFFSET) == block_seq_low && record::decode(&image[at..], block_seq_low).is_ok()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sequence_number_is_rebuilt_from_its_low_bits_below_the_bound() {
+        assert_eq!(seq_with_low_bits(7, 20), Some(7));
+        assert_eq!(seq_with_low_bits(21, 20), None, "above the bound, no earlier number has those bits");
+        assert_eq!(seq_with_low_bits(0, 20), None, "sequence numbers start at 1");
+        let bound = (3 << 32) + 10;
+        assert_eq!(seq_with_low_bits(5, bound), Some((3 << 32) + 5));
+        assert_eq!(seq_with_low_bits(11, bound), Some((2 << 32) + 11));
+    }
+
+    #[test]
+    fn only_zeroes_over_the_header_and_the_first_record_header_make_a_free_block() {
+        let mut start = [0u8; BLOCK_START_BYTES];
+        assert!(is_blank_block_start(&start));
+        start[BLOCK_HEADER_BYTES] = 1;
+        assert!(!is_blank_block_start(&start), "a record after a zeroed header is damage, not a free block");
+    }
 }
