@@ -57,10 +57,14 @@ impl PendingEntries {
             return;
         };
         self.part_entries -= removed.map_or(0, |removed| usize::from(removed.entry.part));
-        let (newest, count) = self.newest.get_mut(&digest).expect("every queued digest is in the map");
+        // One probe of the map: publication removes an entry per record flushed.
+        let std::collections::hash_map::Entry::Occupied(mut occupied) = self.newest.entry(digest) else {
+            unreachable!("every queued digest is in the map")
+        };
+        let (newest, count) = occupied.get_mut();
         *count -= 1;
         if *count == 0 {
-            self.newest.remove(&digest);
+            occupied.remove();
         } else if newest.lsn == lsn {
             *newest = *self.queue.iter().rev().find(|pending| pending.entry.digest == digest).expect("count > 0");
         }

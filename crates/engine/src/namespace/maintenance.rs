@@ -24,12 +24,12 @@ const EXPIRY_PARTITIONS_PER_TICK: usize = 32;
 const DEFRAG_BLOCKS_PER_ROUND: usize = 8;
 /// Under 1/N of the blocks free, defragmentation runs at every tick.
 const FREE_BLOCKS_LOW_FRACTION: usize = 8;
-/// While at least 1/N of the blocks are free, only blocks under the low-water mark divided by
-/// DEFRAG_UNPRESSED_LOW_WATER_DIVISOR are defragmented: a block left alone keeps losing live
-/// records to overwrites and deletes, so waiting copies fewer live bytes per byte freed (at a
-/// quarter live, a third of a byte; at half live, one byte).
-const FREE_BLOCKS_UNPRESSED_FRACTION: usize = 2;
-const DEFRAG_UNPRESSED_LOW_WATER_DIVISOR: u64 = 2;
+/// Once 1/N of the blocks are in use the configured low-water mark applies; with fewer in use the
+/// mark is scaled down by their share (at a tenth in use, a fifth of the mark): a block left
+/// alone keeps losing live records to overwrites and deletes, so waiting copies fewer live bytes
+/// per byte freed (at a tenth live, a ninth of a byte; at half live, one byte), and while most of
+/// the space is free nothing is gained by freeing more of it early.
+const USED_BLOCKS_FULL_LOW_WATER_FRACTION: u64 = 2;
 /// A checkpoint is taken early when old index tables waiting for one pass 1/N of the region.
 const INDEX_DEFERRED_FRACTION_MAX: u64 = 8;
 
@@ -155,12 +155,16 @@ impl Namespace {
         Ok(())
     }
 
-    /// Live bytes under which a block is defragmented now: the configured low-water mark when
-    /// space runs short, a lower mark while it is plentiful.
+    /// Live bytes under which a block is defragmented now: the configured low-water mark once
+    /// space is half used, a mark scaled down by the share in use before (see
+    /// USED_BLOCKS_FULL_LOW_WATER_FRACTION).
     fn defrag_low_water_bytes(&self) -> u64 {
         let low_water = self.log.block_bytes() * self.config.defrag_low_water_percent as u64 / 100;
-        let unpressed = self.log.free_block_count() * FREE_BLOCKS_UNPRESSED_FRACTION >= self.log.block_count();
-        if unpressed { low_water / DEFRAG_UNPRESSED_LOW_WATER_DIVISOR } else { low_water }
+        let blocks = self.log.block_count() as u64;
+        let used_blocks = blocks - self.log.free_block_count() as u64;
+        let scaled = low_water * (used_blocks * USED_BLOCKS_FULL_LOW_WATER_FRACTION).min(blocks) / blocks;
+        // A block with no live record costs nothing to free: it always qualifies.
+        scaled.max(1)
     }
 
     /// Recomputes each block's live bytes from the index (after a warm start, where they are not
