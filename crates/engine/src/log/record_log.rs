@@ -157,7 +157,10 @@ impl<P> RecordLog<P> {
                 None => damaged.push(slot),
             }
         }
-        let seq_bound = in_use.iter().map(|header| header.seq).max().unwrap_or(0) + slot_count;
+        let newest_intact_seq = in_use.iter().map(|header| header.seq).max().unwrap_or(0);
+        // Blocks whose headers were lost are newer than the newest intact one by at most a slot
+        // count each (see `next_seq` below), so their numbers lie under this bound.
+        let seq_bound = newest_intact_seq + 1 + 2 * slot_count;
         let mut set_aside_slots = 0;
         for slot in damaged {
             match first_record(&*medium, slot, block_bytes, seq_bound)? {
@@ -195,7 +198,12 @@ impl<P> RecordLog<P> {
             active_seq: 0,
             write_offset: 0,
             next_lsn: 1,
-            next_seq: in_use.last().map_or(1, |header| header.seq + 1),
+            // Sequence numbers are never reused, not even those of blocks whose headers were lost
+            // (damage, or a crash that tore the header of a block it had started): such a block's
+            // records may still lie past the end of a new block in its slot and would verify under
+            // a reused number. Up to a slot count of blocks can have been started after the newest
+            // intact one, so numbering resumes that many past it.
+            next_seq: in_use.last().map_or(0, |header| header.seq) + 1 + slot_count,
             free_slots,
             unflushed_ranges: Vec::new(),
             written_out_offset: 0,
