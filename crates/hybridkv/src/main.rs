@@ -11,7 +11,8 @@ use hybridkv_server::{EngineCallMode, ServerConfig};
 
 /// Request buffers, replies and records are many short-lived allocations across threads:
 /// mimalloc's thread-local free lists serve them several times cheaper than glibc's malloc
-/// (docs/design/server.md).
+/// (docs/design/server.md). Built without its huge-page advice (the `no_thp` feature), and
+/// `serve` turns transparent huge pages off for the process: see `serve`.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -211,6 +212,12 @@ fn log_startup(database: &Database) {
 }
 
 fn serve(args: ServeArgs) -> Result<(), String> {
+    // With huge pages, khugepaged makes the memory mimalloc has given back resident again, and
+    // the server's RSS grows under a steady load (docs/RELIABILITY.md, "Soak"). Only memory is
+    // at stake, so a kernel that refuses is reported and the server runs on.
+    if let Err(error) = hybridkv_media::disable_transparent_huge_pages() {
+        tracing::warn!(%error, "cannot turn transparent huge pages off: resident memory may grow as khugepaged collapses freed memory");
+    }
     let config = engine_config(&args)?;
     let server = server_config(&args, &config)?;
     let database = Database::open(config).map_err(|error| format!("cannot open the database: {error}"))?;

@@ -1,4 +1,5 @@
-//! Media layer: the only place that touches memory mappings, files and CPU cache-line flushes.
+//! Media layer: the only place that touches memory mappings, files and CPU cache-line flushes
+//! (and the process's transparent huge pages, [`disable_transparent_huge_pages`]).
 //!
 //! Everything above sees media through [`Medium`] (a fixed-length byte space with an explicit
 //! "make durable" call) and [`MediaProvider`] (opens named media of a tier). The simulated
@@ -8,6 +9,7 @@
 mod block_file;
 mod error;
 mod flush;
+mod huge_pages;
 mod medium;
 mod provider;
 mod region;
@@ -16,6 +18,7 @@ pub mod sim;
 pub use block_file::BlockFile;
 pub use error::MediaError;
 pub use flush::{cache_flush_instruction, CacheFlushInstruction};
+pub use huge_pages::{disable_transparent_huge_pages, transparent_huge_pages_disabled};
 pub use medium::{DurabilityPath, Medium, MediumInfo, Tier, PAGE_BYTES};
 pub use provider::{FsProvider, MediaProvider, OpenedMedium};
 pub use region::{MmapRegion, PmemMapping};
