@@ -98,6 +98,8 @@ type Tombstones = Box<[Mutex<DigestMap<u64>>]>;
 #[derive(Default)]
 struct ReplayBuffers {
     image: Vec<u8>,
+    /// Where the bytes read into `image` start (see `RecordLog::read_block_from`).
+    image_start: usize,
     /// Members of the batch being walked.
     batch: Vec<Recovered>,
     /// The records of the block to apply, in log order.
@@ -337,7 +339,7 @@ impl Namespace {
         touched: Option<&mut BTreeSet<usize>>,
         buffers: &mut ReplayBuffers,
     ) -> Result<u64> {
-        self.log.read_block_from(block.slot, from, &mut buffers.image)?;
+        buffers.image_start = self.log.read_block_from(block.slot, from, &mut buffers.image)?;
         let (walked, max_lsn) = self.applicable_records(block, from, buffers);
         let records = self.apply_all(&buffers.applicable, tombstones, touched)?;
         // Counted per block: shared counters bumped per record would bounce between the threads.
@@ -359,7 +361,7 @@ impl Namespace {
     /// outside a batch, and the members of every complete batch. Returns the walk and the largest
     /// LSN seen (applicable or not).
     fn applicable_records(&self, block: &BlockHeader, from: u64, buffers: &mut ReplayBuffers) -> (Walked, u64) {
-        let ReplayBuffers { image, batch, applicable } = buffers;
+        let ReplayBuffers { image, image_start, batch, applicable } = buffers;
         batch.clear();
         applicable.clear();
         let mut max_lsn = 0u64;
@@ -368,7 +370,7 @@ impl Namespace {
         // durabilities it is where the durable part of the log ends.
         let past_damage = self.config.durability == Durability::Always;
         let mut expected_offset = 0;
-        let walked = walk_records(image, block.seq, past_damage, |offset, view| {
+        let walked = walk_records(&image[*image_start..], block.seq, past_damage, |offset, view| {
             if offset != expected_offset {
                 // Records were skipped: a batch in progress lost members.
                 batch.clear();

@@ -142,7 +142,8 @@ impl Medium for BlockFile {
         if buf.is_empty() {
             return Ok(());
         }
-        if !self.direct_io {
+        let aligned = offset % PAGE_BYTES == 0 && buf.len() as u64 % PAGE_BYTES == 0 && buf.as_ptr().align_offset(PAGE_BYTES as usize) == 0;
+        if !self.direct_io || aligned {
             return self.read_exact(offset, buf);
         }
         // O_DIRECT needs aligned offset, length and memory: read the covering pages.
@@ -203,6 +204,24 @@ mod tests {
         let mut buf = [0u8; 10];
         file.read_at(PAGE_BYTES + 4000, &mut buf).unwrap();
         assert_eq!(&buf, b"0123456789");
+    }
+
+    /// A page-aligned read into page-aligned memory goes to the file directly: no bounce buffer
+    /// is taken, not even one kept from before.
+    #[test]
+    fn aligned_reads_into_aligned_memory_skip_the_bounce_buffer() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = BlockFile::open(&dir.path().join("blocks"), 1024 * PAGE_BYTES, true).unwrap();
+        let len = 300 * PAGE_BYTES as usize;
+        let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        let mut memory = vec![0u8; len + PAGE_BYTES as usize];
+        let shift = memory.as_ptr().align_offset(PAGE_BYTES as usize);
+        memory[shift..shift + len].copy_from_slice(&data);
+        file.write_at(4 * PAGE_BYTES, &memory[shift..shift + len]).unwrap();
+        memory.fill(0);
+        file.read_at(4 * PAGE_BYTES, &mut memory[shift..shift + len]).unwrap();
+        assert_eq!(memory[shift..shift + len], data[..]);
+        assert!(file.kept_bounce.lock().as_ref().is_none_or(|kept| kept.as_slice().len() < len), "read without the bounce buffer");
     }
 
     /// Large transfers go through the kept bounce buffer: one that grows, then is reused for a

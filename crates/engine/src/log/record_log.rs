@@ -594,10 +594,20 @@ impl<P> RecordLog<P> {
         }
     }
 
-    /// Reads block `slot` from `from_offset` to the end into `out` (for scans and recovery).
-    pub(crate) fn read_block_from(&self, slot: u32, from_offset: u64, out: &mut Vec<u8>) -> Result<()> {
-        out.resize((self.block_bytes - from_offset) as usize, 0);
-        self.read_block_bytes(slot, from_offset, out)
+    /// Reads block `slot` from `from_offset` to the end into `buffer` (for scans and recovery) and
+    /// returns where in `buffer` the byte at `from_offset` is. The read covers whole pages into a
+    /// page-aligned window of `buffer`, so a block file with direct I/O reads straight into it,
+    /// not through a bounce buffer of its own (a block's worth of memory more).
+    pub(crate) fn read_block_from(&self, slot: u32, from_offset: u64, buffer: &mut Vec<u8>) -> Result<usize> {
+        assert!(from_offset < self.block_bytes);
+        let first_page = from_offset / PAGE_BYTES * PAGE_BYTES;
+        let window_bytes = (self.block_bytes - first_page) as usize;
+        buffer.resize(window_bytes + PAGE_BYTES as usize, 0);
+        let shift = buffer.as_ptr().align_offset(PAGE_BYTES as usize);
+        assert!(shift < PAGE_BYTES as usize);
+        self.read_block_bytes(slot, first_page, &mut buffer[shift..shift + window_bytes])?;
+        buffer.truncate(shift + window_bytes);
+        Ok(shift + (from_offset - first_page) as usize)
     }
 
     /// Frees a block whose live records have all been moved and made durable: its start is

@@ -51,11 +51,11 @@ impl Namespace {
                 break;
             }
             for (slot, seq) in blocks {
-                self.log.read_block_from(slot, BLOCK_HEADER_BYTES as u64, &mut image)?;
+                let start = self.log.read_block_from(slot, BLOCK_HEADER_BYTES as u64, &mut image)?;
                 report.blocks_read += 1;
-                report.bytes_read += image.len() as u64;
+                report.bytes_read += (image.len() - start) as u64;
                 let mut stopped = false;
-                walk_records(&image, seq, true, |offset, view| {
+                walk_records(&image[start..], seq, true, |offset, view| {
                     if stopped {
                         return;
                     }

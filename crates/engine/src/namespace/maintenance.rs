@@ -174,9 +174,9 @@ impl Namespace {
         blocks.push(self.log.active_block());
         let mut image = Vec::new();
         for (slot, seq) in blocks {
-            self.log.read_block_from(slot, BLOCK_HEADER_BYTES as u64, &mut image)?;
+            let start = self.log.read_block_from(slot, BLOCK_HEADER_BYTES as u64, &mut image)?;
             let mut live = 0u64;
-            walk_records(&image, seq, true, |offset, view| {
+            walk_records(&image[start..], seq, true, |offset, view| {
                 let location = Namespace::location_of(slot, BLOCK_HEADER_BYTES as u64 + offset, view);
                 if view.header.is_tombstone() || self.points_at(view, location) {
                     live += view.header.record_bytes() as u64;
@@ -240,9 +240,9 @@ impl Namespace {
         let mut last_position = None;
         let mut damaged = Vec::new();
         for &(slot, seq) in &candidates {
-            self.log.read_block_from(slot, BLOCK_HEADER_BYTES as u64, &mut image)?;
+            let start = self.log.read_block_from(slot, BLOCK_HEADER_BYTES as u64, &mut image)?;
             let mut outcome = Ok(());
-            let walked = walk_records(&image, seq, true, |offset, view| {
+            let walked = walk_records(&image[start..], seq, true, |offset, view| {
                 if outcome.is_err() {
                     return;
                 }
