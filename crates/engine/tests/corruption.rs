@@ -521,3 +521,13 @@ fn an_index_region_of_the_previous_format_version_is_rebuilt_cold() {
     let database = Database::open_with(config, Arc::new(store.clone())).unwrap();
     assert_eq!(database.restart_reports()[0].kind, RestartKind::Warm);
 }
+
+/// Seeds of the campaign at scale that found bugs, replayed by the test command: each is one
+/// trial of today's workload generator (a change to it makes them other trials, still valid
+/// ones). 1000946: a replay from the very end of a block.
+#[test]
+fn seeds_that_found_bugs_pass() {
+    for seed in [1_000_946, 1_001_709, 1_004_384] {
+        trial(seed, &mut Tally::default());
+    }
+}

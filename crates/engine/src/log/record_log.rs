@@ -599,7 +599,7 @@ impl<P> RecordLog<P> {
     /// page-aligned window of `buffer`, so a block file with direct I/O reads straight into it,
     /// not through a bounce buffer of its own (a block's worth of memory more).
     pub(crate) fn read_block_from(&self, slot: u32, from_offset: u64, buffer: &mut Vec<u8>) -> Result<usize> {
-        assert!(from_offset < self.block_bytes);
+        assert!(from_offset <= self.block_bytes, "a block is read from inside it or from its end (nothing)");
         let first_page = from_offset / PAGE_BYTES * PAGE_BYTES;
         let window_bytes = (self.block_bytes - first_page) as usize;
         buffer.resize(window_bytes + PAGE_BYTES as usize, 0);
