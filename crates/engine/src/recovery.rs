@@ -98,8 +98,6 @@ type Tombstones = Box<[Mutex<DigestMap<u64>>]>;
 #[derive(Default)]
 struct ReplayBuffers {
     image: Vec<u8>,
-    /// Where the bytes read into `image` start (see `RecordLog::read_block_from`).
-    image_start: usize,
     /// Members of the batch being walked.
     batch: Vec<Recovered>,
     /// The records of the block to apply, in log order.
@@ -339,8 +337,8 @@ impl Namespace {
         touched: Option<&mut BTreeSet<usize>>,
         buffers: &mut ReplayBuffers,
     ) -> Result<u64> {
-        buffers.image_start = self.log.read_block_from(block.slot, from, &mut buffers.image)?;
-        let (walked, max_lsn) = self.applicable_records(block, from, buffers);
+        let image_start = self.log.read_block_from(block.slot, from, &mut buffers.image)?;
+        let (walked, max_lsn) = self.applicable_records(block, from, image_start, buffers);
         let records = self.apply_all(&buffers.applicable, tombstones, touched)?;
         // Counted per block: shared counters bumped per record would bounce between the threads.
         progress.records.fetch_add(records, Ordering::Relaxed);
@@ -357,11 +355,11 @@ impl Namespace {
         Ok(from + walked.end)
     }
 
-    /// Walks the block image in `buffers` into `buffers.applicable`, in log order: every record
-    /// outside a batch, and the members of every complete batch. Returns the walk and the largest
-    /// LSN seen (applicable or not).
-    fn applicable_records(&self, block: &BlockHeader, from: u64, buffers: &mut ReplayBuffers) -> (Walked, u64) {
-        let ReplayBuffers { image, image_start, batch, applicable } = buffers;
+    /// Walks the block image in `buffers` (from `image_start`, the byte at `from`) into
+    /// `buffers.applicable`, in log order: every record outside a batch, and the members of every
+    /// complete batch. Returns the walk and the largest LSN seen (applicable or not).
+    fn applicable_records(&self, block: &BlockHeader, from: u64, image_start: usize, buffers: &mut ReplayBuffers) -> (Walked, u64) {
+        let ReplayBuffers { image, batch, applicable } = buffers;
         batch.clear();
         applicable.clear();
         let mut max_lsn = 0u64;
@@ -370,7 +368,7 @@ impl Namespace {
         // durabilities it is where the durable part of the log ends.
         let past_damage = self.config.durability == Durability::Always;
         let mut expected_offset = 0;
-        let walked = walk_records(&image[*image_start..], block.seq, past_damage, |offset, view| {
+        let walked = walk_records(&image[image_start..], block.seq, past_damage, |offset, view| {
             if offset != expected_offset {
                 // Records were skipped: a batch in progress lost members.
                 batch.clear();

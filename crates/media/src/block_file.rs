@@ -53,6 +53,11 @@ impl AlignedBuffer {
     }
 }
 
+/// Whether `bytes` start on a page boundary, as O_DIRECT requires of the memory side.
+fn in_aligned_memory(bytes: &[u8]) -> bool {
+    bytes.as_ptr().align_offset(PAGE_BYTES as usize) == 0
+}
+
 // SAFETY: the buffer owns its allocation alone (like a `Box<[u8]>`), so moving it to another
 // thread moves the only access to it.
 unsafe impl Send for AlignedBuffer {}
@@ -142,7 +147,7 @@ impl Medium for BlockFile {
         if buf.is_empty() {
             return Ok(());
         }
-        let aligned = offset % PAGE_BYTES == 0 && buf.len() as u64 % PAGE_BYTES == 0 && buf.as_ptr().align_offset(PAGE_BYTES as usize) == 0;
+        let aligned = offset % PAGE_BYTES == 0 && buf.len() as u64 % PAGE_BYTES == 0 && in_aligned_memory(buf);
         if !self.direct_io || aligned {
             return self.read_exact(offset, buf);
         }
@@ -164,7 +169,7 @@ impl Medium for BlockFile {
             "block file writes are whole pages: offset {offset}, len {}",
             data.len()
         );
-        let result = if self.direct_io && (data.as_ptr() as usize) % PAGE_BYTES as usize != 0 {
+        let result = if self.direct_io && !in_aligned_memory(data) {
             self.with_bounce(data.len(), |bounce| {
                 bounce.copy_from_slice(data);
                 self.file.write_all_at(bounce, offset)
