@@ -47,9 +47,13 @@ pub struct RunArgs {
     /// scan's first pass is then not COLD, and restart cannot run).
     #[arg(long, conflicts_with_all = ["compare", "matrix"])]
     pub addr: Option<String>,
-    /// Run hybridkv and this target alternately (A B A B ...) and report per-round ratios.
+    /// Run hybridkv and this target alternately (A B A B ...) and report per-round ratios:
+    /// `redis`, or hybridkv on `--baseline-placement` (with the same flags otherwise).
     #[arg(long, value_enum)]
     pub compare: Option<CompareWith>,
+    /// The placement `--compare placement` measures `--placement` against.
+    #[arg(long, default_value = "dram/dram")]
+    pub baseline_placement: Placement,
     /// Rounds of --compare (each round runs both targets once).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(3..=100))]
     pub rounds: u32,
@@ -75,6 +79,13 @@ pub struct RunArgs {
     /// each batch's scheduled send time). Without it the load is closed-loop.
     #[arg(long)]
     pub rate: Option<f64>,
+    /// How the mixes choose keys: uniformly, or zipfian with theta 0.99 (scrambled, as YCSB).
+    #[arg(long, value_enum, default_value_t = KeyDistribution::Uniform)]
+    pub distribution: KeyDistribution,
+    /// hybridkv's DRAM record cache in front of records on ssd or pmem (its `serve --cache`),
+    /// e.g. 216MB or 64MiB; the server's default (256MiB) when not given.
+    #[arg(long)]
+    pub cache: Option<String>,
     /// Records ingested before the measurement [default: 200000; 1000000 for mix-70-30 and restart].
     #[arg(long)]
     pub keys: Option<u64>,
@@ -179,6 +190,26 @@ pub enum TargetKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum CompareWith {
     Redis,
+    Placement,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KeyDistribution {
+    /// Every key equally likely.
+    #[default]
+    Uniform,
+    /// Scrambled zipfian, theta 0.99: a small hot set takes most operations.
+    Zipfian,
+}
+
+impl KeyDistribution {
+    pub fn name(self) -> &'static str {
+        match self {
+            KeyDistribution::Uniform => "uniform",
+            KeyDistribution::Zipfian => "zipfian 0.99",
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]

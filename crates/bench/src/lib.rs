@@ -4,7 +4,8 @@
 //! Reading order: `args` (what a run is asked to do) → `session` (single, --compare, --matrix;
 //! starts servers through `servers`) → `workloads` (one module per workload, built on `ingest`
 //! and `loadgen`, which talk RESP through `connection` and `protocol`) → `record` (the JSON),
-//! `markdown`, `plots` and `report` (bench/RESULTS.md).
+//! `markdown`, `plots` and `report` (bench/RESULTS.md). `zipfian` is the skewed key choice shared
+//! with the engine benchmark.
 
 mod args;
 mod connection;
@@ -20,6 +21,7 @@ mod report;
 mod servers;
 mod session;
 mod workloads;
+pub mod zipfian;
 
 pub use args::{BenchAction, BenchArgs, ReportArgs, RunArgs, Workload};
 pub use error::BenchError;

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use crate::args::{Placement, RedisRestartSource, StopMode, Workload};
+use crate::args::{KeyDistribution, Placement, RedisRestartSource, StopMode, Workload};
 use crate::record::{LatencySummary, Measurement, RunMode, RunRecord};
 use crate::session::median;
 use crate::workloads::headline_metrics;
@@ -63,6 +63,7 @@ fn workload_columns(workload: Workload) -> Vec<(&'static str, Column)> {
         _ => {
             let mut columns = vec![("ops/s", metric("ops_per_second", 0))];
             columns.extend(latencies());
+            columns.push(("record cache hit %", metric("cache_hit_percent", 1)));
             columns.push(("errors", metric("errors", 0)));
             columns
         }
@@ -85,9 +86,10 @@ fn cell(measurement: &Measurement, column: &Column) -> String {
 pub fn render_run(record: &RunRecord, plots: &[String]) -> String {
     let mut text = String::new();
     let mode = match record.mode {
-        RunMode::Single => "single target",
-        RunMode::Compare => "hybridkv vs Redis",
-        RunMode::Matrix => "placement matrix",
+        RunMode::Single => "single target".to_string(),
+        RunMode::Compare => "hybridkv vs Redis".to_string(),
+        RunMode::ComparePlacements => format!("hybridkv {} vs {}", record.settings.placement, baseline_placement(record)),
+        RunMode::Matrix => "placement matrix".to_string(),
     };
     let _ = writeln!(text, "### {} — {mode} ({})\n", record.workload, record.timestamp_utc);
     let _ = writeln!(text, "```\n{}\n```\n", record.command_line);
@@ -123,13 +125,18 @@ fn describe_settings(record: &RunRecord) -> String {
         workload => {
             let limit = settings.operations.map_or_else(|| format!("{} s measured", settings.duration_seconds), |count| format!("{count} operations measured"));
             let load = settings.rate_per_second.map_or_else(|| "closed loop".to_string(), |rate| format!("fixed rate {rate} ops/s"));
-            let data = if workload == Workload::Messaging { "inbound messages of 1–2 KB, each stored with 4 transforms".to_string() } else { records };
+            let data = if workload == Workload::Messaging {
+                "inbound messages of 1–2 KB, each stored with 4 transforms".to_string()
+            } else {
+                format!("{records}, {} keys", settings.distribution.name())
+            };
             format!("{} connections, pipeline {}, {load}, {data}, {} s warm-up, {limit}", settings.connections, settings.pipeline, settings.warmup_seconds)
         }
     };
+    let cache = settings.cache.as_ref().map_or_else(String::new, |size| format!("; hybridkv record cache {size}"));
     let machine = &record.machine;
     format!(
-        "{run}; durability {}. Machine: {} × {}, {:.1} GiB, kernel {}, commit {}{}.",
+        "{run}; durability {}{cache}. Machine: {} × {}, {:.1} GiB, kernel {}, commit {}{}.",
         settings.durability.name(),
         machine.processors,
         machine.cpu_model,
@@ -166,7 +173,15 @@ fn ratio_table(record: &RunRecord) -> String {
         return String::new();
     }
     let names: Vec<&str> = headline_metrics(record.workload).iter().map(|(name, _)| *name).collect();
-    let mut text = format!("Ratio hybridkv ÷ Redis per round (for times: Redis ÷ hybridkv), > 1 means hybridkv is better:\n\n| round | {} |\n|---|{}\n", names.join(" | "), "---|".repeat(names.len()));
+    let (ours, theirs) = match record.mode {
+        RunMode::ComparePlacements => (record.settings.placement.clone(), baseline_placement(record)),
+        _ => ("hybridkv".to_string(), "Redis".to_string()),
+    };
+    let mut text = format!(
+        "Ratio {ours} ÷ {theirs} per round (for times: {theirs} ÷ {ours}), > 1 means {ours} is better:\n\n| round | {} |\n|---|{}\n",
+        names.join(" | "),
+        "---|".repeat(names.len())
+    );
     for round in &record.rounds {
         let cells: Vec<String> = names.iter().map(|name| round.ratios.get(*name).map_or("–".into(), |ratio| format!("{ratio:.2}×"))).collect();
         let _ = writeln!(text, "| {} | {} |", round.round, cells.join(" | "));
@@ -179,7 +194,9 @@ fn ratio_table(record: &RunRecord) -> String {
 /// Rows: placements (and Redis from the newest comparison), columns: the four mixes, cells: ops/s
 /// from the newest matrix run (or comparison) of each mix.
 pub fn placement_table(records: &[RunRecord]) -> String {
-    let newest = |workload: Workload, mode: RunMode| records.iter().rev().find(|record| record.workload == workload && record.mode == mode);
+    let newest = |workload: Workload, mode: RunMode| {
+        records.iter().rev().find(|record| record.workload == workload && record.mode == mode && record.settings.distribution == KeyDistribution::Uniform)
+    };
     let mut text = String::from("| placement |");
     for workload in PLACEMENT_TABLE_WORKLOADS {
         let _ = write!(text, " {workload} ops/s |");
@@ -199,6 +216,10 @@ pub fn placement_table(records: &[RunRecord]) -> String {
     });
     let _ = writeln!(text, "| Redis (newest --compare run) | {} |", redis_cells.join(" | "));
     text
+}
+
+fn baseline_placement(record: &RunRecord) -> String {
+    record.settings.baseline_placement.clone().unwrap_or_else(|| "the baseline placement".to_string())
 }
 
 fn median_of_target(record: &RunRecord, target: &str) -> Option<f64> {

@@ -120,7 +120,7 @@ fn draw_bars(record: &RunRecord, path: &PathBuf) -> BenchResult<bool> {
 /// In a comparison one color per target, so the alternation is visible; otherwise one per bar.
 fn bar_color(record: &RunRecord, measurement: &Measurement, index: usize) -> PaletteColor<Palette99> {
     match record.mode {
-        RunMode::Compare => Palette99::pick(usize::from(measurement.target != "hybridkv")),
+        RunMode::Compare | RunMode::ComparePlacements => Palette99::pick(usize::from(record.is_baseline(measurement))),
         RunMode::Single | RunMode::Matrix => Palette99::pick(index),
     }
 }

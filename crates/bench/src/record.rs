@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use crate::args::{Durability, RedisRestartSource, StopMode, Workload};
+use crate::args::{Durability, KeyDistribution, RedisRestartSource, StopMode, Workload};
 use crate::error::{BenchError, BenchResult};
 
 /// Points of the latency percentile curve kept in the JSON (and drawn in the plots).
@@ -30,11 +30,25 @@ pub struct RunRecord {
     pub notes: Vec<String>,
 }
 
+impl RunRecord {
+    /// In a comparison, whether `measurement` is of the baseline (Redis, or hybridkv on the
+    /// baseline placement) rather than of the hybridkv placement under test.
+    pub fn is_baseline(&self, measurement: &Measurement) -> bool {
+        match self.mode {
+            RunMode::Compare => measurement.target != "hybridkv",
+            RunMode::ComparePlacements => measurement.placement.as_deref() != Some(self.settings.placement.as_str()),
+            RunMode::Single | RunMode::Matrix => false,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RunMode {
     Single,
     Compare,
+    /// --compare placement: hybridkv on --placement against hybridkv on --baseline-placement.
+    ComparePlacements,
     Matrix,
 }
 
@@ -57,6 +71,14 @@ pub struct Settings {
     /// Keys the restart workload reads back; `None` = all of them.
     pub verify_keys: Option<u64>,
     pub seed: u64,
+    /// Results written before these fields existed were uniform, with the server's default cache.
+    #[serde(default)]
+    pub distribution: KeyDistribution,
+    #[serde(default)]
+    pub cache: Option<String>,
+    /// --compare placement only.
+    #[serde(default)]
+    pub baseline_placement: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

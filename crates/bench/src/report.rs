@@ -70,7 +70,7 @@ fn render_block(runs: &[(RunRecord, Vec<String>)], fragments: &[PathBuf]) -> Ben
          hybridkv. The machine is shared and noisy: compare within a run, not across runs.\n\n",
     );
     text.push_str("### Placements (shape of the Aerospike reference table in BRIEF.md)\n\n");
-    text.push_str("ops/s from the newest `--matrix` run of each mix; Redis from the newest `--compare redis` run.\n\n");
+    text.push_str("ops/s from the newest `--matrix` run of each mix with uniform keys; Redis from the newest `--compare redis` run.\n\n");
     text.push_str(&placement_table(&records));
     for workload in Workload::ALL {
         for (record, plots) in runs.iter().filter(|(record, _)| record.workload == workload) {

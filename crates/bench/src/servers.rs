@@ -23,7 +23,7 @@ const LOG_TAIL_LINES: usize = 20;
 
 #[derive(Clone, Debug)]
 pub enum ServerSpec {
-    Hybridkv { binary: PathBuf, placement: Placement, journal: Option<JournalTier>, durability: Durability },
+    Hybridkv { binary: PathBuf, placement: Placement, journal: Option<JournalTier>, durability: Durability, cache: Option<String> },
     Redis { binary: PathBuf, persistence: RedisPersistence },
 }
 
@@ -50,7 +50,10 @@ impl RedisPersistence {
 impl ServerSpec {
     pub fn label(&self) -> String {
         match self {
-            ServerSpec::Hybridkv { placement, durability, .. } => format!("hybridkv {placement} durability {}", durability.name()),
+            ServerSpec::Hybridkv { placement, durability, cache, .. } => {
+                let cache = cache.as_ref().map_or_else(String::new, |size| format!(" cache {size}"));
+                format!("hybridkv {placement} durability {}{cache}", durability.name())
+            }
             ServerSpec::Redis { persistence: RedisPersistence::AppendOnly { fsync }, .. } => format!("redis appendfsync {fsync}"),
             ServerSpec::Redis { persistence: RedisPersistence::SnapshotOnSave, .. } => "redis without AOF (RDB by SAVE)".to_string(),
         }
@@ -68,12 +71,15 @@ impl ServerSpec {
         let directory = directories.files.path().display().to_string();
         let shmem_directory = directories.shmem.path().display().to_string();
         match self {
-            ServerSpec::Hybridkv { placement, journal, durability, .. } => {
+            ServerSpec::Hybridkv { placement, journal, durability, cache, .. } => {
                 let mut arguments = vec!["serve", "--port", &port, "--dir", &directory, "--shmem-dir", &shmem_directory];
                 arguments.extend(["--index", placement.index, "--data", placement.data]);
                 arguments.extend(["--durability", durability.name()]);
                 if let Some(journal) = journal {
                     arguments.extend(["--journal", journal.name()]);
+                }
+                if let Some(size) = cache {
+                    arguments.extend(["--cache", size]);
                 }
                 arguments.into_iter().map(String::from).collect()
             }

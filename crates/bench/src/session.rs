@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::args::{Placement, RedisRestartSource, RunArgs, TargetKind, VerifyKeys, Workload};
+use crate::args::{CompareWith, Placement, RedisRestartSource, RunArgs, TargetKind, VerifyKeys, Workload};
 use crate::error::{BenchError, BenchResult};
 use crate::record::{self, Machine, Measurement, RoundRatios, RunMode, RunRecord, Settings};
 use crate::servers::{check_hybridkv_binary, find_redis_server, ManagedServer, RedisPersistence, ServerSpec};
@@ -47,6 +47,9 @@ pub fn resolve_settings(args: &RunArgs) -> Settings {
             VerifyKeys::Sample(count) => Some(count),
         },
         seed: args.seed,
+        distribution: args.distribution,
+        cache: args.cache.clone(),
+        baseline_placement: (args.compare == Some(CompareWith::Placement)).then(|| args.baseline_placement.to_string()),
     }
 }
 
@@ -58,7 +61,7 @@ pub struct Session<'a> {
 
 impl<'a> Session<'a> {
     pub fn new(args: &'a RunArgs) -> BenchResult<Session<'a>> {
-        let wants_redis = args.compare.is_some() || (args.addr.is_none() && args.target == TargetKind::Redis);
+        let wants_redis = args.compare == Some(CompareWith::Redis) || (args.addr.is_none() && args.compare.is_none() && args.target == TargetKind::Redis);
         let wants_hybridkv = args.addr.is_none() && (args.compare.is_some() || args.matrix || args.target == TargetKind::Hybridkv);
         if wants_hybridkv {
             check_hybridkv_binary(&args.hybridkv_binary)?;
@@ -73,9 +76,13 @@ impl<'a> Session<'a> {
     }
 
     pub async fn run(&self) -> BenchResult<RunRecord> {
-        let (mode, measurements, rounds) = if self.args.compare.is_some() {
+        let (mode, measurements, rounds) = if let Some(compare) = self.args.compare {
             let (measurements, rounds) = self.compare().await?;
-            (RunMode::Compare, measurements, rounds)
+            let mode = match compare {
+                CompareWith::Redis => RunMode::Compare,
+                CompareWith::Placement => RunMode::ComparePlacements,
+            };
+            (mode, measurements, rounds)
         } else if self.args.matrix {
             (RunMode::Matrix, self.matrix().await, Vec::new())
         } else {
@@ -104,15 +111,20 @@ impl<'a> Session<'a> {
         }
     }
 
-    /// A B A B …: hybridkv then Redis in each round, so drift on a shared machine hits both.
+    /// A B A B …: hybridkv then the baseline (Redis, or hybridkv on --baseline-placement) in each
+    /// round, so drift on a shared machine hits both.
     async fn compare(&self) -> BenchResult<(Vec<Measurement>, Vec<RoundRatios>)> {
         let mut measurements = Vec::new();
         let mut rounds = Vec::new();
         for round in 1..=self.args.rounds {
             let ours = self.measure_started(self.hybridkv_spec(&self.args.placement), Some(round)).await?;
-            let theirs = self.measure_started(self.redis_spec()?, Some(round)).await?;
+            let baseline = match self.args.compare {
+                Some(CompareWith::Placement) => self.hybridkv_spec(&self.args.baseline_placement),
+                _ => self.redis_spec()?,
+            };
+            let theirs = self.measure_started(baseline, Some(round)).await?;
             let ratios = ratios(self.args.workload, &ours, &theirs);
-            eprintln!("round {round}/{}: {}", self.args.rounds, describe_ratios(&ratios));
+            eprintln!("round {round}/{}: {} ÷ {}: {}", self.args.rounds, ours.server, theirs.server, describe_ratios(&ratios));
             rounds.push(RoundRatios { round, ratios });
             measurements.extend([ours, theirs]);
         }
@@ -159,7 +171,13 @@ impl<'a> Session<'a> {
     }
 
     fn hybridkv_spec(&self, placement: &Placement) -> ServerSpec {
-        ServerSpec::Hybridkv { binary: self.args.hybridkv_binary.clone(), placement: placement.clone(), journal: self.args.journal, durability: self.args.durability }
+        ServerSpec::Hybridkv {
+            binary: self.args.hybridkv_binary.clone(),
+            placement: placement.clone(),
+            journal: self.args.journal,
+            durability: self.args.durability,
+            cache: self.args.cache.clone(),
+        }
     }
 
     fn redis_spec(&self) -> BenchResult<ServerSpec> {
@@ -226,7 +244,7 @@ pub fn median(mut values: Vec<f64>) -> Option<f64> {
 }
 
 fn describe_ratios(ratios: &BTreeMap<String, f64>) -> String {
-    ratios.iter().map(|(name, ratio)| format!("{name} hybridkv/redis {ratio:.2}×")).collect::<Vec<_>>().join(", ")
+    ratios.iter().map(|(name, ratio)| format!("{name} {ratio:.2}×")).collect::<Vec<_>>().join(", ")
 }
 
 #[cfg(test)]

@@ -164,3 +164,24 @@ fn matrix_covers_nine_placements_and_report_keeps_other_sections() {
     assert!(text.contains("| index pmem, data ssd |"));
     assert!(text.contains("write-only-throughput.png"), "plots are drawn and linked");
 }
+
+#[test]
+fn placements_compare_under_zipfian_keys_with_the_cache_hit_ratio() {
+    let Some(binary) = hybridkv_binary() else { return };
+    let results = tempfile::tempdir().unwrap();
+    let arguments = ["--workload", "mix-70-30", "--distribution", "zipfian", "--compare", "placement", "--placement", "pmem/ssd", "--cache", "64KiB", "--connections", "4"];
+    let record = run(&binary, &results, &arguments).unwrap();
+    let placements: Vec<&str> = record.measurements.iter().map(|measurement| measurement.placement.as_deref().unwrap()).collect();
+    assert_eq!(placements, ["pmem/ssd", "dram/dram", "pmem/ssd", "dram/dram", "pmem/ssd", "dram/dram"]);
+    assert_eq!(record.settings.baseline_placement.as_deref(), Some("dram/dram"));
+    assert!(record.median_ratios["ops_per_second"] > 0.0);
+    for (index, measurement) in record.measurements.iter().enumerate() {
+        assert_eq!(metric(&record, index, "errors"), 0.0, "{}: {:?}", measurement.server, measurement.notes);
+        let hit_percent = measurement.metrics.get("cache_hit_percent");
+        match measurement.placement.as_deref() {
+            // 2,000 records of 64 bytes do not fit in 64 KiB: some gets miss, the hot ones hit.
+            Some("pmem/ssd") => assert!(hit_percent.is_some_and(|&percent| percent > 0.0 && percent < 100.0), "{}: {hit_percent:?}", measurement.server),
+            _ => assert_eq!(hit_percent, None, "records in DRAM have no record cache"),
+        }
+    }
+}

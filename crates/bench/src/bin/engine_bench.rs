@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use hybridkv_bench::zipfian::{Zipfian, ZIPFIAN_THETA_DEFAULT};
 use hybridkv_engine::{Config, Database, Durability, NamespaceConfig, RestartKind, Tier, MIB};
 use rand::{Rng, SeedableRng};
 
@@ -460,38 +461,6 @@ fn write_scan_plot(path: &Path, points: &[(f64, f64, f64)]) -> std::io::Result<(
     std::fs::write(path, svg)
 }
 
-/// Scrambled zipfian key choice (Gray et al., as in YCSB): rank r has probability ∝ 1/r^theta,
-/// and ranks are spread over the key space by a hash so that hot keys are not neighbours.
-struct Zipfian {
-    keys: u64,
-    theta: f64,
-    zeta_n: f64,
-    alpha: f64,
-    eta: f64,
-}
-
-impl Zipfian {
-    fn new(keys: u64, theta: f64) -> Zipfian {
-        let zeta = |n: u64| (1..=n).map(|i| 1.0 / (i as f64).powf(theta)).sum::<f64>();
-        let zeta_n = zeta(keys);
-        let eta = (1.0 - (2.0 / keys as f64).powf(1.0 - theta)) / (1.0 - zeta(2) / zeta_n);
-        Zipfian { keys, theta, zeta_n, alpha: 1.0 / (1.0 - theta), eta }
-    }
-
-    fn sample(&self, rng: &mut impl Rng) -> u64 {
-        let u: f64 = rng.gen();
-        let uz = u * self.zeta_n;
-        let rank = if uz < 1.0 {
-            0
-        } else if uz < 1.0 + 0.5f64.powf(self.theta) {
-            1
-        } else {
-            ((self.keys as f64) * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as u64
-        };
-        rank.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17) % self.keys
-    }
-}
-
 /// Closed-loop 70% reads / 30% writes of 64-byte values with zipfian keys, from `threads`
 /// threads; ops/s.
 fn mixed_zipfian(database: &Database, zipfian: &Zipfian, seconds: f64, threads: usize) -> f64 {
@@ -527,7 +496,7 @@ fn mixed_zipfian(database: &Database, zipfian: &Zipfian, seconds: f64, threads: 
 fn zipf_table(args: &Args) -> String {
     const VALUE_BYTES: usize = 64;
     let keys = args.zipf_keys;
-    let zipfian = Zipfian::new(keys, 0.99);
+    let zipfian = Zipfian::new(keys, ZIPFIAN_THETA_DEFAULT);
     let data_bytes = keys * cached_record_bytes(VALUE_BYTES);
     let mut table = format!(
         "\nmix-70-30, in process, {} threads: {keys} keys of {VALUE_BYTES} bytes, zipfian 0.99, durability periodic; cache budget 1/4 of the data (record + 96 bytes each); {:.0} s warm-up then {:.0} s measured. Hit ratio = record-cache hits / lookups of the gets measured (misses read the device).\n\n| placement | cache bytes | ops/s | ratio to all in DRAM | cache hit ratio |\n|---|---|---|---|---|\n",
@@ -584,7 +553,7 @@ fn cache_rss_row(args: &Args, cache_mib: u64) -> String {
     let database = Database::open(config).expect("open");
     load(&database, 0..keys, VALUE_BYTES);
     let loaded = anonymous_resident_bytes();
-    mixed_zipfian(&database, &Zipfian::new(keys, 0.99), args.zipf_seconds, args.zipf_threads);
+    mixed_zipfian(&database, &Zipfian::new(keys, ZIPFIAN_THETA_DEFAULT), args.zipf_seconds, args.zipf_threads);
     let ran = anonymous_resident_bytes();
     let cache = database.namespace(0).unwrap().stats().cache;
     let used = cache.map_or(0, |cache| cache.used_bytes);

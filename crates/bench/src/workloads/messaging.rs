@@ -2,14 +2,13 @@
 //! transformations are stored in one MULTI/EXEC, on one connection per inbound stream.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use bytes::BytesMut;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use super::server_counters::{CounterReading, CounterSet};
 use super::{load_spec, Target, WorkloadOutcome};
-use crate::connection::Connection;
 use crate::error::BenchResult;
 use crate::loadgen::{run_load, OperationSource};
 use crate::protocol::encode_command;
@@ -36,17 +35,9 @@ pub async fn run(settings: &Settings, target: &mut Target) -> BenchResult<Worklo
     let mut random = StdRng::seed_from_u64(settings.seed);
     let pool: Arc<Vec<MessageSet>> = Arc::new((0..MESSAGE_POOL_SIZE).map(|number| transform(hl7_message(number, &mut random))).collect());
     let spec = load_spec(settings, &target.address);
-    let address = target.address.clone();
-    let warmup = spec.warmup;
-    // Journal counters are read when the warm-up ends and after the load, so their rate covers
-    // the measurement only.
-    let counters_at_start = tokio::spawn(async move {
-        tokio::time::sleep(warmup).await;
-        read_journal_counters(&address).await
-    });
-    let load = run_load(&spec, |stream| Box::new(MessageStream { stream, sequence: 0, pool: pool.clone() }) as Box<dyn OperationSource>).await?;
-    let counters_at_end = read_journal_counters(&target.address).await?;
-    let counters_at_start = counters_at_start.await.map_err(|join| crate::error::BenchError::Verification(join.to_string()))??;
+    let (load, counters_at_start, counters_at_end) = JOURNAL_COUNTERS
+        .around_load(&target.address, spec.warmup, run_load(&spec, |stream| Box::new(MessageStream { stream, sequence: 0, pool: pool.clone() }) as Box<dyn OperationSource>))
+        .await?;
     let mut outcome = WorkloadOutcome::default();
     outcome.add_load(&load);
     let messages_per_second = load.operations_per_second();
@@ -56,37 +47,18 @@ pub async fn run(settings: &Settings, target: &mut Target) -> BenchResult<Worklo
     Ok(outcome)
 }
 
-fn add_counter_rates(outcome: &mut WorkloadOutcome, start: &JournalCounters, end: &JournalCounters) {
-    let seconds = end.read_at.duration_since(start.read_at).as_secs_f64().max(f64::MIN_POSITIVE);
-    match (start.journal_writes, end.journal_writes, start.flushes, end.flushes) {
-        (Some(writes_before), Some(writes_after), Some(flushes_before), Some(flushes_after)) => {
-            outcome.set("journal_writes_per_second", writes_after.saturating_sub(writes_before) as f64 / seconds);
-            outcome.set("flushes_per_second", flushes_after.saturating_sub(flushes_before) as f64 / seconds);
+/// hybridkv's journal writes and flushes (group commits), summed over namespaces.
+const JOURNAL_COUNTERS: CounterSet = CounterSet { section: "persistence", suffixes: &["_journal_writes", "_flushes"] };
+
+fn add_counter_rates(outcome: &mut WorkloadOutcome, start: &CounterReading, end: &CounterReading) {
+    let seconds = end.seconds_since(start);
+    match (end.growth_since(start, 0), end.growth_since(start, 1)) {
+        (Some(journal_writes), Some(flushes)) => {
+            outcome.set("journal_writes_per_second", journal_writes as f64 / seconds);
+            outcome.set("flushes_per_second", flushes as f64 / seconds);
         }
         _ => outcome.notes.push("journal writes/s not reported: the server's INFO has no *_journal_writes / *_flushes fields (Redis has none)".into()),
     }
-}
-
-struct JournalCounters {
-    journal_writes: Option<u64>,
-    flushes: Option<u64>,
-    read_at: Instant,
-}
-
-/// Sums hybridkv's per-namespace `ns_<name>_journal_writes` and `ns_<name>_flushes` INFO fields.
-async fn read_journal_counters(address: &str) -> BenchResult<JournalCounters> {
-    let text = Connection::open(address).await?.info("persistence").await?;
-    Ok(JournalCounters { journal_writes: sum_fields(&text, "_journal_writes"), flushes: sum_fields(&text, "_flushes"), read_at: Instant::now() })
-}
-
-fn sum_fields(info: &str, suffix: &str) -> Option<u64> {
-    let values: Vec<u64> = info
-        .lines()
-        .filter_map(|line| line.trim_end().split_once(':'))
-        .filter(|(name, _)| name.starts_with("ns_") && name.ends_with(suffix))
-        .filter_map(|(_, value)| value.parse().ok())
-        .collect();
-    (!values.is_empty()).then(|| values.iter().sum())
 }
 
 struct MessageStream {
@@ -173,13 +145,5 @@ mod tests {
             }
             assert!(!String::from_utf8_lossy(&set.outbound[1]).contains("DOE^JANE"));
         }
-    }
-
-    #[test]
-    fn journal_fields_are_summed_over_namespaces() {
-        let info = "# Persistence\r\nns_0_journal_writes:10\r\nns_1_journal_writes:5\r\nns_0_journal_writes_per_sec:1.0\r\nns_0_flushes:3\r\n";
-        assert_eq!(sum_fields(info, "_journal_writes"), Some(15));
-        assert_eq!(sum_fields(info, "_flushes"), Some(3));
-        assert_eq!(sum_fields("aof_enabled:1\r\n", "_journal_writes"), None);
     }
 }

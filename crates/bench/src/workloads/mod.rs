@@ -5,6 +5,7 @@ mod messaging;
 mod mixes;
 mod restart;
 mod scan;
+mod server_counters;
 
 use std::collections::BTreeMap;
 

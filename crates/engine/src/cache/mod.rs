@@ -59,6 +59,20 @@ const FREQUENCY_MAX: u8 = 3;
 /// Queue slots left behind by removed entries that a shard tolerates, beyond one per live
 /// entry, before it compacts its queues.
 const STALE_QUEUE_SLOTS_SLACK: usize = 1024;
+/// A queue whose allocation holds more than this many times its slots (the small FIFO shrinks
+/// as the main one fills) is given back down to `QUEUE_SLOTS_KEPT_PER_SLOT` times them.
+const QUEUE_CAPACITY_PER_SLOT_MAX: usize = 4;
+const QUEUE_SLOTS_KEPT_PER_SLOT: usize = 2;
+/// Queues this small are never shrunk: they cost less than the rehoming would.
+const QUEUE_SLOTS_NEVER_SHRUNK: usize = 64;
+/// The entry map doubles only when the shard could then hold at least this many times the
+/// entries it holds at full capacity now (in eighths: 9/8): a doubled map costs its slots for
+/// the buckets it leaves empty, and a full map at 7/8 load holds more records in the same bytes.
+const MAP_GROWTH_ENTRIES_GAIN_EIGHTHS: u64 = 9;
+/// A full map that is not to double keeps this share of its keys (in sixteenths) and is rebuilt
+/// at its size: hashbrown turns removed keys' slots into tombstones that still count as used,
+/// and at more than half full it doubles rather than clear them.
+const FULL_MAP_KEPT_SIXTEENTHS: usize = 15;
 
 /// A record as the cache knows it: its key (64 bits of the key's digest), its location and its
 /// block's sequence number.
@@ -176,6 +190,16 @@ fn map_bytes(capacity: usize, slot_bytes: usize) -> u64 {
     }
     let buckets = (capacity as u64 * 8).div_ceil(7).next_power_of_two();
     buckets * (slot_bytes as u64 + 1) + HASH_TABLE_GROUP_BYTES
+}
+
+/// Moves a map's keys into a new map of the buckets they need, leaving the tombstones of removed
+/// keys behind. Costs one move per key, once per FULL_MAP_KEPT_SIXTEENTHS' worth of inserts at
+/// the least, and briefly a second table of the shard.
+fn rebuild_at_size<V>(map: &mut KeyMap<V>) {
+    let old = std::mem::take(map);
+    let mut rebuilt = KeyMap::with_capacity_and_hasher(old.len(), BuildHasherDefault::default());
+    rebuilt.extend(old);
+    *map = rebuilt;
 }
 
 /// Whether a record given to the cache may take the place of the record its key's entry holds,
@@ -315,6 +339,7 @@ impl RecordCache {
             if matches!(admission, Admission::Written { admit_absent: false } | Admission::Moved { .. }) {
                 return;
             }
+            self.make_room_for_an_entry(&mut shard, share, bytes);
             let returning = shard.ghost_members.remove(&key.key_hash).is_some();
             shard.push(key, Arc::from(record), bytes, returning);
         }
@@ -337,23 +362,50 @@ impl RecordCache {
     fn evict_while_over_budget(&self, shard: &mut Shard, share_bytes: u64) {
         let mut evicted = 0;
         while self.over_budget() && !shard.entries.is_empty() {
-            let (count, freed_bytes) = shard.evict_one(share_bytes);
-            evicted += count;
-            self.used_bytes.fetch_sub(freed_bytes, Ordering::Relaxed);
-            // A key remembered in the ghost FIFO may have grown it.
-            self.recharge(shard);
+            evicted += self.evict_step(shard, share_bytes);
         }
         self.counters.evictions.fetch_add(evicted, Ordering::Relaxed);
+        shard.shrink_sparse_queues();
+        self.recharge(shard);
     }
 
-    /// Charges the growth of `shard`'s maps and queues (they grow on inserts and never shrink,
-    /// so the charge only rises, until `clear`).
+    /// Before a new entry of `record_bytes` joins a full entry map that doubling would not pay
+    /// for: evicts down to FULL_MAP_KEPT_SIXTEENTHS of the entries and rebuilds the map at its
+    /// size, so that the insert cannot double it.
+    fn make_room_for_an_entry(&self, shard: &mut Shard, share_bytes: u64, record_bytes: u64) {
+        if shard.entries.len() < shard.entries.capacity() || shard.map_growth_pays(share_bytes, record_bytes) {
+            return;
+        }
+        let kept_entries = shard.entries.len() * FULL_MAP_KEPT_SIXTEENTHS / 16;
+        let mut evicted = 0;
+        while shard.entries.len() > kept_entries {
+            evicted += self.evict_step(shard, share_bytes);
+        }
+        self.counters.evictions.fetch_add(evicted, Ordering::Relaxed);
+        rebuild_at_size(&mut shard.entries);
+        self.recharge(shard);
+        assert!(shard.entries.len() < shard.entries.capacity(), "a rebuilt map has room for an entry");
+    }
+
+    /// One S3-FIFO step; returns the entries that left.
+    fn evict_step(&self, shard: &mut Shard, share_bytes: u64) -> u64 {
+        let (count, freed_bytes) = shard.evict_one(share_bytes);
+        self.used_bytes.fetch_sub(freed_bytes, Ordering::Relaxed);
+        // A key remembered in the ghost FIFO may have grown it.
+        self.recharge(shard);
+        count
+    }
+
+    /// Brings the charge for `shard`'s maps and queues to what they have allocated now (maps
+    /// grow on inserts and never shrink; sparse queues shrink after evictions).
     fn recharge(&self, shard: &mut Shard) {
         let bytes = shard.structure_bytes();
-        if bytes > shard.charged_structure_bytes {
+        if bytes >= shard.charged_structure_bytes {
             self.used_bytes.fetch_add(bytes - shard.charged_structure_bytes, Ordering::Relaxed);
-            shard.charged_structure_bytes = bytes;
+        } else {
+            self.used_bytes.fetch_sub(shard.charged_structure_bytes - bytes, Ordering::Relaxed);
         }
+        shard.charged_structure_bytes = bytes;
     }
 
     /// Empties the cache (for a COLD measurement).
@@ -383,6 +435,33 @@ impl Shard {
             + map_bytes(self.ghost_members.capacity(), std::mem::size_of::<u64>())
             + (self.small.capacity() + self.main.capacity()) as u64 * slot_bytes
             + self.ghost.capacity() as u64 * std::mem::size_of::<u64>() as u64
+    }
+
+    /// Whether doubling the full entry map lets the shard, within its share of the budget, hold
+    /// enough more entries (of the average size so far, `new_record_bytes` for the first) to be
+    /// worth the buckets the doubled map leaves empty.
+    fn map_growth_pays(&self, share_bytes: u64, new_record_bytes: u64) -> bool {
+        let entries = self.entries.len() as u64;
+        let record_bytes = (self.small_bytes + self.main_bytes).checked_div(entries).unwrap_or(new_record_bytes).max(1);
+        let slot_bytes = std::mem::size_of::<(u64, Entry)>();
+        let grown_map_bytes = map_bytes(self.entries.capacity() * 2 + 1, slot_bytes);
+        let other_structure_bytes = self.structure_bytes() - map_bytes(self.entries.capacity(), slot_bytes);
+        let room_bytes = share_bytes.saturating_sub(grown_map_bytes + other_structure_bytes);
+        room_bytes / record_bytes * 8 >= entries * MAP_GROWTH_ENTRIES_GAIN_EIGHTHS
+    }
+
+    /// Gives back queue allocations left sparse (the small FIFO fills first and then shrinks as
+    /// entries move on to the main FIFO).
+    fn shrink_sparse_queues(&mut self) {
+        fn shrink<T>(queue: &mut VecDeque<T>) {
+            let kept_slots = queue.len().max(QUEUE_SLOTS_NEVER_SHRUNK);
+            if queue.capacity() > kept_slots * QUEUE_CAPACITY_PER_SLOT_MAX {
+                queue.shrink_to(kept_slots * QUEUE_SLOTS_KEPT_PER_SLOT);
+            }
+        }
+        shrink(&mut self.small);
+        shrink(&mut self.main);
+        shrink(&mut self.ghost);
     }
 
     /// A new entry: a new record in the small FIFO with no reads, a returning key (ghost hit)
@@ -425,6 +504,7 @@ impl Shard {
             self.small_bytes -= bytes;
         }
         self.stale_slots += 1;
+        self.trim_ghost();
         if self.stale_slots > self.entries.len() + STALE_QUEUE_SLOTS_SLACK {
             self.drop_stale_slots();
         }
@@ -489,18 +569,39 @@ impl Shard {
         let bytes = charge(&entry.record);
         self.main_bytes -= bytes;
         self.entries.remove(&slot.0);
+        self.trim_ghost();
         (1, bytes)
     }
 
     /// The ghost FIFO holds at most GHOST_KEYS_PER_ENTRY keys per live entry of the shard.
     fn remember(&mut self, key_hash: u64) {
+        let ghost_keys_max = (self.entries.len() * GHOST_KEYS_PER_ENTRY).max(1);
+        let members = self.ghost_members.len();
+        if members == self.ghost_members.capacity() && members >= ghost_keys_max {
+            // As large as it needs to be: forget the oldest keys instead of doubling the map.
+            while self.ghost_members.len() > members * FULL_MAP_KEPT_SIXTEENTHS / 16 {
+                self.forget_oldest_ghost();
+            }
+            rebuild_at_size(&mut self.ghost_members);
+        }
         self.ghost.push_back(key_hash);
         self.ghost_members.insert(key_hash, ());
+        self.trim_ghost();
+    }
+
+    /// Keeps the ghost FIFO within GHOST_KEYS_PER_ENTRY keys per live entry, as entries leave.
+    fn trim_ghost(&mut self) {
         let ghost_keys_max = (self.entries.len() * GHOST_KEYS_PER_ENTRY).max(1);
         while self.ghost.len() > ghost_keys_max {
-            if let Some(old) = self.ghost.pop_front() {
-                self.ghost_members.remove(&old);
-            }
+            self.forget_oldest_ghost();
+        }
+    }
+
+    /// Every key of `ghost_members` is in `ghost` (a key that returned stays there until it
+    /// leaves), so popping `ghost` empties the map eventually.
+    fn forget_oldest_ghost(&mut self) {
+        if let Some(old) = self.ghost.pop_front() {
+            self.ghost_members.remove(&old);
         }
     }
 }
@@ -592,6 +693,25 @@ mod tests {
         }
         cache.clear();
         assert_eq!(cache.used_bytes(), 0);
+    }
+
+    /// A stream of keys read once (each evicts another) leaves hashbrown's tombstones behind;
+    /// the entry map is rebuilt at its size rather than doubled, so it stays at least half full,
+    /// and the queues keep no more than a few slots of allocation per entry.
+    #[test]
+    fn churn_keeps_the_maps_and_queues_dense() {
+        let cache = RecordCache::new(8 << 20);
+        for location in 0..400_000 {
+            cache.insert(key(location), &record(100));
+            assert!(cache.used_bytes() <= cache.capacity_bytes());
+        }
+        assert_eq!(cache.used_bytes(), recomputed_charge(&cache));
+        for shard in cache.shards.iter() {
+            let shard = shard.read();
+            assert!(shard.entries.len() * 2 >= shard.entries.capacity(), "{} entries in a map for {}", shard.entries.len(), shard.entries.capacity());
+            let queue_slots = shard.small.capacity() + shard.main.capacity();
+            assert!(queue_slots <= (shard.entries.len() + QUEUE_SLOTS_NEVER_SHRUNK) * QUEUE_CAPACITY_PER_SLOT_MAX * 2, "{queue_slots} queue slots");
+        }
     }
 
     /// A write as long as the record it replaces overwrites it in place, unless a reader still
