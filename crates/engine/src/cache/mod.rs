@@ -28,7 +28,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -100,6 +100,9 @@ struct Entry {
     /// Reads since the entry was last at the head of its queue, saturating at FREQUENCY_MAX;
     /// atomic so that a hit needs the shard lock only shared.
     frequency: AtomicU8,
+    /// Loaded ahead of the command that reads it: that first read is not a second access and
+    /// must not buy the entry its way from the small FIFO into the main one.
+    loaded_ahead: AtomicBool,
     in_main: bool,
     /// Matches the entry's one live queue slot; slots of removed entries carry older tickets.
     ticket: u64,
@@ -206,9 +209,10 @@ fn rebuild_at_size<V>(map: &mut KeyMap<V>) {
 /// and whether it may be admitted when the key has no entry.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Admission {
-    /// A record read from the medium: admitted when absent; it replaces the entry's record only
-    /// if written later (a read racing a write must not push the newer record out).
-    Read,
+    /// A record read from the medium (`ahead` of the command that reads it, or by it): admitted
+    /// when absent; it replaces the entry's record only if written later (a read racing a write
+    /// must not push the newer record out).
+    Read { ahead: bool },
     /// The key's new record, written under its partition's write lock: it replaces whatever the
     /// entry holds; admitted when absent only if `admit_absent`.
     Written { admit_absent: bool },
@@ -251,7 +255,9 @@ impl RecordCache {
         let found = shard.entries.get(&key.key_hash).filter(|entry| entry.holds(&key)).map(|entry| {
             // Two hits at once may count as one: the frequency is a hint.
             let frequency = entry.frequency.load(Ordering::Relaxed);
-            if frequency < FREQUENCY_MAX {
+            if entry.loaded_ahead.load(Ordering::Relaxed) {
+                entry.loaded_ahead.store(false, Ordering::Relaxed);
+            } else if frequency < FREQUENCY_MAX {
                 entry.frequency.store(frequency + 1, Ordering::Relaxed);
             }
             entry.record.clone()
@@ -276,7 +282,14 @@ impl RecordCache {
     /// before it: a read that let the partition lock go before reading may come back with a
     /// record its key's writer has already superseded in the cache.
     pub(crate) fn insert(&self, key: CacheKey, record: &[u8]) {
-        self.admit(key, record, Admission::Read);
+        self.admit(key, record, Admission::Read { ahead: false });
+    }
+
+    /// Admits a record read from the medium ahead of the command that will read it (counted as
+    /// the miss it is): like `insert`, but that command's read does not count as a reuse.
+    pub(crate) fn insert_ahead(&self, key: CacheKey, record: &[u8]) {
+        self.counters.misses.fetch_add(1, Ordering::Relaxed);
+        self.admit(key, record, Admission::Read { ahead: true });
     }
 
     /// The key's new record, just written: it takes the place of the key's entry, keeping its
@@ -304,7 +317,7 @@ impl RecordCache {
         let bytes = charge(record);
         if bytes > self.budget_bytes * SMALL_PERCENT / 100 / SMALL_FIFO_PER_RECORD_MIN {
             // Too large to cache; whatever the key's entry holds is no longer its record.
-            if admission != Admission::Read {
+            if !matches!(admission, Admission::Read { .. }) {
                 self.remove(key.key_hash);
             }
             return;
@@ -316,7 +329,7 @@ impl RecordCache {
         let mut replaced = None;
         if let Some(entry) = shard.entries.get_mut(&key.key_hash) {
             let update = match admission {
-                Admission::Read => key.written_at() > entry.cache_key(key.key_hash).written_at(),
+                Admission::Read { .. } => key.written_at() > entry.cache_key(key.key_hash).written_at(),
                 Admission::Written { .. } => true,
                 Admission::Moved { from } => entry.holds(&from),
             };
@@ -332,6 +345,7 @@ impl RecordCache {
             }
             entry.location = key.location;
             entry.block_seq = key.block_seq;
+            *entry.loaded_ahead.get_mut() = admission == (Admission::Read { ahead: true });
             let in_main = entry.in_main;
             shard.resize(in_main, old_bytes, bytes);
             self.used_bytes.fetch_sub(old_bytes, Ordering::Relaxed);
@@ -341,7 +355,7 @@ impl RecordCache {
             }
             self.make_room_for_an_entry(&mut shard, share, bytes);
             let returning = shard.ghost_members.remove(&key.key_hash).is_some();
-            shard.push(key, Arc::from(record), bytes, returning);
+            shard.push(key, Arc::from(record), bytes, returning, admission == (Admission::Read { ahead: true }));
         }
         self.used_bytes.fetch_add(bytes, Ordering::Relaxed);
         self.recharge(&mut shard);
@@ -466,7 +480,7 @@ impl Shard {
 
     /// A new entry: a new record in the small FIFO with no reads, a returning key (ghost hit)
     /// in the main FIFO.
-    fn push(&mut self, key: CacheKey, record: Arc<[u8]>, bytes: u64, in_main: bool) {
+    fn push(&mut self, key: CacheKey, record: Arc<[u8]>, bytes: u64, in_main: bool, loaded_ahead: bool) {
         let ticket = self.next_ticket;
         self.next_ticket += 1;
         let entry = Entry {
@@ -474,6 +488,7 @@ impl Shard {
             location: key.location,
             block_seq: key.block_seq,
             frequency: AtomicU8::new(0),
+            loaded_ahead: AtomicBool::new(loaded_ahead),
             in_main,
             ticket,
         };
@@ -712,6 +727,23 @@ mod tests {
             let queue_slots = shard.small.capacity() + shard.main.capacity();
             assert!(queue_slots <= (shard.entries.len() + QUEUE_SLOTS_NEVER_SHRUNK) * QUEUE_CAPACITY_PER_SLOT_MAX * 2, "{queue_slots} queue slots");
         }
+    }
+
+    /// A record loaded ahead of its command counts one miss, and the command's read one hit that
+    /// is not a reuse: it leaves the small FIFO like a record read once.
+    #[test]
+    fn a_read_of_a_record_loaded_ahead_is_not_a_reuse() {
+        let cache = RecordCache::new(1 << 20);
+        cache.insert_ahead(key(1), &record(500));
+        assert!(cache.get(key(1)).is_some());
+        assert_eq!((cache.counters.misses.load(Ordering::Relaxed), cache.counters.hits.load(Ordering::Relaxed)), (1, 1));
+        cache.insert(key(2), &record(500));
+        assert!(cache.get(key(2)).is_some());
+        for location in 10..5_000 {
+            cache.insert(key(location), &record(500));
+        }
+        assert!(cache.get(key(2)).is_some(), "read after its admission: kept in the main FIFO");
+        assert!(cache.get(key(1)).is_none(), "read only by the command it was loaded for: evicted");
     }
 
     /// A write as long as the record it replaces overwrites it in place, unless a reader still

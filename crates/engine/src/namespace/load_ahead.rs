@@ -76,11 +76,19 @@ impl Namespace {
 
     /// Reads the records of `keys` into the record cache. Absent, expired, invalid and damaged
     /// keys are skipped: the command that reads them next reports what is wrong. Each record
-    /// read from the device counts as a cache miss, and its later read as a hit.
+    /// read from the device counts as a cache miss, and its later read as a hit (which does not
+    /// count as a reuse for the eviction policy).
     pub fn load_into_cache(&self, keys: &[Vec<u8>]) {
+        let Some(cache) = self.cache.as_ref().filter(|_| self.reads_may_wait()) else { return };
         for key in keys {
-            // A key moved while its record was read is read by the command itself.
-            self.with_live_entry(key, |partition, entry| drop(self.read_record_releasing(partition, entry)));
+            // A key moved while its record was read is read by the command itself; a record the
+            // cache holds already is left alone (its command's read is the hit).
+            self.with_live_entry(key, |partition, entry| {
+                let cache_key = self.cache_key(entry.digest, entry.location);
+                if !cache.contains(cache_key) {
+                    drop(self.read_medium_releasing(cache, partition, entry, cache_key, true));
+                }
+            });
         }
     }
 

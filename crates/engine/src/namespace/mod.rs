@@ -304,11 +304,28 @@ impl Namespace {
         if let Some(record) = cache.get(cache_key) {
             return Ok(Some(record.to_vec()));
         }
+        self.read_medium_releasing(cache, partition, entry, cache_key, false)
+    }
+
+    /// The device read of `read_record_releasing`, after the cache missed: the record is
+    /// admitted to the cache, as loaded `ahead` of its command or as read by it.
+    pub(super) fn read_medium_releasing(
+        &self,
+        cache: &RecordCache,
+        partition: RwLockReadGuard<'_, Partition>,
+        entry: &Entry,
+        cache_key: CacheKey,
+        ahead: bool,
+    ) -> Result<Option<Vec<u8>>> {
         drop(partition);
         let mut buffer = Vec::new();
         let read = self.log.read_verified_unpinned(entry.location, cache_key.block_seq, &mut buffer);
         if read.as_ref().is_ok_and(Option::is_some) {
-            cache.insert(cache_key, &buffer);
+            if ahead {
+                cache.insert_ahead(cache_key, &buffer);
+            } else {
+                cache.insert(cache_key, &buffer);
+            }
         }
         Ok(self.counted(read)?.map(|()| buffer))
     }
