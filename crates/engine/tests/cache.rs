@@ -153,6 +153,28 @@ fn records_loaded_ahead_are_then_read_from_the_cache() {
     assert_eq!((after.hits - before.hits, after.misses - before.misses), (1, 0), "served from the cache");
 }
 
+/// A batch large enough to be loaded on several threads loads every record once: one miss each,
+/// then one hit each when read.
+#[test]
+fn a_large_batch_is_loaded_whole_across_threads() {
+    const KEYS: u64 = 300;
+    let dir = tempfile::tempdir().unwrap();
+    let (database, _shmem) = cached_database(dir.path(), Tier::Ssd, 4 * MIB, Durability::None);
+    let namespace = database.namespace(0).unwrap();
+    load(&database, KEYS);
+    namespace.clear_cache();
+    let keys: Vec<Vec<u8>> = (0..KEYS).map(|number| key(number).to_vec()).collect();
+    let before = namespace.stats().cache.unwrap();
+    namespace.load_into_cache(&keys);
+    let loaded = namespace.stats().cache.unwrap();
+    assert_eq!((loaded.hits - before.hits, loaded.misses - before.misses), (0, KEYS));
+    for number in 0..KEYS {
+        assert_eq!(namespace.get(&key(number)).unwrap().unwrap().bytes, value(number, 0, VALUE_BYTES));
+    }
+    let read = namespace.stats().cache.unwrap();
+    assert_eq!((read.hits - loaded.hits, read.misses - loaded.misses), (KEYS, 0), "every record was loaded");
+}
+
 #[test]
 fn batches_stop_checking_while_the_cache_hardly_misses_and_resume_when_it_does() {
     let dir = tempfile::tempdir().unwrap();

@@ -15,13 +15,17 @@ use hybridkv_media::Tier;
 use parking_lot::RwLockReadGuard;
 
 use super::Namespace;
-use crate::cache::CacheCounters;
+use crate::cache::{CacheCounters, RecordCache};
 use crate::index::{Entry, Partition};
 
 /// Cache reads (hits and misses) per window over which the gate measures the miss rate.
 pub const LOAD_AHEAD_WINDOW_READS: u64 = 4096;
 /// Misses per 1,000 cache reads at or above which batches check for records to load ahead.
 pub const LOAD_AHEAD_MISS_PER_MILLE_MIN: u64 = 5;
+/// Threads one batch's records are loaded on at most (device reads in flight at once), and the
+/// fewest keys worth another thread (starting one costs tens of microseconds, a read about 100).
+pub const LOAD_AHEAD_THREADS_MAX: usize = 8;
+pub const LOAD_AHEAD_KEYS_PER_THREAD_MIN: usize = 16;
 
 /// Whether batches should check for records to load ahead, from the cache's miss rate over the
 /// last complete window. A hint shared by all workers: racing updates only move a window edge.
@@ -77,9 +81,27 @@ impl Namespace {
     /// Reads the records of `keys` into the record cache. Absent, expired, invalid and damaged
     /// keys are skipped: the command that reads them next reports what is wrong. Each record
     /// read from the device counts as a cache miss, and its later read as a hit (which does not
-    /// count as a reuse for the eviction policy).
+    /// count as a reuse for the eviction policy). A large batch (an MGET of a scan) is split over
+    /// up to LOAD_AHEAD_THREADS_MAX threads, so that its device reads overlap: one at a time, a
+    /// COLD pass over 200,000 records on ssd read 8,000 records/s.
     pub fn load_into_cache(&self, keys: &[Vec<u8>]) {
         let Some(cache) = self.cache.as_ref().filter(|_| self.reads_may_wait()) else { return };
+        let threads = (keys.len() / LOAD_AHEAD_KEYS_PER_THREAD_MIN).clamp(1, LOAD_AHEAD_THREADS_MAX);
+        if threads == 1 {
+            return self.load_keys_into(cache, keys);
+        }
+        std::thread::scope(|scope| {
+            for part in keys.chunks(keys.len().div_ceil(threads)) {
+                let spawned = std::thread::Builder::new().name("hybridkv-load".into()).spawn_scoped(scope, || self.load_keys_into(cache, part));
+                // Without a thread (a resource limit), this one loads the part itself.
+                if spawned.is_err() {
+                    self.load_keys_into(cache, part);
+                }
+            }
+        });
+    }
+
+    fn load_keys_into(&self, cache: &RecordCache, keys: &[Vec<u8>]) {
         for key in keys {
             // A key moved while its record was read is read by the command itself; a record the
             // cache holds already is left alone (its command's read is the hit).
