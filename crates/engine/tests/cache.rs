@@ -187,6 +187,7 @@ fn batches_stop_checking_while_the_cache_hardly_misses_and_resume_when_it_does()
     }
     namespace.clear_cache();
     assert!(!namespace.reads_would_wait(&[&key(7)]), "a window without misses turns the check off");
+    assert!(!namespace.checks_load_ahead(), "callers need not gather keys meanwhile");
 
     for _ in 0..=reads_per_window {
         namespace.clear_cache();
@@ -194,6 +195,7 @@ fn batches_stop_checking_while_the_cache_hardly_misses_and_resume_when_it_does()
     }
     namespace.clear_cache();
     assert!(namespace.reads_would_wait(&[&key(7)]), "a window of misses turns it back on");
+    assert!(namespace.checks_load_ahead());
 }
 
 #[test]
@@ -204,6 +206,7 @@ fn records_in_memory_never_wait() {
     load(&database, 10);
     namespace.clear_cache();
     assert!(!namespace.reads_may_wait());
+    assert!(!namespace.checks_load_ahead());
     assert!(!namespace.reads_would_wait(&[&key(3)]));
 }
 

@@ -275,7 +275,8 @@ impl Connection {
             return;
         }
         let Some(namespace) = self.shared.database.namespace(self.state.database) else { return };
-        if !namespace.reads_may_wait() {
+        // Gathering the keys costs a command lookup per request: not while the gate is shut.
+        if !namespace.checks_load_ahead() {
             return;
         }
         let keys = keys_read_by(&self.pending);

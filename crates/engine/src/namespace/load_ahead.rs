@@ -63,15 +63,19 @@ impl Namespace {
         self.cache.is_some() && self.config.data == Tier::Ssd
     }
 
+    /// Whether batches should look for records to load ahead at all: reads may wait, and the
+    /// cache misses enough (`LoadAheadGate`). When not, `reads_would_wait` answers false without
+    /// looking, and a caller need not even gather the keys of its batch.
+    pub fn checks_load_ahead(&self) -> bool {
+        self.cache.as_ref().is_some_and(|cache| self.reads_may_wait() && self.load_ahead_gate.should_check(&cache.counters))
+    }
+
     /// Whether reading any of `keys` now would read the device: an indexed record the cache does
     /// not hold. A hint (a record may be evicted or written right after), never an error:
     /// invalid keys count as not waiting, the read that follows reports them. False without
-    /// looking while the cache hardly misses (`LoadAheadGate`).
+    /// looking while the cache hardly misses (`checks_load_ahead`).
     pub fn reads_would_wait(&self, keys: &[&[u8]]) -> bool {
-        let Some(cache) = self.cache.as_ref().filter(|_| self.reads_may_wait()) else { return false };
-        if !self.load_ahead_gate.should_check(&cache.counters) {
-            return false;
-        }
+        let Some(cache) = self.cache.as_ref().filter(|_| self.checks_load_ahead()) else { return false };
         keys.iter().any(|key| {
             self.with_live_entry(key, |_, entry| !cache.contains(self.cache_key(entry.digest, entry.location)))
             .unwrap_or(false)

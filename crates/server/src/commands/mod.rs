@@ -7,7 +7,6 @@ mod keys;
 mod strings;
 mod tx;
 
-use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use bytes::Bytes;
@@ -117,17 +116,29 @@ pub static TABLE: &[CommandSpec] = &[
 /// Longest command name in the table; longer names cannot match.
 const COMMAND_NAME_BYTES_MAX: usize = 16;
 
-/// The spec of a command name, case-insensitively.
+/// The spec of a command name, case-insensitively: a binary search over the table by name code
+/// (it runs for every request; a map with the default SipHash cost more, see docs/design/server.md).
 pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
-    static BY_NAME: OnceLock<HashMap<&'static str, &'static CommandSpec>> = OnceLock::new();
-    let by_name = BY_NAME.get_or_init(|| TABLE.iter().map(|spec| (spec.name, spec)).collect());
-    if name.len() > COMMAND_NAME_BYTES_MAX {
+    static BY_CODE: OnceLock<Vec<(u128, &'static CommandSpec)>> = OnceLock::new();
+    let by_code = BY_CODE.get_or_init(|| {
+        let mut by_code: Vec<_> = TABLE.iter().map(|spec| (name_code(spec.name.as_bytes()).expect("a valid name"), spec)).collect();
+        by_code.sort_unstable_by_key(|(code, _)| *code);
+        by_code
+    });
+    let code = name_code(name)?;
+    by_code.binary_search_by_key(&code, |(code, _)| *code).ok().map(|at| by_code[at].1)
+}
+
+/// A command name lowercased and zero-padded to COMMAND_NAME_BYTES_MAX bytes, as one number;
+/// None for a name no command has (too long, or with a zero byte, which padding would hide).
+fn name_code(name: &[u8]) -> Option<u128> {
+    if name.len() > COMMAND_NAME_BYTES_MAX || name.contains(&0) {
         return None;
     }
     let mut lowered = [0u8; COMMAND_NAME_BYTES_MAX];
     lowered[..name.len()].copy_from_slice(name);
-    lowered[..name.len()].make_ascii_lowercase();
-    std::str::from_utf8(&lowered[..name.len()]).ok().and_then(|name| by_name.get(name).copied())
+    lowered.make_ascii_lowercase();
+    Some(u128::from_le_bytes(lowered))
 }
 
 /// Case-insensitive comparison of an argument with an option name.
@@ -202,6 +213,9 @@ mod tests {
         }
         assert!(lookup(b"nosuchcommand").is_none());
         assert!(lookup(b"\xff\xfe").is_none());
+        assert!(lookup(b"get\0").is_none());
+        assert!(lookup(b"").is_none());
+        assert!(lookup(b"incrbyfloatxxxxxx").is_none());
     }
 
     #[test]
