@@ -298,6 +298,12 @@ fn create_segment(
 }
 
 /// Loads the image into `memory`; returns (image sequence, first segment to replay).
+///
+/// Without a header that verifies, the image's blocks are loaded all the same and every journal
+/// segment still present is replayed (first segment 0): the journal is a physical redo log
+/// applied in order, so replaying from before the image's checkpoint ends in the same bytes, and
+/// a segment is deleted only once a durable checkpoint covers it. Treating damaged headers as
+/// "no image" would start the namespace empty.
 fn load_image(image: &dyn Medium, memory: &MmapRegion, data_bytes: u64, block_bytes: u64) -> Result<(u64, u64)> {
     let mut page = vec![0u8; IMAGE_DATA_OFFSET as usize];
     image.read_at(0, &mut page)?;
@@ -305,7 +311,10 @@ fn load_image(image: &dyn Medium, memory: &MmapRegion, data_bytes: u64, block_by
         .iter()
         .filter_map(|&slot| decode_image_header(&page[slot..slot + IMAGE_HEADER_SLOT_BYTES]))
         .max_by_key(|&(seq, _)| seq);
-    let Some((seq, first_segment)) = newest else { return Ok((0, 0)) };
+    if newest.is_none() && page.iter().any(|&byte| byte != 0) {
+        tracing::error!("checkpoint image: no header verifies; loading its blocks and replaying every journal segment");
+    }
+    let (seq, first_segment) = newest.unwrap_or((0, 0));
     let mut block = vec![0u8; block_bytes as usize];
     for slot in 0..data_bytes / block_bytes {
         let at = IMAGE_DATA_OFFSET + slot * block_bytes;
