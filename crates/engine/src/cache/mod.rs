@@ -315,6 +315,7 @@ impl RecordCache {
 
     fn admit(&self, key: CacheKey, record: &[u8], admission: Admission) {
         let bytes = charge(record);
+        let loaded_ahead = admission == (Admission::Read { ahead: true });
         if bytes > self.budget_bytes * SMALL_PERCENT / 100 / SMALL_FIFO_PER_RECORD_MIN {
             // Too large to cache; whatever the key's entry holds is no longer its record.
             if !matches!(admission, Admission::Read { .. }) {
@@ -345,7 +346,7 @@ impl RecordCache {
             }
             entry.location = key.location;
             entry.block_seq = key.block_seq;
-            *entry.loaded_ahead.get_mut() = admission == (Admission::Read { ahead: true });
+            *entry.loaded_ahead.get_mut() = loaded_ahead;
             let in_main = entry.in_main;
             shard.resize(in_main, old_bytes, bytes);
             self.used_bytes.fetch_sub(old_bytes, Ordering::Relaxed);
@@ -355,7 +356,7 @@ impl RecordCache {
             }
             self.make_room_for_an_entry(&mut shard, share, bytes);
             let returning = shard.ghost_members.remove(&key.key_hash).is_some();
-            shard.push(key, Arc::from(record), bytes, returning, admission == (Admission::Read { ahead: true }));
+            shard.push(key, Arc::from(record), bytes, returning, loaded_ahead);
         }
         self.used_bytes.fetch_add(bytes, Ordering::Relaxed);
         self.recharge(&mut shard);
@@ -374,6 +375,10 @@ impl RecordCache {
 
     /// Evicts from `shard` until the cache fits its budget or the shard is empty.
     fn evict_while_over_budget(&self, shard: &mut Shard, share_bytes: u64) {
+        if !self.over_budget() || shard.entries.is_empty() {
+            // Nothing moves in the queues: no count to add, nothing to shrink.
+            return;
+        }
         let mut evicted = 0;
         while self.over_budget() && !shard.entries.is_empty() {
             evicted += self.evict_step(shard, share_bytes);
