@@ -246,3 +246,32 @@ fn clearing_a_namespace_of_large_keys_fits_its_batches_in_blocks_and_lasts() {
     let database = Database::open_with(config, provider).unwrap();
     assert_eq!(database.namespace(0).unwrap().key_count(), 0);
 }
+
+/// Under `periodic` (and `none`) records are published to the index, and counted as live in
+/// their blocks, only when a flush comes by; background housekeeping comes by more often. Blocks
+/// filled in between hold only live records and must not be taken for empty and defragmented.
+#[test]
+fn blocks_of_records_not_yet_published_are_not_defragmented() {
+    for durability in [Durability::Periodic, Durability::None] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut namespace_config = small_namespace("ns", Tier::Dram, Tier::Pmem, durability);
+        namespace_config.periodic_ms = 60_000;
+        let mut config = config_for(dir.path(), vec![namespace_config]);
+        config.background_maintenance = true;
+        let database = Database::open(config).unwrap();
+        let namespace = database.namespace(0).unwrap();
+        let value = vec![3u8; KIB as usize];
+        // About eight blocks of 64 KiB, each key written once: nothing to reclaim. Written while
+        // housekeeping comes by (every 50 ms), after its first round has set up the accounting.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        for number in 0..500 {
+            namespace.put(&key(number), &value, 0).unwrap();
+            if number % 50 == 0 {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert_eq!(namespace.stats().defragmented_blocks, 0, "{durability:?}: fresh blocks were defragmented");
+        database.close().unwrap();
+    }
+}

@@ -11,7 +11,7 @@ use crate::config::Durability;
 use crate::digest::Digest;
 use crate::error::Result;
 use crate::index::{entry_expiry, record_expired, Index, PendingEntry};
-use crate::log::{position, walk_records, Location, NewRecord, RecordView, Writer, BLOCK_HEADER_BYTES};
+use crate::log::{position, position_seq, walk_records, Location, NewRecord, RecordView, Writer, BLOCK_HEADER_BYTES};
 
 const MAINTENANCE_TICK: Duration = Duration::from_millis(5);
 /// Expiry reclaim, defragmentation and the other work that need not run at every tick.
@@ -233,8 +233,16 @@ impl Namespace {
         }
         let sealed = self.log.sealed_blocks();
         let oldest_seq = sealed.first().map(|&(_, seq)| seq);
-        let mut candidates: Vec<(u32, u64)> =
-            sealed.iter().copied().filter(|&(slot, _)| self.log.live_bytes(slot) < low_water_bytes).collect();
+        // A record counts as live in its block once it is published, and `periodic` and `none`
+        // publish at their flushes while housekeeping comes by more often: a block filled since
+        // the last flush looks emptier than it is (moving its fresh records doubled the writes).
+        // Only blocks wholly before the published position are judged.
+        let published_seq = position_seq(self.commit.lock().durable_position);
+        let mut candidates: Vec<(u32, u64)> = sealed
+            .iter()
+            .copied()
+            .filter(|&(slot, seq)| seq < published_seq && self.log.live_bytes(slot) < low_water_bytes)
+            .collect();
         candidates.sort_by_key(|&(slot, _)| self.log.live_bytes(slot));
         candidates.truncate(DEFRAG_BLOCKS_PER_ROUND);
         let mut last_position = None;
