@@ -29,12 +29,12 @@ pub fn records(bytes: &[u8]) {
 pub fn journal(bytes: &[u8]) {
     let _ = format::decode_segment_header(bytes);
     let _ = format::decode_image_header(bytes);
-    let mut offset = 0;
-    while let Some((_, data)) = format::decode_entry(&bytes[offset..], 0) {
-        offset += format::entry_bytes(data.len());
-        if offset >= bytes.len() {
-            break;
-        }
+    let parsed = format::parse_segment(bytes, 0);
+    let mut previous_end = format::SEGMENT_HEADER_BYTES;
+    for entry in &parsed.entries {
+        assert!(entry.start >= previous_end && entry.end() <= bytes.len(), "entries in order, inside the segment");
+        assert_eq!(entry.data(bytes).len(), entry.frame.data_len);
+        previous_end = entry.end();
     }
 }
 

@@ -555,7 +555,7 @@ fn a_damaged_image_header_loses_nothing() {
 /// ones). 1000946: a replay from the very end of a block.
 #[test]
 fn seeds_that_found_bugs_pass() {
-    for seed in [1_000_946, 1_001_709, 1_004_384, 3_001_484] {
+    for seed in [1_000_946, 1_001_709, 1_004_384, 3_001_484, 3_004_302] {
         trial(seed, &mut Tally::default());
     }
 }

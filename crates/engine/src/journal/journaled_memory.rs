@@ -3,7 +3,7 @@
 //! blocks changed since the last one to the image, then deletes the journal segments it covers.
 //!
 //! Recovery: load the image, replay every journal segment from the image's first segment on, in
-//! order, each up to its first invalid entry; then start a new segment.
+//! order (see `replay_segments` for damaged and torn entries); then start a new segment.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,6 +23,16 @@ struct WriteOut {
     bytes: Vec<u8>,
 }
 
+/// What a write-out hands over to be synced.
+struct ToSync {
+    segment: Arc<dyn Medium>,
+    segment_number: u64,
+    /// Once `segment` is synced, it is durable up to here.
+    written_end: u64,
+    /// Segments rotated away from, not synced yet.
+    older: Vec<Arc<dyn Medium>>,
+}
+
 struct JournalState {
     segment: Arc<dyn Medium>,
     segment_number: u64,
@@ -32,8 +42,15 @@ struct JournalState {
     unwritten: Vec<u8>,
     /// Where the next entry goes in the segment.
     write_offset: u64,
+    /// The segment is durable up to here (a persist has synced it); 0 until the first persist
+    /// after it became current, which also synced every segment before it.
+    durable_end: u64,
     /// Segments written out but not yet made durable (rotated away from).
     unpersisted: Vec<Arc<dyn Medium>>,
+    /// Lists of segments rotated away from that a sync has taken and not finished (or failed):
+    /// while any is, `durable_end` does not advance, since a later segment's durable end tells
+    /// replay that every older segment was synced.
+    older_segments_syncing: usize,
     image_seq: u64,
 }
 
@@ -79,7 +96,9 @@ impl JournaledMemory {
             unwritten_start: 0,
             unwritten: encode_segment_header(segment_number).to_vec(),
             write_offset: SEGMENT_HEADER_BYTES as u64,
+            durable_end: 0,
             unpersisted: Vec::new(),
+            older_segments_syncing: 0,
             image_seq,
         };
         let journaled = JournaledMemory {
@@ -126,7 +145,7 @@ impl JournaledMemory {
         if state.write_offset + needed > self.segment_bytes {
             self.rotate(state)?;
         }
-        encode_entry(state.segment_number, offset, data, &mut state.unwritten);
+        encode_entry(state.segment_number, offset, state.durable_end, data, &mut state.unwritten);
         state.write_offset += needed;
         Ok(())
     }
@@ -153,16 +172,40 @@ impl JournaledMemory {
     /// state lock and written under the write-out lock, taken before the state lock is released:
     /// no other write-out can come between, so an older copy of the tail page never overwrites a
     /// newer one, and appends continue during the I/O. Returns the segments still to be synced.
-    fn write_out(&self) -> Result<(Arc<dyn Medium>, Vec<Arc<dyn Medium>>), MediaError> {
+    /// `take_older`: the segments rotated away from are handed over too (to be synced).
+    fn write_out(&self, take_older: bool) -> Result<ToSync, MediaError> {
         let mut state = self.state.lock();
         let work = self.take_unwritten(&mut state);
-        let segments = (state.segment.clone(), std::mem::take(&mut state.unpersisted));
+        let to_sync = ToSync {
+            segment: state.segment.clone(),
+            segment_number: state.segment_number,
+            written_end: state.write_offset,
+            older: if take_older { Self::take_older(&mut state) } else { Vec::new() },
+        };
         let _write_out = self.write_out.lock();
         drop(state);
         if let Some(work) = work {
             work.segment.write_at(work.offset, &work.bytes)?;
         }
-        Ok(segments)
+        Ok(to_sync)
+    }
+
+    fn take_older(state: &mut JournalState) -> Vec<Arc<dyn Medium>> {
+        let older = std::mem::take(&mut state.unpersisted);
+        state.older_segments_syncing += usize::from(!older.is_empty());
+        older
+    }
+
+    /// Syncs segments taken by `take_older`. After a failure the count stays up: no later entry
+    /// then claims a durability that is not there (and the namespace refuses writes anyway).
+    fn sync_older(&self, older: Vec<Arc<dyn Medium>>) -> Result<(), MediaError> {
+        for old in &older {
+            old.persist(0, old.len_bytes())?;
+        }
+        if !older.is_empty() {
+            self.state.lock().older_segments_syncing -= 1;
+        }
+        Ok(())
     }
 
     fn rotate(&self, state: &mut JournalState) -> Result<(), MediaError> {
@@ -182,6 +225,7 @@ impl JournaledMemory {
         state.unwritten_start = 0;
         state.unwritten = encode_segment_header(number).to_vec();
         state.write_offset = SEGMENT_HEADER_BYTES as u64;
+        state.durable_end = 0;
         Ok(())
     }
 
@@ -193,11 +237,9 @@ impl JournaledMemory {
         let (first_kept, old_segments) = {
             let mut state = self.state.lock();
             self.rotate(&mut state)?;
-            (state.segment_number, std::mem::take(&mut state.unpersisted))
+            (state.segment_number, Self::take_older(&mut state))
         };
-        for segment in &old_segments {
-            segment.persist(0, segment.len_bytes())?;
-        }
+        self.sync_older(old_segments)?;
         let changed = std::mem::take(&mut *self.changed_blocks.lock());
         let mut block = vec![0u8; self.block_bytes as usize];
         for &slot in &changed {
@@ -255,21 +297,24 @@ impl Medium for JournaledMemory {
         self.write_at(offset, &value.to_le_bytes())
     }
 
+    /// Segments rotated away from stay on the list until a persist syncs them.
     fn write_back(&self) -> Result<(), MediaError> {
-        let (_, older) = self.write_out()?;
-        // Segments rotated away from stay on the list until a persist has synced them.
-        self.state.lock().unpersisted.extend(older);
-        Ok(())
+        self.write_out(false).map(|_| ())
     }
 
     /// Makes every write so far durable: written out (see `write_out`), then synced without
-    /// holding any lock.
+    /// holding any lock, older segments first; then later entries say how far the current
+    /// segment is durable (replay trusts the placement of damaged data only that far).
     fn persist(&self, _offset: u64, _len: u64) -> Result<(), MediaError> {
-        let (segment, older) = self.write_out()?;
-        for old in older {
-            old.persist(0, old.len_bytes())?;
+        let to_sync = self.write_out(true)?;
+        self.sync_older(to_sync.older)?;
+        to_sync.segment.persist(0, to_sync.segment.len_bytes())?;
+        let mut state = self.state.lock();
+        let nothing_older_unsynced = state.unpersisted.is_empty() && state.older_segments_syncing == 0;
+        if state.segment_number == to_sync.segment_number && nothing_older_unsynced {
+            state.durable_end = state.durable_end.max(to_sync.written_end);
         }
-        segment.persist(0, segment.len_bytes())
+        Ok(())
     }
 }
 
@@ -329,8 +374,24 @@ fn load_image(image: &dyn Medium, memory: &MmapRegion, data_bytes: u64, block_by
     Ok((seq, first_segment))
 }
 
-/// Replays segments numbered `first` and up into `memory`, adding the blocks it writes to
-/// `replayed_blocks`; returns the largest segment number seen (0: none).
+/// A journal segment read whole for replay.
+struct SegmentRead {
+    name: String,
+    bytes: Vec<u8>,
+    parsed: ParsedSegment,
+}
+
+/// Replays segments numbered `first` and up into `memory`, in order, adding the blocks it writes
+/// to `replayed_blocks`; returns the largest segment number seen (0: none).
+///
+/// An entry whose data fails its checksum is either damaged at rest or torn by a crash while it
+/// was written. Damage is replayed all the same, its bytes placed where its frame says: the
+/// records inside carry checksums of their own, so one damaged byte costs one record (reported
+/// when read) instead of every record the entry carried (a defragmentation round moves many keys
+/// in one write). A torn entry was never acknowledged, and its missing bytes must not overwrite
+/// older acknowledged ones, so it is skipped. They are told apart by durability: an entry that
+/// ends at or before a later entry's durable end, or in a segment before one that was synced from
+/// its start, had been synced whole before.
 fn replay_segments(
     provider: &dyn MediaProvider,
     tier: Tier,
@@ -345,35 +406,85 @@ fn replay_segments(
         provider.list(prefix, tier)?.iter().filter_map(|name| segment_number_of(name, prefix)).collect();
     numbers.sort_unstable();
     let mut last = 0;
+    let mut previous: Option<SegmentRead> = None;
     for number in numbers.into_iter().filter(|&number| number >= first) {
         last = number;
-        let name = segment_name(prefix, number);
-        let medium = provider.open(&name, tier, segment_bytes)?.medium;
-        let mut bytes = vec![0u8; medium.len_bytes() as usize];
-        medium.read_at(0, &mut bytes)?;
-        if decode_segment_header(&bytes) != Some(number) {
-            continue;
+        let current = read_segment(provider, tier, prefix, number, segment_bytes)?;
+        if let Some(previous) = previous.take() {
+            let synced_whole = current.parsed.durable_end() >= SEGMENT_HEADER_BYTES as u64;
+            apply_segment(&previous, synced_whole, memory, block_bytes, replayed_blocks)?;
         }
-        let mut offset = SEGMENT_HEADER_BYTES;
-        while let Some(start) = next_entry_from(&bytes, offset, number) {
-            if start != offset {
-                tracing::error!(
-                    segment = %name,
-                    offset,
-                    skipped_bytes = start - offset,
-                    "journal: invalid bytes before a valid entry (damage, or a write torn by a crash) skipped"
-                );
-            }
-            let (target, data) = decode_entry(&bytes[start..], number).expect("found valid");
-            if target.checked_add(data.len() as u64).is_none_or(|end| end > memory.len_bytes()) {
-                break;
-            }
-            memory.write_at(target, data)?;
-            replayed_blocks.extend(blocks_of(target, data.len(), block_bytes));
-            offset = start + entry_bytes(data.len());
-        }
+        previous = Some(current);
+    }
+    if let Some(previous) = previous {
+        apply_segment(&previous, false, memory, block_bytes, replayed_blocks)?;
     }
     Ok(last)
+}
+
+/// Reads and parses segment `number`. A damaged segment header does not stop its replay (every
+/// entry names its segment); one of another format version is refused unless nothing follows it.
+fn read_segment(provider: &dyn MediaProvider, tier: Tier, prefix: &str, number: u64, segment_bytes: u64) -> Result<SegmentRead> {
+    let name = segment_name(prefix, number);
+    let medium = provider.open(&name, tier, segment_bytes)?.medium;
+    let mut bytes = vec![0u8; medium.len_bytes() as usize];
+    medium.read_at(0, &mut bytes)?;
+    match decode_segment_header(&bytes) {
+        SegmentHeader::Valid { number: found } if found == number => {}
+        SegmentHeader::OtherVersion { version } if bytes[SEGMENT_HEADER_BYTES.min(bytes.len())..].iter().any(|&byte| byte != 0) => {
+            return Err(EngineError::Corrupt {
+                what: name,
+                detail: format!(
+                    "journal segment of format version {version} (this build replays version {SEGMENT_FORMAT_VERSION}): \
+                     stop the build that wrote it cleanly, which leaves nothing to replay, before upgrading"
+                ),
+            });
+        }
+        SegmentHeader::OtherVersion { .. } => {}
+        SegmentHeader::Valid { .. } | SegmentHeader::Invalid => {
+            tracing::error!(segment = %name, "journal: segment header damaged; its entries are replayed all the same");
+        }
+    }
+    let parsed = parse_segment(&bytes, number);
+    Ok(SegmentRead { name, bytes, parsed })
+}
+
+/// Writes the entries of `segment` into `memory` (see `replay_segments`); `synced_whole`: a later
+/// segment shows that this one was synced to its end.
+fn apply_segment(
+    segment: &SegmentRead,
+    synced_whole: bool,
+    memory: &MmapRegion,
+    block_bytes: u64,
+    replayed_blocks: &mut BTreeSet<u64>,
+) -> Result<()> {
+    let name = &segment.name;
+    for &(from, to) in &segment.parsed.skipped_ranges {
+        tracing::error!(segment = %name, offset = from, skipped_bytes = to - from, "journal: bytes holding no valid entry skipped (damage, or a write torn by a crash)");
+    }
+    let durable_end = if synced_whole { u64::MAX } else { segment.parsed.durable_end() };
+    for entry in &segment.parsed.entries {
+        let offset = entry.start;
+        if entry.found_by_trailer {
+            tracing::error!(segment = %name, offset, "journal: an entry whose header is damaged was found by its trailer");
+        }
+        if !entry.data_intact {
+            if entry.end() as u64 > durable_end {
+                tracing::warn!(segment = %name, offset, "journal: an entry never synced whole skipped (a write torn by a crash, or damage)");
+                continue;
+            }
+            tracing::error!(segment = %name, offset, "journal: damaged data of a synced entry replayed; its records are checked when read");
+        }
+        let data = entry.data(&segment.bytes);
+        let target = entry.frame.target;
+        if target.checked_add(data.len() as u64).is_none_or(|end| end > memory.len_bytes()) {
+            tracing::error!(segment = %name, offset, target, "journal: an entry past the end of the record space skipped");
+            continue;
+        }
+        memory.write_at(target, data)?;
+        replayed_blocks.extend(blocks_of(target, data.len(), block_bytes));
+    }
+    Ok(())
 }
 
 /// The blocks a write of `len` bytes at `offset` touches (one for an empty write).
@@ -381,28 +492,105 @@ fn blocks_of(offset: u64, len: usize, block_bytes: u64) -> std::ops::RangeInclus
     offset / block_bytes..=(offset + len.max(1) as u64 - 1) / block_bytes
 }
 
-/// The offset of the first valid entry of segment `number` at or after `offset` (8-byte aligned):
-/// replay goes on past a damaged entry, since an entry carries its checksum and segment number.
-fn next_entry_from(bytes: &[u8], offset: usize, number: u64) -> Option<usize> {
-    (offset..bytes.len()).step_by(ENTRY_ALIGN_BYTES).find(|&at| decode_entry(&bytes[at..], number).is_some())
-}
-
 #[cfg(test)]
 mod tests {
+    use hybridkv_media::sim::SimStore;
+
     use super::*;
 
-    #[test]
-    fn replay_finds_the_entry_after_a_damaged_one() {
-        let mut bytes = vec![0u8; SEGMENT_HEADER_BYTES];
-        let mut starts = Vec::new();
-        for data in [&b"first"[..], b"second", b"third"] {
-            starts.push(bytes.len());
-            encode_entry(7, 0, data, &mut bytes);
+    const BLOCK_BYTES: u64 = 64 * 1024;
+    const DATA_BYTES: u64 = 4 * BLOCK_BYTES;
+    const SEGMENT_BYTES: u64 = 256 * 1024;
+    const FIRST_SEGMENT: &str = "ns.journal.0000000000000001";
+    const WRITE_BYTES: usize = 1000;
+
+    fn open(store: &SimStore) -> JournaledMemory {
+        JournaledMemory::open(Arc::new(store.clone()), "ns", Tier::Pmem, DATA_BYTES, BLOCK_BYTES, SEGMENT_BYTES).unwrap()
+    }
+
+    fn read(memory: &JournaledMemory, offset: u64) -> Vec<u8> {
+        let mut bytes = vec![0u8; WRITE_BYTES];
+        memory.read_at(offset, &mut bytes).unwrap();
+        bytes
+    }
+
+    /// Offset in the first segment of data byte `at` of write number `write` (all of WRITE_BYTES).
+    fn data_byte(write: usize, at: usize) -> u64 {
+        (SEGMENT_HEADER_BYTES + write * entry_bytes(WRITE_BYTES) + ENTRY_FRAME_BYTES + at) as u64
+    }
+
+    /// Three writes each made durable, then a fourth only written, and the process dies.
+    fn crashed_after_four_writes() -> SimStore {
+        let store = SimStore::new(1);
+        let memory = open(&store);
+        for write in 0..3u8 {
+            memory.write_at(u64::from(write) * 1000, &[0xa0 + write; WRITE_BYTES]).unwrap();
+            memory.persist(0, 0).unwrap();
         }
-        bytes.resize(bytes.len() + 256, 0);
-        assert_eq!(next_entry_from(&bytes, starts[1], 7), Some(starts[1]));
-        bytes[starts[1] + 4] ^= 0x20;
-        assert_eq!(next_entry_from(&bytes, starts[1], 7), Some(starts[2]), "the damaged entry is skipped");
-        assert_eq!(next_entry_from(&bytes, starts[2] + 8, 7), None, "zeroes after the last entry");
+        memory.write_at(5000, &[0xd0; WRITE_BYTES]).unwrap();
+        memory.write_back().unwrap();
+        store.freeze();
+        drop(memory);
+        store.crash_process();
+        store
+    }
+
+    #[test]
+    fn every_write_is_replayed_after_a_crash() {
+        let store = crashed_after_four_writes();
+        let memory = open(&store);
+        for write in 0..3u8 {
+            assert_eq!(read(&memory, u64::from(write) * 1000), vec![0xa0 + write; WRITE_BYTES]);
+        }
+        assert_eq!(read(&memory, 5000), vec![0xd0; WRITE_BYTES]);
+    }
+
+    #[test]
+    fn damaged_data_of_a_durable_entry_is_replayed_in_place() {
+        let store = crashed_after_four_writes();
+        assert!(store.flip_bits(FIRST_SEGMENT, Tier::Pmem, data_byte(1, 10), 0x0f));
+        let memory = open(&store);
+        let mut expected = vec![0xa1; WRITE_BYTES];
+        expected[10] ^= 0x0f;
+        assert_eq!(read(&memory, 1000), expected, "only the damaged byte differs");
+        assert_eq!(read(&memory, 2000), vec![0xa2; WRITE_BYTES]);
+    }
+
+    #[test]
+    fn an_entry_never_known_durable_is_not_replayed_when_its_data_fails() {
+        let store = crashed_after_four_writes();
+        assert!(store.flip_bits(FIRST_SEGMENT, Tier::Pmem, data_byte(3, 10), 0x0f));
+        let memory = open(&store);
+        assert_eq!(read(&memory, 5000), vec![0; WRITE_BYTES], "it may be a torn write: skipped");
+        assert_eq!(read(&memory, 2000), vec![0xa2; WRITE_BYTES]);
+    }
+
+    #[test]
+    fn an_entry_whose_header_is_damaged_is_replayed_by_its_trailer() {
+        let store = crashed_after_four_writes();
+        assert!(store.flip_bits(FIRST_SEGMENT, Tier::Pmem, data_byte(1, 0) - 30, 0x40));
+        let memory = open(&store);
+        assert_eq!(read(&memory, 1000), vec![0xa1; WRITE_BYTES]);
+    }
+
+    #[test]
+    fn the_last_entry_of_a_segment_is_known_durable_by_the_next_segment() {
+        let store = SimStore::new(2);
+        let memory = open(&store);
+        let per_segment = (SEGMENT_BYTES as usize - SEGMENT_HEADER_BYTES) / entry_bytes(WRITE_BYTES);
+        let fill = |write: usize| (write % 251) as u8;
+        for write in 0..per_segment + 3 {
+            memory.write_at((write % 200) as u64 * 1000 + 50_000 * u64::from(write >= per_segment), &vec![fill(write); WRITE_BYTES]).unwrap();
+            memory.persist(0, 0).unwrap();
+        }
+        store.freeze();
+        drop(memory);
+        store.crash_process();
+        let last = per_segment - 1;
+        assert!(store.flip_bits(FIRST_SEGMENT, Tier::Pmem, data_byte(last, 0), 0x01));
+        let memory = open(&store);
+        let mut expected = vec![fill(last); WRITE_BYTES];
+        expected[0] ^= 0x01;
+        assert_eq!(read(&memory, (last % 200) as u64 * 1000), expected);
     }
 }
