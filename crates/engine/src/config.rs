@@ -82,6 +82,10 @@ pub struct NamespaceConfig {
     pub journal_segment_bytes: u64,
     /// Log bytes written after which a checkpoint is taken, bounding replay at restart.
     pub checkpoint_interval_bytes: u64,
+    /// Records written after which a checkpoint is taken (whichever of the two comes first):
+    /// replay after a crash costs about one index insertion per record, so small records are
+    /// bounded by their count, large ones by their bytes.
+    pub checkpoint_interval_records: u64,
     /// A sealed write block whose live bytes fall under this percentage is defragmented.
     pub defrag_low_water_percent: u8,
     /// Largest value accepted; at most a write block minus record overhead.
@@ -105,7 +109,8 @@ impl NamespaceConfig {
             data_bytes: 4 * GIB,
             write_block_bytes: 8 * MIB,
             journal_segment_bytes: 64 * MIB,
-            checkpoint_interval_bytes: 256 * MIB,
+            checkpoint_interval_bytes: GIB,
+            checkpoint_interval_records: 1_000_000,
             defrag_low_water_percent: 50,
             value_bytes_max: 4 * MIB,
             cache_bytes: 256 * MIB,
@@ -156,6 +161,9 @@ impl NamespaceConfig {
         }
         if self.checkpoint_interval_bytes < self.write_block_bytes {
             return fail("checkpoint_interval_bytes must be at least one write block".into());
+        }
+        if self.checkpoint_interval_records == 0 {
+            return fail("checkpoint_interval_records must be at least 1".into());
         }
         Ok(())
     }
@@ -284,6 +292,7 @@ struct FileNamespace {
     write_block_bytes: Option<Size>,
     journal_segment_bytes: Option<Size>,
     checkpoint_interval_bytes: Option<Size>,
+    checkpoint_interval_records: Option<u64>,
     defrag_low_water_percent: Option<u8>,
     value_bytes_max: Option<Size>,
     cache_bytes: Option<Size>,
@@ -329,6 +338,7 @@ impl FileNamespace {
         config.value_bytes_max = size("value_bytes_max", self.value_bytes_max, value_default)?;
         config.cache_bytes = size("cache_bytes", self.cache_bytes, config.cache_bytes)?;
         config.periodic_ms = self.periodic_ms.unwrap_or(config.periodic_ms);
+        config.checkpoint_interval_records = self.checkpoint_interval_records.unwrap_or(config.checkpoint_interval_records);
         config.defrag_low_water_percent = self.defrag_low_water_percent.unwrap_or(config.defrag_low_water_percent);
         Ok(config)
     }
@@ -362,6 +372,7 @@ mod tests {
             periodic_ms = 50
             data_bytes = "64MiB"
             write_block_bytes = "1MiB"
+            checkpoint_interval_records = 50000
             [[namespace]]
             data = "pmem"
             "#,
@@ -370,6 +381,7 @@ mod tests {
         assert_eq!(config.namespaces.len(), 2);
         assert_eq!(config.namespaces[0].index, Tier::Shmem);
         assert_eq!(config.namespaces[0].durability, Durability::Periodic);
+        assert_eq!(config.namespaces[0].checkpoint_interval_records, 50_000);
         assert_eq!(config.namespaces[1].name, "ns1");
     }
 
@@ -381,6 +393,8 @@ mod tests {
         assert!(error.contains("data = \"tape\""), "{error}");
         let error = Config::from_toml("[[namespace]]\nwrite_block_bytes = 1000").unwrap_err().to_string();
         assert!(error.contains("power of two"), "{error}");
+        let error = Config::from_toml("[[namespace]]\ncheckpoint_interval_records = 0").unwrap_err().to_string();
+        assert!(error.contains("checkpoint_interval_records"), "{error}");
         let error = Config::from_toml("bogus = 1").unwrap_err().to_string();
         assert!(error.contains("unknown field"), "{error}");
         let error = Config::from_toml("[[namespace]]\nname=\"a\"\n[[namespace]]\nname=\"a\"").unwrap_err().to_string();

@@ -275,3 +275,33 @@ fn blocks_of_records_not_yet_published_are_not_defragmented() {
         database.close().unwrap();
     }
 }
+
+/// Checkpoints bound the log tail a crash leaves to replay by records as well as by bytes.
+#[test]
+fn the_replay_after_a_crash_is_bounded_by_the_checkpoint_interval_in_records() {
+    for (interval_records, replayed_min, replayed_max) in [(100, 0, 100), (1_000_000, 250, 250)] {
+        let store = SimStore::new(9);
+        let provider = Arc::new(store.clone());
+        let mut namespace_config = small_namespace("ns", Tier::Pmem, Tier::Pmem, Durability::Always);
+        namespace_config.checkpoint_interval_bytes = namespace_config.data_bytes;
+        namespace_config.checkpoint_interval_records = interval_records;
+        let config = config_for(std::path::Path::new("/sim"), vec![namespace_config]);
+        let database = Database::open_with(config.clone(), provider.clone()).unwrap();
+        for number in 0..250 {
+            database.namespace(0).unwrap().put(&key(number), b"value", 0).unwrap();
+            database.run_maintenance_once().unwrap();
+        }
+        store.freeze();
+        drop(database);
+        store.crash_process();
+        let database = Database::open_with(config, provider).unwrap();
+        let report = &database.restart_reports()[0];
+        assert_eq!(report.kind, RestartKind::AfterCrash);
+        assert!(
+            (replayed_min..=replayed_max).contains(&report.records_replayed),
+            "interval {interval_records} records: {} replayed",
+            report.records_replayed
+        );
+        assert_eq!(database.namespace(0).unwrap().get(&key(249)).unwrap().unwrap().bytes, b"value");
+    }
+}

@@ -47,6 +47,7 @@ impl Namespace {
     /// crash is not clean already), and whether live-byte accounting must be audited.
     pub(crate) fn finish_open(&self, accounting_rebuilt: bool, checkpoint: OpenCheckpoint) -> Result<()> {
         self.key_count.store(self.index.table_key_count() as i64, Ordering::Relaxed);
+        self.lsn_at_checkpoint.store(self.log.next_lsn(), Ordering::Relaxed);
         match checkpoint {
             OpenCheckpoint::Now => {
                 // The new active block's header must be durable before the index names its position.
@@ -92,6 +93,7 @@ impl Namespace {
         self.index.checkpoint(position, self.log.next_lsn(), clean)?;
         self.last_checkpoint_unix_ms.store(crate::now_unix_ms(), Ordering::Relaxed);
         self.log_bytes_at_checkpoint.store(self.log.bytes_appended(), Ordering::Relaxed);
+        self.lsn_at_checkpoint.store(self.log.next_lsn(), Ordering::Relaxed);
         Ok(())
     }
 
@@ -121,10 +123,13 @@ impl Namespace {
             let persist = self.durability() == Durability::Periodic;
             self.wait_durable_with(self.log.append_position(), persist)?;
         }
-        let since_checkpoint = self.log.bytes_appended() - self.log_bytes_at_checkpoint.load(Ordering::Relaxed);
+        let bytes_since_checkpoint = self.log.bytes_appended() - self.log_bytes_at_checkpoint.load(Ordering::Relaxed);
+        let records_since_checkpoint = self.log.next_lsn().saturating_sub(self.lsn_at_checkpoint.load(Ordering::Relaxed));
+        let interval_passed = bytes_since_checkpoint >= self.config.checkpoint_interval_bytes
+            || records_since_checkpoint >= self.config.checkpoint_interval_records;
         // Old index tables are reused only after a checkpoint: do not let them fill the region.
         let index_waiting = self.index.deferred_free_bytes() > self.index.capacity_bytes() / INDEX_DEFERRED_FRACTION_MAX;
-        if since_checkpoint >= self.config.checkpoint_interval_bytes || index_waiting || self.checkpoint_wanted.swap(false, Ordering::Relaxed) {
+        if interval_passed || index_waiting || self.checkpoint_wanted.swap(false, Ordering::Relaxed) {
             self.checkpoint(false)?;
         }
         // Short of free blocks, defragmentation runs at every tick, not only at housekeeping.

@@ -91,6 +91,8 @@ pub struct Namespace {
     pub(crate) poisoned: Mutex<Option<String>>,
     pub(crate) last_checkpoint_unix_ms: AtomicU64,
     pub(crate) log_bytes_at_checkpoint: AtomicU64,
+    /// The log's next LSN when the last checkpoint was taken (records since: the LSNs handed out).
+    pub(crate) lsn_at_checkpoint: AtomicU64,
     pub(crate) checkpoint_lock: Mutex<()>,
     /// Live-byte accounting is trustworthy (rebuilt, or audited after a warm start).
     pub(crate) accounting_ready: AtomicBool,
@@ -192,6 +194,7 @@ impl Namespace {
             poisoned: Mutex::new(None),
             last_checkpoint_unix_ms: AtomicU64::new(0),
             log_bytes_at_checkpoint: AtomicU64::new(0),
+            lsn_at_checkpoint: AtomicU64::new(0),
             checkpoint_lock: Mutex::new(()),
             accounting_ready: AtomicBool::new(false),
             checkpoint_wanted: AtomicBool::new(false),
