@@ -86,6 +86,11 @@ pub struct RunArgs {
     /// e.g. 216MB or 64MiB; the server's default (256MiB) when not given.
     #[arg(long)]
     pub cache: Option<String>,
+    /// hybridkv's data tier (its `serve --data-bytes`), e.g. 16GiB [default: 16GiB for messaging,
+    /// which keeps every message of the run (at 40k inbound messages/s that is 300 MB/s); the
+    /// server's default (4GiB) otherwise]. A run that fills it gets OOM replies, counted as errors.
+    #[arg(long)]
+    pub data_bytes: Option<String>,
     /// Records ingested before the measurement [default: 200000; 1000000 for mix-70-30 and restart].
     #[arg(long)]
     pub keys: Option<u64>,

@@ -133,7 +133,8 @@ fn describe_settings(record: &RunRecord) -> String {
             format!("{} connections, pipeline {}, {load}, {data}, {} s warm-up, {limit}", settings.connections, settings.pipeline, settings.warmup_seconds)
         }
     };
-    let cache = settings.cache.as_ref().map_or_else(String::new, |size| format!("; hybridkv record cache {size}"));
+    let cache = settings.cache.as_ref().map_or_else(String::new, |size| format!("; hybridkv record cache {size}"))
+        + &settings.data_bytes.as_ref().map_or_else(String::new, |size| format!("; hybridkv data tier {size}"));
     let machine = &record.machine;
     format!(
         "{run}; durability {}{cache}. Machine: {} × {}, {:.1} GiB, kernel {}, commit {}{}.",

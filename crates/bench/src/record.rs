@@ -76,6 +76,9 @@ pub struct Settings {
     pub distribution: KeyDistribution,
     #[serde(default)]
     pub cache: Option<String>,
+    /// hybridkv's `--data-bytes`; `None`: the server's default.
+    #[serde(default)]
+    pub data_bytes: Option<String>,
     /// --compare placement only.
     #[serde(default)]
     pub baseline_placement: Option<String>,

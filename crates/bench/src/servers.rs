@@ -23,7 +23,14 @@ const LOG_TAIL_LINES: usize = 20;
 
 #[derive(Clone, Debug)]
 pub enum ServerSpec {
-    Hybridkv { binary: PathBuf, placement: Placement, journal: Option<JournalTier>, durability: Durability, cache: Option<String> },
+    Hybridkv {
+        binary: PathBuf,
+        placement: Placement,
+        journal: Option<JournalTier>,
+        durability: Durability,
+        cache: Option<String>,
+        data_bytes: Option<String>,
+    },
     Redis { binary: PathBuf, persistence: RedisPersistence },
 }
 
@@ -71,7 +78,7 @@ impl ServerSpec {
         let directory = directories.files.path().display().to_string();
         let shmem_directory = directories.shmem.path().display().to_string();
         match self {
-            ServerSpec::Hybridkv { placement, journal, durability, cache, .. } => {
+            ServerSpec::Hybridkv { placement, journal, durability, cache, data_bytes, .. } => {
                 let mut arguments = vec!["serve", "--port", &port, "--dir", &directory, "--shmem-dir", &shmem_directory];
                 arguments.extend(["--index", placement.index, "--data", placement.data]);
                 arguments.extend(["--durability", durability.name()]);
@@ -80,6 +87,9 @@ impl ServerSpec {
                 }
                 if let Some(size) = cache {
                     arguments.extend(["--cache", size]);
+                }
+                if let Some(size) = data_bytes {
+                    arguments.extend(["--data-bytes", size]);
                 }
                 arguments.into_iter().map(String::from).collect()
             }

@@ -17,6 +17,8 @@ const CONNECTIONS_DEFAULT: u64 = 50;
 const MESSAGING_STREAMS: u64 = 128;
 const KEYS_DEFAULT: u64 = 200_000;
 const KEYS_LARGE_DEFAULT: u64 = 1_000_000;
+/// Messaging stores every message of the run: the server's default 4 GiB fills in about 12 s here.
+const MESSAGING_DATA_BYTES: &str = "16GiB";
 
 pub fn resolve_settings(args: &RunArgs) -> Settings {
     let workload = args.workload;
@@ -49,6 +51,7 @@ pub fn resolve_settings(args: &RunArgs) -> Settings {
         seed: args.seed,
         distribution: args.distribution,
         cache: args.cache.clone(),
+        data_bytes: args.data_bytes.clone().or_else(|| (workload == Workload::Messaging).then(|| MESSAGING_DATA_BYTES.to_string())),
         baseline_placement: (args.compare == Some(CompareWith::Placement)).then(|| args.baseline_placement.to_string()),
     }
 }
@@ -177,6 +180,7 @@ impl<'a> Session<'a> {
             journal: self.args.journal,
             durability: self.args.durability,
             cache: self.args.cache.clone(),
+            data_bytes: self.settings.data_bytes.clone(),
         }
     }
 
