@@ -90,10 +90,11 @@ impl Namespace {
         if let Some(journal) = &self.journal {
             journal.checkpoint()?;
         }
-        self.index.checkpoint(position, self.log.next_lsn(), clean)?;
+        let next_lsn = self.log.next_lsn();
+        self.index.checkpoint(position, next_lsn, clean)?;
         self.last_checkpoint_unix_ms.store(crate::now_unix_ms(), Ordering::Relaxed);
         self.log_bytes_at_checkpoint.store(self.log.bytes_appended(), Ordering::Relaxed);
-        self.lsn_at_checkpoint.store(self.log.next_lsn(), Ordering::Relaxed);
+        self.lsn_at_checkpoint.store(next_lsn, Ordering::Relaxed);
         Ok(())
     }
 
