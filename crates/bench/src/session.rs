@@ -92,6 +92,10 @@ impl<'a> Session<'a> {
             (RunMode::Single, vec![self.single().await?], Vec::new())
         };
         let median_ratios = medians(&rounds);
+        let notes = error_warnings(&measurements);
+        for note in &notes {
+            eprintln!("warning: {note}");
+        }
         Ok(RunRecord {
             timestamp_utc: record::timestamp_utc(),
             workload: self.args.workload,
@@ -102,7 +106,7 @@ impl<'a> Session<'a> {
             measurements,
             rounds,
             median_ratios,
-            notes: Vec::new(),
+            notes,
         })
     }
 
@@ -251,6 +255,21 @@ fn describe_ratios(ratios: &BTreeMap<String, f64>) -> String {
     ratios.iter().map(|(name, ratio)| format!("{name} {ratio:.2}×")).collect::<Vec<_>>().join(", ")
 }
 
+/// A measurement with error replies counted them as operations (a fast `-OOM` counts like a
+/// stored message): its throughput, and any ratio taken from it, measure the errors.
+fn error_warnings(measurements: &[Measurement]) -> Vec<String> {
+    measurements
+        .iter()
+        .filter_map(|measurement| {
+            let errors = measurement.metrics.get("errors").copied().unwrap_or(0.0);
+            (errors > 0.0).then(|| {
+                let round = measurement.round.map_or_else(String::new, |round| format!("round {round}, "));
+                format!("NOT A VALID MEASUREMENT: {round}{} answered {errors} error replies, counted as operations in its throughput and ratios", measurement.server)
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -262,17 +281,27 @@ mod tests {
         assert_eq!(median(Vec::new()), None);
     }
 
-    #[test]
-    fn ratios_favour_hybridkv_when_above_one() {
-        let measurement = |metrics: &[(&str, f64)]| Measurement {
+    fn measurement(metrics: &[(&str, f64)]) -> Measurement {
+        Measurement {
             target: String::new(),
-            server: String::new(),
+            server: "hybridkv pmem/pmem".into(),
             placement: None,
-            round: None,
+            round: Some(2),
             metrics: metrics.iter().map(|&(name, value)| (name.to_string(), value)).collect(),
             latency: None,
             notes: Vec::new(),
-        };
+        }
+    }
+
+    #[test]
+    fn measurements_with_error_replies_are_called_invalid() {
+        let warnings = error_warnings(&[measurement(&[("errors", 0.0)]), measurement(&[("errors", 18488.0)])]);
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].starts_with("NOT A VALID MEASUREMENT: round 2, hybridkv pmem/pmem answered 18488"), "{}", warnings[0]);
+    }
+
+    #[test]
+    fn ratios_favour_hybridkv_when_above_one() {
         let throughput = ratios(Workload::Mix5050, &measurement(&[("ops_per_second", 200.0)]), &measurement(&[("ops_per_second", 100.0)]));
         assert_eq!(throughput.get("ops_per_second"), Some(&2.0));
         let restart = ratios(Workload::Restart, &measurement(&[("ready_seconds", 0.5), ("served_seconds", 1.0)]), &measurement(&[("ready_seconds", 10.0), ("served_seconds", 12.0)]));
