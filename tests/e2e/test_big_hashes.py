@@ -202,7 +202,7 @@ def test_hscan_walks_a_big_hash_with_a_cursor(pair):
     ours, theirs = pair
     both(pair, lambda c: fill(c, "big", FIELDS))
     pages = hscan_pages(ours, "big", count=100)
-    # Buckets of about 4 KiB hold about a hundred of these fields: pages are COUNT or a bucket more.
+    # Buckets of about 1 KiB hold about 25 of these fields: pages are COUNT or a bucket more.
     assert len(pages) > FIELDS // 300
     assert all(len(page) < 500 for page in pages)
     seen = {field: value for page in pages for field, value in page.items()}

@@ -13,6 +13,13 @@
 //! writes the root and at most a few buckets. Under a quarter of the small limit the hash
 //! becomes one record again.
 //!
+//! The target is small (`BUCKET_BYTES_TARGET_MIN`: each write logs its whole bucket) until the
+//! hash is too big for that many buckets, then grows with it up to `BUCKET_BYTES_TARGET_MAX`.
+//! Averages over the maximum always split; splits toward a smaller target are at most
+//! `SOFT_SPLITS_PER_WRITE_MAX` per write, so a hash whose buckets are bigger than today's target
+//! (after the hash shrank, or written by a build with bigger buckets) is split over many writes,
+//! never in one batch too big to log.
+//!
 //! Every write rewrites the root (a new version for WATCH) in the command's one engine batch
 //! with the buckets it changed: a crash keeps all of a command's changes or none.
 
@@ -28,8 +35,14 @@ use crate::values::{field_entry_bytes, CorruptValue, HashRecord, HashRoot, Store
 /// A small hash whose record would pass this many bytes (or the namespace's value limit, if
 /// lower) becomes bucketed.
 pub const SMALL_HASH_BYTES_MAX: u64 = 8 * 1024;
-/// Field bytes the average bucket holds at most (at most a quarter of the value limit).
-pub const BUCKET_BYTES_TARGET: u64 = 4 * 1024;
+/// Field bytes the average bucket holds at most while the hash has room for that many buckets.
+pub const BUCKET_BYTES_TARGET_MIN: u64 = 1024;
+/// Field bytes the average bucket holds at most whatever the hash's size (at most a quarter of
+/// the value limit).
+pub const BUCKET_BYTES_TARGET_MAX: u64 = 4 * 1024;
+/// Splits one write makes toward a target under `BUCKET_BYTES_TARGET_MAX` (splits that keep the
+/// average under the maximum are not counted).
+pub const SOFT_SPLITS_PER_WRITE_MAX: u32 = 4;
 
 /// The limits of one namespace's hashes.
 #[derive(Clone, Copy, Debug)]
@@ -38,24 +51,34 @@ pub struct HashLimits {
     pub value_bytes_max: u64,
     /// Largest small-hash record.
     pub small_bytes_max: u64,
-    pub bucket_bytes_target: u64,
+    pub bucket_bytes_target_min: u64,
+    pub bucket_bytes_target_max: u64,
     /// Buckets one hash may have (the engine's parts per key).
     pub buckets_max: u32,
 }
 
 impl HashLimits {
     pub fn new(value_bytes_max: u64, buckets_max: u32) -> HashLimits {
+        assert!(buckets_max > 0, "a hash needs at least one bucket");
+        let bucket_bytes_target_max = BUCKET_BYTES_TARGET_MAX.min(value_bytes_max / 4).max(1);
         HashLimits {
             value_bytes_max,
             small_bytes_max: SMALL_HASH_BYTES_MAX.min(value_bytes_max),
-            bucket_bytes_target: BUCKET_BYTES_TARGET.min(value_bytes_max / 4).max(1),
+            bucket_bytes_target_min: BUCKET_BYTES_TARGET_MIN.min(bucket_bytes_target_max),
+            bucket_bytes_target_max,
             buckets_max,
         }
     }
 
-    /// Field bytes one hash may hold: every bucket at the target.
+    /// Field bytes one hash may hold: every bucket at the maximum target.
     pub fn hash_bytes_max(&self) -> u64 {
-        u64::from(self.buckets_max) * self.bucket_bytes_target
+        u64::from(self.buckets_max) * self.bucket_bytes_target_max
+    }
+
+    /// The average bucket size a hash of `field_bytes` aims at: the minimum target, or more when
+    /// the hash would need more buckets than it may have.
+    fn bucket_bytes_target(&self, field_bytes: u64) -> u64 {
+        field_bytes.div_ceil(u64::from(self.buckets_max)).clamp(self.bucket_bytes_target_min, self.bucket_bytes_target_max)
     }
 
     /// Under this many field bytes a bucketed hash becomes one record again.
@@ -287,7 +310,8 @@ fn bucketed_from(key: &[u8], fields: HashRecord) -> Layout {
     Layout::Bucketed { root, buckets, stored_bucket_count: 0 }
 }
 
-/// Splits while the average bucket is over the target, merges while under a quarter of it.
+/// Splits while the average bucket is over the target (at most `SOFT_SPLITS_PER_WRITE_MAX`
+/// splits while it is under the maximum target), merges while under a quarter of the target.
 fn rebalance(
     store: &mut dyn KeyStore,
     key: &[u8],
@@ -295,8 +319,16 @@ fn rebalance(
     buckets: &mut BTreeMap<u32, Bucket>,
     limits: &HashLimits,
 ) -> Result<(), CommandError> {
-    let target = limits.bucket_bytes_target;
-    while root.field_bytes > u64::from(root.bucket_count) * target && root.bucket_count < limits.buckets_max {
+    let target = limits.bucket_bytes_target(root.field_bytes);
+    let mut soft_splits = 0;
+    while root.bucket_count < limits.buckets_max {
+        let capacity = |bytes_per_bucket: u64| u64::from(root.bucket_count) * bytes_per_bucket;
+        let over_max = root.field_bytes > capacity(limits.bucket_bytes_target_max);
+        let over_target = root.field_bytes > capacity(target) && soft_splits < SOFT_SPLITS_PER_WRITE_MAX;
+        if !over_max && !over_target {
+            break;
+        }
+        soft_splits += u32::from(!over_max);
         split(store, key, root, buckets)?;
     }
     while root.bucket_count > 1 && root.field_bytes < u64::from(root.bucket_count) * target / 4 {
@@ -388,6 +420,110 @@ fn next_scan_cursor(cursor: u64, bits: u32) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hybridkv_engine::{EngineError, Value};
+
+    /// Keys and their parts in memory; counts the parts each save writes.
+    #[derive(Default)]
+    struct MemoryStore {
+        keys: BTreeMap<Vec<u8>, Value>,
+        parts: BTreeMap<(Vec<u8>, u32), Vec<u8>>,
+        part_writes: usize,
+    }
+
+    impl KeyStore for MemoryStore {
+        fn get(&mut self, key: &[u8]) -> Result<Option<Value>, EngineError> {
+            Ok(self.keys.get(key).cloned())
+        }
+        fn put(&mut self, key: &[u8], value: &[u8], expiry_unix_ms: u64) -> Result<(), EngineError> {
+            self.parts.retain(|(owner, _), _| owner != key);
+            self.put_keeping_parts(key, value, expiry_unix_ms)
+        }
+        fn put_keeping_parts(&mut self, key: &[u8], value: &[u8], expiry_unix_ms: u64) -> Result<(), EngineError> {
+            self.keys.insert(key.to_vec(), Value { bytes: value.to_vec(), expiry_unix_ms, version: 0 });
+            Ok(())
+        }
+        fn delete(&mut self, key: &[u8]) -> Result<bool, EngineError> {
+            self.parts.retain(|(owner, _), _| owner != key);
+            Ok(self.keys.remove(key).is_some())
+        }
+        fn rename(&mut self, _: &[u8], _: &[u8]) -> Result<bool, EngineError> {
+            unimplemented!("not used by hash_layout")
+        }
+        fn get_part(&mut self, key: &[u8], number: u32) -> Result<Option<Vec<u8>>, EngineError> {
+            Ok(self.parts.get(&(key.to_vec(), number)).cloned())
+        }
+        fn put_part(&mut self, key: &[u8], number: u32, value: &[u8]) -> Result<(), EngineError> {
+            self.part_writes += 1;
+            self.parts.insert((key.to_vec(), number), value.to_vec());
+            Ok(())
+        }
+        fn delete_part(&mut self, key: &[u8], number: u32) -> Result<(), EngineError> {
+            self.parts.remove(&(key.to_vec(), number));
+            Ok(())
+        }
+        fn parts_per_key_max(&self) -> u32 {
+            unimplemented!("the tests pass their limits")
+        }
+    }
+
+    fn set_fields(store: &mut MemoryStore, limits: &HashLimits, fields: impl IntoIterator<Item = (String, usize)>) {
+        let key = Bytes::from_static(b"hash");
+        let mut hash = OpenHash::open_or_new(store, &key).unwrap();
+        for (field, value_bytes) in fields {
+            hash.set(store, Bytes::from(field), Bytes::from(vec![b'v'; value_bytes])).unwrap();
+        }
+        hash.save(store, limits).unwrap();
+    }
+
+    fn root(store: &MemoryStore) -> HashRoot {
+        root_or_none(store).expect("the hash is bucketed")
+    }
+
+    #[test]
+    fn buckets_stay_near_the_small_target_until_the_hash_needs_bigger_ones() {
+        let limits = HashLimits { value_bytes_max: 1 << 20, small_bytes_max: 8192, bucket_bytes_target_min: 1024, bucket_bytes_target_max: 4096, buckets_max: 64 };
+        let mut store = MemoryStore::default();
+        for number in 0..400 {
+            set_fields(&mut store, &limits, [(format!("field:{number}"), 200)]);
+            let root = root_or_none(&store);
+            if let Some(root) = root {
+                let average = root.field_bytes / u64::from(root.bucket_count);
+                // Each write splits enough to keep the average near the target for its size.
+                assert!(average <= limits.bucket_bytes_target(root.field_bytes) + 220, "{number}: {average}");
+                assert!(root.bucket_count <= limits.buckets_max);
+            }
+        }
+        // 400 fields of about 215 bytes: past 64 buckets of 1 KiB, so the target grew.
+        let grown = root(&store);
+        assert_eq!(grown.bucket_count, 64);
+        assert!(grown.field_bytes > 64 * 1024);
+    }
+
+    fn root_or_none(store: &MemoryStore) -> Option<HashRoot> {
+        match Stored::decode(store.keys[b"hash".as_slice()].bytes.clone()).unwrap() {
+            Stored::BucketedHash(root) => Some(root),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_hash_with_buckets_over_the_target_is_split_a_few_buckets_per_write() {
+        // Built with the old, bigger target, then written with the small one.
+        let big_buckets = HashLimits { value_bytes_max: 1 << 20, small_bytes_max: 8192, bucket_bytes_target_min: 4096, bucket_bytes_target_max: 4096, buckets_max: 1024 };
+        let mut store = MemoryStore::default();
+        set_fields(&mut store, &big_buckets, (0..1000).map(|number| (format!("field:{number}"), 200)));
+        let before = root(&store);
+        let small_buckets = HashLimits { bucket_bytes_target_min: 1024, ..big_buckets };
+        store.part_writes = 0;
+        set_fields(&mut store, &small_buckets, [("one more".to_string(), 200)]);
+        let after = root(&store);
+        assert_eq!(after.bucket_count, before.bucket_count + SOFT_SPLITS_PER_WRITE_MAX);
+        // The bucket written, plus each split's two halves at most.
+        assert!(store.part_writes <= 1 + 2 * SOFT_SPLITS_PER_WRITE_MAX as usize, "{}", store.part_writes);
+        let mut hash = OpenHash::open(&mut store, &Bytes::from_static(b"hash")).unwrap().unwrap();
+        assert_eq!(hash.len(), 1001);
+        assert!(hash.get(&mut store, b"field:999").unwrap().is_some());
+    }
 
     #[test]
     fn linear_hashing_splits_only_the_split_bucket() {
