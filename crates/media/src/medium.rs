@@ -125,6 +125,10 @@ pub trait Medium: Send + Sync {
     /// cache lines without waiting for them, so that the misses of several reads overlap.
     /// Never fails, whatever the range; media that cannot prefetch ignore it.
     fn prefetch(&self, _offset: u64, _len: u64) {}
+    /// A hint that the small reads that follow land far apart (`true`: reading ahead around
+    /// each would only waste I/O and memory), or no longer do (`false`, the default). Large
+    /// reads read ahead either way. Media without readahead ignore it.
+    fn expect_scattered_reads(&self, _scattered: bool) {}
 }
 
 /// Checks the arguments of a media access: a violation is a bug in the caller.

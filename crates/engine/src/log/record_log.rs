@@ -141,22 +141,11 @@ impl<P> RecordLog<P> {
     ) -> Result<(RecordLog<P>, Vec<BlockHeader>)> {
         let slot_count = medium.len_bytes() / block_bytes;
         assert!(slot_count >= 4 && slot_count < BLOCK_SLOTS_MAX, "validated by the configuration");
-        let mut in_use = Vec::new();
-        let mut free_slots = BTreeSet::new();
-        let mut damaged = Vec::new();
-        let mut start_bytes = [0u8; BLOCK_START_BYTES];
-        for slot in 0..slot_count as u32 {
-            medium.read_at(slot as u64 * block_bytes, &mut start_bytes)?;
-            match BlockHeader::decode(&start_bytes[..BLOCK_HEADER_BYTES], slot, block_bytes, fingerprint) {
-                Some(header) => in_use.push(header),
-                None if is_blank_block_start(&start_bytes) => {
-                    free_slots.insert(slot);
-                }
-                // A zeroed header over a record is damage too: freeing zeroes the first record's
-                // header before the block's (see `free_block`).
-                None => damaged.push(slot),
-            }
-        }
+        // One small read per write block: nothing around a header is needed now.
+        medium.expect_scattered_reads(true);
+        let scanned = scan_block_starts(&*medium, block_bytes, slot_count, fingerprint);
+        medium.expect_scattered_reads(false);
+        let (mut in_use, mut free_slots, damaged) = scanned?;
         let newest_intact_seq = in_use.iter().map(|header| header.seq).max().unwrap_or(0);
         // Blocks whose headers were lost are newer than the newest intact one by at most a slot
         // count each (see `next_seq` below), so their numbers lie under this bound.
@@ -654,6 +643,30 @@ enum FirstRecord {
     Valid { seq: u64 },
     /// Anything else: a damaged record, another use's leftovers, or an implausible sequence number.
     Unrecognised,
+}
+
+/// Every slot's start, in slot order: headers of blocks in use, blank slots, and damaged slots.
+fn scan_block_starts(
+    medium: &dyn Medium,
+    block_bytes: u64,
+    slot_count: u64,
+    fingerprint: u64,
+) -> Result<(Vec<BlockHeader>, BTreeSet<u32>, Vec<u32>)> {
+    let (mut in_use, mut free_slots, mut damaged) = (Vec::new(), BTreeSet::new(), Vec::new());
+    let mut start_bytes = [0u8; BLOCK_START_BYTES];
+    for slot in 0..slot_count as u32 {
+        medium.read_at(slot as u64 * block_bytes, &mut start_bytes)?;
+        match BlockHeader::decode(&start_bytes[..BLOCK_HEADER_BYTES], slot, block_bytes, fingerprint) {
+            Some(header) => in_use.push(header),
+            None if is_blank_block_start(&start_bytes) => {
+                free_slots.insert(slot);
+            }
+            // A zeroed header over a record is damage too: freeing zeroes the first record's
+            // header before the block's (see `free_block`).
+            None => damaged.push(slot),
+        }
+    }
+    Ok((in_use, free_slots, damaged))
 }
 
 /// How a block whose header is damaged or zeroed (with a record after it) is told from garbage:
