@@ -211,6 +211,32 @@ fn decide(
     Ok(Decision::Attach(index, if header.clean { RestartKind::Warm } else { RestartKind::AfterCrash }))
 }
 
+/// Which index entries replay may trust to name a valid record of their own key, so that log
+/// order alone tells whether the entry's record or the one replayed is the newer version of the
+/// key (versions of one key lie in log order: see `supersedes`). An entry not trusted is checked
+/// by reading the record it names: a random read per replayed record, which on ssd data made an
+/// after-kill start replay about 54,000 records/s (600,000 in 11.2 s).
+#[derive(Clone, Copy)]
+enum EntryTrust<'a> {
+    /// A cold rebuild: every entry was put by the rebuild itself, from a valid record.
+    All,
+    /// After a process crash no store was torn and every record an entry names was written out,
+    /// except where a change the crash interrupted left a partition's entries half done.
+    AllBut(&'a BTreeSet<usize>),
+    /// After a power cut any entry may be torn, or name a record that never became durable.
+    None,
+}
+
+impl EntryTrust<'_> {
+    fn trusts(self, partition: usize) -> bool {
+        match self {
+            EntryTrust::All => true,
+            EntryTrust::AllBut(interrupted) => !interrupted.contains(&partition),
+            EntryTrust::None => false,
+        }
+    }
+}
+
 /// The log tail a warm or after-crash start re-applies.
 struct Tail<'a> {
     in_use: &'a [BlockHeader],
@@ -226,7 +252,8 @@ impl Namespace {
     /// stop, starts a new one otherwise (the last block's tail may hold torn records).
     fn replay_tail(&self, tail: &Tail, progress: &Progress) -> Result<()> {
         let first_seq = position_seq(tail.consistent_position);
-        let interrupted = self.index.interrupted_changes()?;
+        let interrupted: BTreeSet<usize> = self.index.interrupted_changes()?.into_iter().collect();
+        let trust = if tail.same_boot { EntryTrust::AllBut(&interrupted) } else { EntryTrust::None };
         let mut touched = BTreeSet::new();
         let mut last_end = None;
         let mut buffers = ReplayBuffers::default();
@@ -236,7 +263,7 @@ impl Namespace {
             } else {
                 BLOCK_HEADER_BYTES as u64
             };
-            let end = self.replay_block(block, from, None, progress, Some(&mut touched), &mut buffers)?;
+            let end = self.replay_block(block, from, None, trust, progress, Some(&mut touched), &mut buffers)?;
             last_end = Some((block, end));
         }
         // After a power cut an entry written after the checkpoint may be torn (its location
@@ -245,10 +272,10 @@ impl Namespace {
         // a process crash every store survived: only a change the crash interrupted may have
         // left an entry or the partition's counts half done.
         let repaired: BTreeSet<usize> =
-            if tail.same_boot { interrupted.into_iter().collect() } else { touched.iter().copied().chain(interrupted).collect() };
+            if tail.same_boot { interrupted } else { touched.iter().copied().chain(interrupted).collect() };
         for &number in &repaired {
             let mut partition = self.index.partition(number).write();
-            self.index.repair(&mut partition, |entry| self.repaired_entry(entry, first_seq))?;
+            self.index.repair(&mut partition, |entry| self.repaired_entry(entry, first_seq), |entry| self.log_order(entry.location))?;
         }
         // Entries the tail touched may exist only in memory that survived the process (not
         // durable): the next checkpoint writes them whether or not replay changed them.
@@ -278,7 +305,8 @@ impl Namespace {
                         loop {
                             let position = next.fetch_add(1, Ordering::Relaxed);
                             let Some(block) = in_use.get(position) else { return Ok(()) };
-                            self.replay_block(block, BLOCK_HEADER_BYTES as u64, Some(tombstones), progress, None, &mut buffers)?;
+                            let trust = EntryTrust::All;
+                            self.replay_block(block, BLOCK_HEADER_BYTES as u64, Some(tombstones), trust, progress, None, &mut buffers)?;
                             if worker == 0 && last_report.elapsed() >= PROGRESS_INTERVAL {
                                 last_report = Instant::now();
                                 tracing::info!(
@@ -333,13 +361,14 @@ impl Namespace {
         block: &BlockHeader,
         from: u64,
         tombstones: Option<&Tombstones>,
+        trust: EntryTrust<'_>,
         progress: &Progress,
         touched: Option<&mut BTreeSet<usize>>,
         buffers: &mut ReplayBuffers,
     ) -> Result<u64> {
         let image_start = self.log.read_block_from(block.slot, from, &mut buffers.image)?;
         let (walked, max_lsn) = self.applicable_records(block, from, image_start, buffers);
-        let records = self.apply_all(&buffers.applicable, tombstones, touched)?;
+        let records = self.apply_all(&buffers.applicable, tombstones, trust, touched)?;
         // Counted per block: shared counters bumped per record would bounce between the threads.
         progress.records.fetch_add(records, Ordering::Relaxed);
         progress.max_lsn.fetch_max(max_lsn, Ordering::Relaxed);
@@ -403,25 +432,31 @@ impl Namespace {
 
     /// Applies `records` in order, loading the index slot of the record
     /// REPLAY_PREFETCH_DISTANCE_RECORDS ahead meanwhile. Returns how many were applied.
-    fn apply_all(&self, records: &[Recovered], tombstones: Option<&Tombstones>, mut touched: Option<&mut BTreeSet<usize>>) -> Result<u64> {
+    fn apply_all(
+        &self,
+        records: &[Recovered],
+        tombstones: Option<&Tombstones>,
+        trust: EntryTrust<'_>,
+        mut touched: Option<&mut BTreeSet<usize>>,
+    ) -> Result<u64> {
         let prefetch = |record: &&Recovered| self.index.prefetch_entry(record.digest);
         for_each_prefetching(records.iter(), REPLAY_PREFETCH_DISTANCE_RECORDS, prefetch, |record| {
             if let Some(touched) = touched.as_deref_mut() {
                 touched.insert(self.index.partition_of(record.digest));
             }
-            self.apply_recovered(record, tombstones)
+            self.apply_recovered(record, tombstones, trust)
         })?;
         Ok(records.len() as u64)
     }
 
     /// Applies one recovered record if it is newer than what the index holds for its key.
-    fn apply_recovered(&self, record: &Recovered, tombstones: Option<&Tombstones>) -> Result<()> {
+    fn apply_recovered(&self, record: &Recovered, tombstones: Option<&Tombstones>, trust: EntryTrust<'_>) -> Result<()> {
         let number = self.index.partition_of(record.digest);
         let mut partition = self.index.partition(number).write();
         if let Some(current) = self.index.table_lookup(&partition, record.digest)? {
             // The entry already names this record (the usual case after a process crash): no
             // record needs reading.
-            if current.location == record.location || self.supersedes(current.location, record) {
+            if current.location == record.location || self.is_newer(current.location, record, trust, number) {
                 return Ok(());
             }
         }
@@ -434,18 +469,38 @@ impl Namespace {
                 return Ok(());
             }
         }
-        let old = if record.tombstone {
-            self.index.table_remove(&mut partition, number, record.digest)?
+        let mut replaced = Vec::new();
+        if record.tombstone {
+            // After a power cut a key may have two entries (see `Index::repair`): the tombstone
+            // removes every one older than itself; a newer one stays, and wins the repair.
+            while let Some(old) = self.index.table_remove(&mut partition, number, record.digest)? {
+                replaced.push(old.location);
+                match self.index.table_lookup(&partition, record.digest)? {
+                    Some(next) if !self.is_newer(next.location, record, trust, number) => {}
+                    _ => break,
+                }
+            }
         } else {
             let entry = Entry::new(record.digest, record.location, record.part, record.expiry_unix_ms);
-            self.index.table_put(&mut partition, number, entry)?
-        };
+            replaced.extend(self.index.table_put(&mut partition, number, entry)?.map(|old| old.location));
+        }
         drop(partition);
-        if let Some(old) = old {
-            self.forget_live_bytes(old.location);
+        for location in replaced {
+            self.forget_live_bytes(location);
         }
         self.log.add_live_bytes(record.location.slot(), record.record_bytes);
         Ok(())
+    }
+
+    /// Whether the record an entry names at `current` (not `record`'s location) is a newer
+    /// version of the key than `record`: by log order where `trust` allows, else by reading it.
+    fn is_newer(&self, current: Location, record: &Recovered, trust: EntryTrust<'_>, partition: usize) -> bool {
+        match self.log_order(current) {
+            Some(current_order) if trust.trusts(partition) => {
+                current_order > self.log_order(record.location).expect("a replayed block is in use")
+            }
+            _ => self.supersedes(current, record),
+        }
     }
 
     /// An entry of a partition the log tail touched, as it must be, or None when it is torn
@@ -489,8 +544,13 @@ impl Namespace {
         if lsn != 0 || self.config.durability != Durability::Always {
             return lsn >= record.lsn;
         }
-        let log_order = |location: Location| (self.log.block_seq(location.slot()), location.offset());
-        log_order(current).0 == 0 || log_order(current) > log_order(record.location)
+        self.log_order(current).is_none_or(|order| Some(order) > self.log_order(record.location))
+    }
+
+    /// Where a location lies in the log, in log order; None when its slot holds no block in use.
+    fn log_order(&self, location: Location) -> Option<(u64, u64)> {
+        let seq = self.log.block_seq(location.slot());
+        (seq != 0).then_some((seq, location.offset()))
     }
 
     /// The LSN of the valid record at `location`, or 0 when it is not valid (anything beats it).

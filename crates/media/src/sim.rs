@@ -21,6 +21,7 @@
 //! were gone), dropping whatever used the media, then `crash_process` or `power_cut` ("reboot").
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -93,6 +94,8 @@ struct Shared {
     pmem_durability: DurabilityPath,
     control: Mutex<Control>,
     media: Mutex<HashMap<(Tier, String), Arc<SimMedium>>>,
+    /// `read_at` calls on ssd media so far: what a start costs in device reads.
+    ssd_reads: AtomicU64,
 }
 
 impl Shared {
@@ -152,7 +155,12 @@ impl SimStore {
         let msync_fallback = StdRng::seed_from_u64(seed ^ PMEM_PATH_SEED_SALT).gen_bool(0.5);
         let pmem_durability = if msync_fallback { DurabilityPath::MsyncFallback } else { DurabilityPath::Simulated };
         SimStore {
-            shared: Arc::new(Shared { pmem_durability, control: Mutex::new(control), media: Mutex::new(HashMap::new()) }),
+            shared: Arc::new(Shared {
+                pmem_durability,
+                control: Mutex::new(control),
+                media: Mutex::new(HashMap::new()),
+                ssd_reads: AtomicU64::new(0),
+            }),
         }
     }
 
@@ -160,6 +168,11 @@ impl SimStore {
     /// seeds, `Simulated` (range flushes, like MAP_SYNC) for the others.
     pub fn pmem_durability(&self) -> DurabilityPath {
         self.shared.pmem_durability
+    }
+
+    /// Reads of ssd media so far (each would be a device read).
+    pub fn ssd_reads(&self) -> u64 {
+        self.shared.ssd_reads.load(Ordering::Relaxed)
     }
 
     /// Operations (writes, 8-byte stores, persists) counted so far.
@@ -395,6 +408,9 @@ impl Medium for SimMedium {
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), MediaError> {
         assert_in_range(self.len_bytes, offset, buf.len() as u64);
+        if self.info.tier == Tier::Ssd {
+            self.shared().ssd_reads.fetch_add(1, Ordering::Relaxed);
+        }
         let bytes = self.bytes.lock();
         buf.copy_from_slice(&bytes.written[offset as usize..offset as usize + buf.len()]);
         Ok(())

@@ -30,6 +30,7 @@ pub(crate) mod entry;
 pub(crate) mod header;
 mod pending;
 
+use std::collections::hash_map::{self, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -543,11 +544,19 @@ impl Index {
     }
 
     /// Marks deleted every entry `repaired` gives None for (entries torn by a crash), rewrites
-    /// the tags of those it gives back changed, then recomputes the
-    /// partition's counts from its table (a crash leaves them stale).
-    pub(crate) fn repair(&self, partition: &mut Partition, mut repaired: impl FnMut(&Entry) -> Option<Entry>) -> Result<()> {
+    /// the tags of those it gives back changed, keeps only the newest (by `newness`) of sound
+    /// entries sharing a digest, then recomputes the partition's counts from its table (a crash
+    /// leaves them stale).
+    pub(crate) fn repair<Order: Ord>(
+        &self,
+        partition: &mut Partition,
+        mut repaired: impl FnMut(&Entry) -> Option<Entry>,
+        newness: impl Fn(&Entry) -> Order,
+    ) -> Result<()> {
         self.ensure_usable(partition)?;
         self.begin_change(partition)?;
+        // The sound entry kept for each digest so far: its slot and newness.
+        let mut kept: HashMap<Digest, (u32, Order)> = HashMap::new();
         for slot in 0..partition.capacity {
             let entry = self.read_slot(partition, slot)?;
             if !entry.location.is_record() {
@@ -555,13 +564,28 @@ impl Index {
             }
             let at = Self::slot_offset(partition, slot);
             match repaired(&entry) {
-                None => self.medium.store_u64(at + LOCATION_OFFSET, Location::DELETED.0)?,
+                None => {
+                    self.medium.store_u64(at + LOCATION_OFFSET, Location::DELETED.0)?;
+                    continue;
+                }
                 Some(sound) if sound != entry => {
                     assert!(sound.digest == entry.digest && sound.location == entry.location, "only the tags are repaired");
                     self.medium.store_u64(at + entry::TAGGED_HIGH_OFFSET, sound.tagged_high())?;
                 }
                 Some(_) => {}
             }
+            // Two sound entries of one key: a power cut kept the insert of the key's entry into
+            // another slot but lost the deletion of its earlier one. The newer record wins.
+            let newness = newness(&entry);
+            let stale_slot = match kept.entry(entry.digest) {
+                hash_map::Entry::Vacant(vacant) => {
+                    vacant.insert((slot, newness));
+                    continue;
+                }
+                hash_map::Entry::Occupied(mut occupied) if newness > occupied.get().1 => occupied.insert((slot, newness)).0,
+                hash_map::Entry::Occupied(_) => slot,
+            };
+            self.medium.store_u64(Self::slot_offset(partition, stale_slot) + LOCATION_OFFSET, Location::DELETED.0)?;
         }
         self.recount(partition)
     }
