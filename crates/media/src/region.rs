@@ -53,8 +53,6 @@ impl Mapping {
     }
 }
 
-
-
 impl Drop for Mapping {
     fn drop(&mut self) {
         if let Mapping::MapSync { address, len_bytes, .. } = *self {
