@@ -985,6 +985,29 @@ mod tests {
     }
 
     #[test]
+    fn repair_keeps_the_newest_of_two_entries_of_one_key() {
+        let store = SimStore::new(3);
+        let index = Index::create(store.open("index", Tier::Pmem, 8 << 20).unwrap().medium, 1, "t", 0).unwrap();
+        let older = Entry { part: false, expires: false, ..entry(1) };
+        let newer = Entry { location: Location::new(2, 64, 64), ..older };
+        let number = index.partition_of(older.digest);
+        let mut partition = index.partition(number).write();
+        index.table_put(&mut partition, number, older).unwrap();
+        let Probe::Found(slot, _) = index.probe(&partition, older.digest).unwrap() else { panic!("just put") };
+        // What a power cut can leave: the key's entry in the next slot too, naming a later record.
+        let mut bytes = [0u8; ENTRY_BYTES as usize];
+        index.medium.read_at(Index::slot_offset(&partition, slot), &mut bytes).unwrap();
+        let copy_at = Index::slot_offset(&partition, (slot + 1) % partition.capacity);
+        index.medium.write_at(copy_at, &bytes).unwrap();
+        index.medium.store_u64(copy_at + LOCATION_OFFSET, newer.location.0).unwrap();
+        assert_eq!(index.read_table(&partition).map(|table| count_entries(&table).live).unwrap(), 2);
+
+        index.repair(&mut partition, |entry| Some(*entry), |entry| (entry.location.slot(), entry.location.offset())).unwrap();
+        assert_eq!(index.entries(&partition).unwrap(), vec![newer]);
+        assert_eq!(partition.live, 1);
+    }
+
+    #[test]
     fn pending_entries_override_the_table_until_dropped() {
         let store = SimStore::new(2);
         let index = Index::create(store.open("index", Tier::Dram, 8 << 20).unwrap().medium, 1, "t", 0).unwrap();
