@@ -3,9 +3,13 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Waker};
+use std::time::{Duration, Instant};
 
 use common::*;
-use hybridkv_engine::{Database, Durability, Tier, KIB, MIB};
+use hybridkv_engine::{CacheLoad, Database, Durability, Namespace, Tier, KIB, MIB};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -153,11 +157,10 @@ fn records_loaded_ahead_are_then_read_from_the_cache() {
     assert_eq!((after.hits - before.hits, after.misses - before.misses), (1, 0), "served from the cache");
 }
 
-/// A batch over several write blocks (most records on the device, loaded on several threads; the
-/// last ones in the active block) loads every record once: one miss each, then one hit each when
+/// A batch over several write blocks (most records on the device; the last ones in the active
+/// block), loaded by `load_batch`, loads every record once: one miss each, then one hit each when
 /// read.
-#[test]
-fn a_large_batch_is_loaded_whole() {
+fn check_that_a_large_batch_is_loaded_whole(load_batch: impl FnOnce(&Namespace, &[Vec<u8>])) {
     const KEYS: u64 = 3_000;
     let dir = tempfile::tempdir().unwrap();
     // `always`: each write is published before the next, so no block looks emptier than it is
@@ -168,7 +171,7 @@ fn a_large_batch_is_loaded_whole() {
     namespace.clear_cache();
     let keys: Vec<Vec<u8>> = (0..KEYS).map(|number| key(number).to_vec()).collect();
     let before = namespace.stats().cache.unwrap();
-    namespace.load_into_cache(&keys);
+    load_batch(namespace, &keys);
     let loaded = namespace.stats().cache.unwrap();
     assert_eq!((loaded.hits - before.hits, loaded.misses - before.misses), (0, KEYS));
     for number in 0..KEYS {
@@ -176,6 +179,69 @@ fn a_large_batch_is_loaded_whole() {
     }
     let read = namespace.stats().cache.unwrap();
     assert_eq!((read.hits - loaded.hits, read.misses - loaded.misses), (KEYS, 0), "every record was loaded");
+}
+
+/// On several threads, when no thread is spared the wait for the device.
+#[test]
+fn a_large_batch_is_loaded_whole() {
+    check_that_a_large_batch_is_loaded_whole(|namespace, keys| namespace.load_into_cache(keys));
+}
+
+/// Drives `finish_device_reads` until `load` is ready, as the server's completion task does.
+fn wait_for(namespace: &Namespace, mut load: CacheLoad) {
+    let mut context = Context::from_waker(Waker::noop());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Pin::new(&mut load).poll(&mut context).is_pending() {
+        assert!(Instant::now() < deadline, "device reads finish within 10 s");
+        namespace.finish_device_reads();
+    }
+}
+
+/// Through the device read queue, in slices as the server's batches come, with absent and
+/// invalid keys among them: no thread waits for the device.
+#[test]
+fn a_large_batch_is_loaded_whole_through_the_device_read_queue() {
+    check_that_a_large_batch_is_loaded_whole(|namespace, keys| {
+        assert!(namespace.device_read_completions().is_some(), "O_DIRECT and io_uring on the machines we test on");
+        let mut keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        keys.extend([b"never written".as_slice(), &[b'k'; 20_000]]);
+        for part in keys.chunks(200) {
+            wait_for(namespace, namespace.start_loading_into_cache(part).expect("a device read queue"));
+        }
+    });
+}
+
+/// Loads through the device read queue race with rewrites of the same keys (and the
+/// defragmentation they cause): a get always returns the key's newest value.
+#[test]
+fn loads_through_the_device_read_queue_never_make_the_cache_serve_an_older_value() {
+    const KEYS: u64 = 400;
+    const ROUNDS: u64 = 30;
+    let dir = tempfile::tempdir().unwrap();
+    let (database, _shmem) = cached_database(dir.path(), Tier::Ssd, 64 * KIB, Durability::None);
+    let namespace = database.namespace(0).unwrap();
+    load(&database, KEYS);
+    let version_of = |number: u64, round: u64| value(number, round, 300);
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(|| {
+            for round in 1..=ROUNDS {
+                for number in 0..KEYS {
+                    namespace.put(&key(number), &version_of(number, round), 0).unwrap();
+                }
+            }
+        });
+        let keys: Vec<Vec<u8>> = (0..KEYS).map(|number| key(number).to_vec()).collect();
+        let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        while !writer.is_finished() {
+            namespace.clear_cache();
+            for part in keys.chunks(64) {
+                wait_for(namespace, namespace.start_loading_into_cache(part).expect("a device read queue"));
+            }
+        }
+    });
+    for number in 0..KEYS {
+        assert_eq!(namespace.get(&key(number)).unwrap().unwrap().bytes, version_of(number, ROUNDS), "key {number}");
+    }
 }
 
 #[test]

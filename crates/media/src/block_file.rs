@@ -3,11 +3,13 @@
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
 use parking_lot::Mutex;
 
+use crate::device_reads::DeviceReadQueue;
 use crate::medium::{assert_in_range, DurabilityPath, Medium, MediumInfo, Tier, PAGE_BYTES};
 use crate::MediaError;
 
@@ -19,6 +21,8 @@ use crate::MediaError;
 const KEPT_BOUNCE_BYTES_MIN: usize = 1 << 20;
 
 pub struct BlockFile {
+    /// Declared before `file`: dropping it waits for reads in flight on the file's descriptor.
+    device_reads: Option<DeviceReadQueue>,
     file: File,
     len_bytes: u64,
     info: MediumInfo,
@@ -27,13 +31,13 @@ pub struct BlockFile {
 }
 
 /// A page-aligned heap buffer, as O_DIRECT requires for the memory side of a transfer.
-struct AlignedBuffer {
+pub(crate) struct AlignedBuffer {
     pointer: *mut u8,
     layout: Layout,
 }
 
 impl AlignedBuffer {
-    fn zeroed(len_bytes: usize) -> AlignedBuffer {
+    pub(crate) fn zeroed(len_bytes: usize) -> AlignedBuffer {
         assert!(len_bytes > 0 && len_bytes % PAGE_BYTES as usize == 0);
         let layout = Layout::from_size_align(len_bytes, PAGE_BYTES as usize).expect("page-aligned layout");
         // SAFETY: the layout has a non-zero size.
@@ -42,12 +46,12 @@ impl AlignedBuffer {
         AlignedBuffer { pointer, layout }
     }
 
-    fn as_slice(&self) -> &[u8] {
+    pub(crate) fn as_slice(&self) -> &[u8] {
         // SAFETY: the allocation is live, initialised (zeroed) and exactly `layout.size()` long.
         unsafe { std::slice::from_raw_parts(self.pointer, self.layout.size()) }
     }
 
-    fn as_mut_slice(&mut self) -> &mut [u8] {
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: as in `as_slice`, and `&mut self` makes this the only reference.
         unsafe { std::slice::from_raw_parts_mut(self.pointer, self.layout.size()) }
     }
@@ -102,7 +106,19 @@ impl BlockFile {
             path: Some(path.to_path_buf()),
             durability: DurabilityPath::Fdatasync { direct_io },
         };
-        Ok(BlockFile { file, len_bytes, info, direct_io, kept_bounce: Mutex::new(None) })
+        let device_reads = direct_io.then(|| Self::open_device_reads(&file, len_bytes, &what)).flatten();
+        Ok(BlockFile { device_reads, file, len_bytes, info, direct_io, kept_bounce: Mutex::new(None) })
+    }
+
+    /// A queue for reads that do not block their caller, when the kernel gives us io_uring.
+    fn open_device_reads(file: &File, len_bytes: u64, what: &str) -> Option<DeviceReadQueue> {
+        match DeviceReadQueue::new(file.as_raw_fd(), len_bytes, what.to_string()) {
+            Ok(queue) => Some(queue),
+            Err(error) => {
+                tracing::info!(file = %what, %error, "ssd: io_uring unavailable; cache misses are read by blocking calls");
+                None
+            }
+        }
     }
 
     pub fn direct_io(&self) -> bool {
@@ -190,6 +206,10 @@ impl Medium for BlockFile {
 
     fn write_alignment_bytes(&self) -> u64 {
         PAGE_BYTES
+    }
+
+    fn device_reads(&self) -> Option<&DeviceReadQueue> {
+        self.device_reads.as_ref()
     }
 }
 

@@ -7,6 +7,7 @@
 //! tested for power cuts, torn writes and I/O errors.
 
 mod block_file;
+mod device_reads;
 mod error;
 mod flush;
 mod huge_pages;
@@ -16,6 +17,7 @@ mod region;
 pub mod sim;
 
 pub use block_file::BlockFile;
+pub use device_reads::{CompletedRead, DeviceRead, DeviceReadQueue, DEVICE_READS_IN_FLIGHT_MAX, DEVICE_READ_BYTES_MAX};
 pub use error::MediaError;
 pub use flush::{cache_flush_instruction, CacheFlushInstruction};
 pub use huge_pages::{disable_transparent_huge_pages, transparent_huge_pages_disabled};

@@ -1,7 +1,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use crate::MediaError;
+use crate::{DeviceReadQueue, MediaError};
 
 /// Granularity of block-file I/O and of torn block writes.
 pub const PAGE_BYTES: u64 = 4096;
@@ -129,6 +129,12 @@ pub trait Medium: Send + Sync {
     /// each would only waste I/O and memory), or no longer do (`false`, the default). Large
     /// reads read ahead either way. Media without readahead ignore it.
     fn expect_scattered_reads(&self, _scattered: bool) {}
+    /// Reads that can be started without blocking the caller and taken when done, on media
+    /// whose reads wait for a device (an O_DIRECT block file with io_uring); None on media read
+    /// at memory speed or only by blocking calls.
+    fn device_reads(&self) -> Option<&DeviceReadQueue> {
+        None
+    }
 }
 
 /// Checks the arguments of a media access: a violation is a bug in the caller.

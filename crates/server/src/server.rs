@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hybridkv_engine::Database;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
@@ -48,6 +49,7 @@ pub async fn serve(config: ServerConfig, database: Arc<Database>) -> Result<Arc<
         helpers.push(tokio::spawn(serve_metrics(metrics_listener, shared.clone())));
     }
     helpers.push(tokio::spawn(shutdown_on_signals(shared.clone()).await?));
+    helpers.extend(drive_device_reads(&shared));
     tracing::info!(%address, "ready to accept connections");
     accept_until_shutdown(&listener, &shared).await;
     drop(listener);
@@ -116,6 +118,36 @@ async fn shutdown_on_signals(shared: Arc<Shared>) -> Result<impl std::future::Fu
         }
         shared.request_shutdown();
     })
+}
+
+/// A task per namespace with a device read queue: whenever reads complete, it finishes them
+/// (records into the cache, waiting sessions woken). Marks the namespaces it serves in
+/// `device_reads_driven`; the others load on blocking threads.
+fn drive_device_reads(shared: &Arc<Shared>) -> Vec<JoinHandle<()>> {
+    let mut tasks = Vec::new();
+    for (number, namespace) in shared.database.namespaces().iter().enumerate() {
+        let Some(fd) = namespace.device_read_completions() else { continue };
+        // Deprecated because an `AsRawFd` type may change or close its descriptor while
+        // registered; an `OwnedFd` owned by the `AsyncFd` cannot.
+        #[allow(deprecated)]
+        let completions = match fd.and_then(|fd| AsyncFd::with_interest(fd, Interest::READABLE)) {
+            Ok(completions) => completions,
+            Err(error) => {
+                tracing::warn!(namespace = namespace.name(), %error, "cannot watch device read completions; cache misses load on blocking threads");
+                continue;
+            }
+        };
+        shared.device_reads_driven[number].store(true, Ordering::Relaxed);
+        let namespace = namespace.clone();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let Ok(mut ready) = completions.readable().await else { return };
+                namespace.finish_device_reads();
+                ready.clear_ready();
+            }
+        }));
+    }
+    tasks
 }
 
 async fn sample_ops_per_second(shared: Arc<Shared>) {

@@ -283,6 +283,11 @@ impl Connection {
         if keys.is_empty() || !namespace.reads_would_wait(&keys) {
             return;
         }
+        if self.shared.device_reads_driven[self.state.database].load(Ordering::Relaxed) {
+            if let Some(load) = namespace.start_loading_into_cache(&keys) {
+                return load.await;
+            }
+        }
         let keys: Vec<Vec<u8>> = keys.into_iter().map(<[u8]>::to_vec).collect();
         let namespace = namespace.clone();
         // Loading is only a head start: if it fails, the commands read (and report) themselves.

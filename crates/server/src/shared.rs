@@ -27,6 +27,9 @@ pub struct Shared {
     pub run_id: String,
     /// A BGSAVE is running.
     pub background_save: Arc<AtomicBool>,
+    /// Per namespace: a task takes its completed device reads (`server::drive_device_reads`),
+    /// so sessions may wait for cache loads without a blocking thread.
+    pub device_reads_driven: Vec<AtomicBool>,
 }
 
 impl Shared {
@@ -34,7 +37,6 @@ impl Shared {
         let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_nanos());
         let run_id = format!("{:040x}", seed ^ (u128::from(std::process::id()) << 64));
         Shared {
-            database,
             requirepass: RwLock::new(config.requirepass.clone()),
             max_clients: AtomicUsize::new(config.max_clients),
             config,
@@ -44,6 +46,8 @@ impl Shared {
             started: Instant::now(),
             run_id: run_id[run_id.len() - 40..].to_string(),
             background_save: Arc::new(AtomicBool::new(false)),
+            device_reads_driven: database.namespaces().iter().map(|_| AtomicBool::new(false)).collect(),
+            database,
         }
     }
 

@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use hybridkv_media::{DurabilityPath, Medium, PAGE_BYTES};
+use hybridkv_media::{DeviceRead, DurabilityPath, Medium, DEVICE_READ_BYTES_MAX, PAGE_BYTES};
 use parking_lot::{Mutex, RwLock};
 
 use crate::error::{EngineError, Result};
@@ -513,27 +513,10 @@ impl<P> RecordLog<P> {
 
     /// Reads the whole record at `location` into `out` (without verifying it).
     pub(crate) fn read_record(&self, location: Location, out: &mut Vec<u8>) -> Result<()> {
-        // Locations come from media: a damaged one is an operating error, not a bug.
-        let in_range = location.is_record()
-            && (location.slot() as usize) < self.slots.len()
-            && location.offset() + RECORD_HEADER_BYTES as u64 <= self.block_bytes;
-        if !in_range {
-            return Err(corrupt(location, "location outside the record log"));
-        }
-        let block_end = self.block_bytes - location.offset();
-        let first = match location.record_bytes() {
-            Some(bytes) if bytes as u64 > block_end => return Err(corrupt(location, "record runs past its block")),
-            Some(bytes) => bytes,
-            None => RECORD_READ_AHEAD_BYTES.min(block_end as usize),
-        };
-        out.resize(first, 0);
+        out.resize(self.first_read_bytes(location)?, 0);
         self.read_block_bytes(location.slot(), location.offset(), out)?;
         if location.record_bytes().is_none() {
-            let header = decode_header(out).map_err(|_| corrupt(location, "bad header"))?;
-            let full = header.record_bytes();
-            if full as u64 > block_end {
-                return Err(corrupt(location, "record runs past its block"));
-            }
+            let full = self.full_record_bytes(location, out)?;
             if full > out.len() {
                 let already = out.len();
                 out.resize(full, 0);
@@ -542,6 +525,70 @@ impl<P> RecordLog<P> {
             out.truncate(full);
         }
         Ok(())
+    }
+
+    /// How many bytes a read of the record at `location` starts with: the record's length when
+    /// the location carries it, else `RECORD_READ_AHEAD_BYTES` (its header tells the rest).
+    fn first_read_bytes(&self, location: Location) -> Result<usize> {
+        // Locations come from media: a damaged one is an operating error, not a bug.
+        let in_range = location.is_record()
+            && (location.slot() as usize) < self.slots.len()
+            && location.offset() + RECORD_HEADER_BYTES as u64 <= self.block_bytes;
+        if !in_range {
+            return Err(corrupt(location, "location outside the record log"));
+        }
+        let block_end = self.block_bytes - location.offset();
+        match location.record_bytes() {
+            Some(bytes) if bytes as u64 > block_end => Err(corrupt(location, "record runs past its block")),
+            Some(bytes) => Ok(bytes),
+            None => Ok(RECORD_READ_AHEAD_BYTES.min(block_end as usize)),
+        }
+    }
+
+    /// The length of the record at `location` whose first bytes are `first`, from its header.
+    fn full_record_bytes(&self, location: Location, first: &[u8]) -> Result<usize> {
+        let header = decode_header(first).map_err(|_| corrupt(location, "bad header"))?;
+        let full = header.record_bytes();
+        if full as u64 > self.block_bytes - location.offset() {
+            return Err(corrupt(location, "record runs past its block"));
+        }
+        Ok(full)
+    }
+
+    /// The device read that fetches the record at `location` (`token` names it), or None when
+    /// the record is read from memory: the active block's buffer, or a medium without a device
+    /// read queue. Records outside the active block are wholly on the medium, and stay there
+    /// unchanged while their block keeps its sequence number.
+    pub(crate) fn device_read_of(&self, location: Location, token: u64) -> Result<Option<DeviceRead>> {
+        let len = self.first_read_bytes(location)?;
+        // Lengths a location carries, and the read-ahead, stay far below the queue's limit.
+        assert!(len <= DEVICE_READ_BYTES_MAX, "a first read of {len} bytes");
+        if self.medium.device_reads().is_none() || (self.buffered && self.buffer.read().slot == location.slot()) {
+            return Ok(None);
+        }
+        Ok(Some(DeviceRead { offset: self.block_base(location.slot()) + location.offset(), len, token }))
+    }
+
+    /// The verified record in `bytes`, which a `device_read_of(location)` read when the block's
+    /// sequence number was `seq`: None when the block was reused since (as
+    /// `read_verified_unpinned`), or when the record is longer than the read (a caller then
+    /// reads it by `read_record`).
+    pub(crate) fn finish_device_read(&self, location: Location, seq: u64, mut bytes: Vec<u8>) -> Result<Option<Vec<u8>>> {
+        let verified = (|| {
+            if location.record_bytes().is_none() {
+                let full = self.full_record_bytes(location, &bytes)?;
+                if full > bytes.len() {
+                    return Ok(false);
+                }
+                bytes.truncate(full);
+            }
+            record::decode(&bytes, seq as u32).map_err(|error| corrupt(location, &format!("{error:?}")))?;
+            Ok(true)
+        })();
+        match verified {
+            Err(EngineError::Corrupt { .. }) if self.block_seq(location.slot()) != seq => Ok(None),
+            other => Ok(other?.then_some(bytes)),
+        }
     }
 
     /// Starts loading the record at `location` from a memory medium (see `Medium::prefetch`).

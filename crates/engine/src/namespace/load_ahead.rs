@@ -7,16 +7,28 @@
 //! pipelined INCR when every record was cached anyway. `LoadAheadGate` skips it while the cache
 //! misses less than `LOAD_AHEAD_MISS_PER_MILLE_MIN` of its reads: the rare miss is then read on
 //! the worker, and counted, so a rising miss rate turns the check back on within a window.
+//!
+//! Where the block file has a device read queue (io_uring), `start_loading_into_cache` does the
+//! same without a thread: it starts the device reads and returns a `CacheLoad` future; the
+//! caller watches `device_read_completions` and calls `finish_device_reads`, which verifies the
+//! records, admits them and wakes the futures whose reads are all done.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::collections::HashMap;
+use std::future::Future;
+use std::os::fd::OwnedFd;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 
-use hybridkv_media::Tier;
+use hybridkv_media::{CompletedRead, Tier};
 
-use parking_lot::RwLockReadGuard;
+use parking_lot::{Mutex, RwLockReadGuard};
 
 use super::Namespace;
-use crate::cache::{CacheCounters, RecordCache};
+use crate::cache::{CacheCounters, CacheKey, RecordCache};
 use crate::index::{Entry, Partition};
+use crate::log::Location;
 
 /// Cache reads (hits and misses) per window over which the gate measures the miss rate.
 pub const LOAD_AHEAD_WINDOW_READS: u64 = 4096;
@@ -53,6 +65,58 @@ impl LoadAheadGate {
             self.window_start_misses.store(misses, Ordering::Relaxed);
         }
         self.checking.load(Ordering::Relaxed)
+    }
+}
+
+/// The device reads a namespace has started and not yet finished, by token.
+#[derive(Default)]
+pub(crate) struct DeviceLoads {
+    next_token: AtomicU64,
+    started: Mutex<HashMap<u64, StartedLoad>>,
+}
+
+struct StartedLoad {
+    location: Location,
+    cache_key: CacheKey,
+    waiter: Arc<LoadWaiter>,
+}
+
+/// What a `CacheLoad` waits for: its reads not yet finished, and the task to wake after the last.
+#[derive(Default)]
+struct LoadWaiter {
+    remaining: AtomicUsize,
+    waker: Mutex<Option<Waker>>,
+}
+
+impl LoadWaiter {
+    fn finish_one(&self) {
+        if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+            if let Some(waker) = self.waker.lock().take() {
+                waker.wake();
+            }
+        }
+    }
+}
+
+/// Ready when every device read of a `start_loading_into_cache` call has finished (its record
+/// admitted to the cache, or skipped: the command that reads it reports any error).
+pub struct CacheLoad {
+    waiter: Arc<LoadWaiter>,
+}
+
+impl Future for CacheLoad {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<()> {
+        if self.waiter.remaining.load(Ordering::Acquire) == 0 {
+            return Poll::Ready(());
+        }
+        *self.waiter.waker.lock() = Some(context.waker().clone());
+        // A read finished between the check and the store found no waker: look again.
+        if self.waiter.remaining.load(Ordering::Acquire) == 0 {
+            return Poll::Ready(());
+        }
+        Poll::Pending
     }
 }
 
@@ -115,6 +179,74 @@ impl Namespace {
                     drop(self.read_medium_releasing(cache, partition, entry, cache_key, true));
                 }
             });
+        }
+    }
+
+    /// Starts reading the records of `keys` that the cache lacks without waiting for the device,
+    /// and returns a future that is ready once they are all in the cache (or skipped). None when
+    /// this namespace has no device read queue: the caller then runs `load_into_cache` on a
+    /// thread that may block. The caller must watch `device_read_completions` and call
+    /// `finish_device_reads` when it is readable, or the future is never ready. Records in
+    /// memory (the active block) are loaded at once; reads beyond the queue's in-flight limit,
+    /// or whose submission fails, are skipped (their commands read them).
+    pub fn start_loading_into_cache(&self, keys: &[&[u8]]) -> Option<CacheLoad> {
+        let cache = self.cache.as_ref().filter(|_| self.reads_may_wait())?;
+        let queue = self.log.medium().device_reads()?;
+        let waiter = Arc::new(LoadWaiter::default());
+        let mut reads = Vec::new();
+        for key in keys {
+            let planned = self.with_live_entry(key, |partition, entry| {
+                let cache_key = self.cache_key(entry.digest, entry.location);
+                if cache.contains(cache_key) {
+                    return None;
+                }
+                let token = self.device_loads.next_token.fetch_add(1, Ordering::Relaxed);
+                match self.log.device_read_of(entry.location, token) {
+                    Ok(Some(read)) => Some((read, entry.location, cache_key)),
+                    Ok(None) => {
+                        drop(self.read_medium_releasing(cache, partition, entry, cache_key, true));
+                        None
+                    }
+                    Err(_) => None,
+                }
+            });
+            if let Some((read, location, cache_key)) = planned.flatten() {
+                reads.push(read);
+                waiter.remaining.fetch_add(1, Ordering::Relaxed);
+                // Registered before the read starts: it may finish before `start` returns.
+                self.device_loads.started.lock().insert(read.token, StartedLoad { location, cache_key, waiter: waiter.clone() });
+            }
+        }
+        let started = if reads.is_empty() { 0 } else { queue.start(&reads).unwrap_or(0) };
+        for read in &reads[started..] {
+            if let Some(load) = self.device_loads.started.lock().remove(&read.token) {
+                load.waiter.finish_one();
+            }
+        }
+        Some(CacheLoad { waiter })
+    }
+
+    /// A descriptor (the caller's own copy) that becomes readable when device reads started by
+    /// `start_loading_into_cache` have completed; None without a device read queue.
+    pub fn device_read_completions(&self) -> Option<std::io::Result<OwnedFd>> {
+        self.cache.as_ref().filter(|_| self.reads_may_wait())?;
+        Some(self.log.medium().device_reads()?.completion_fd().try_clone_to_owned())
+    }
+
+    /// Takes the completed device reads, without waiting: verifies each record, admits it to
+    /// the cache as loaded ahead, and wakes the `CacheLoad`s whose reads are all done.
+    pub fn finish_device_reads(&self) {
+        let (Some(cache), Some(queue)) = (self.cache.as_ref(), self.log.medium().device_reads()) else { return };
+        let mut completed = Vec::new();
+        queue.take_completed(&mut completed);
+        for CompletedRead { token, result } in completed {
+            // A read whose submission reported an error may still complete: nobody waits for it.
+            let Some(load) = self.device_loads.started.lock().remove(&token) else { continue };
+            let verified = result.map_err(Into::into).and_then(|bytes| self.log.finish_device_read(load.location, load.cache_key.block_seq, bytes));
+            if let Ok(Some(record)) = self.counted(verified) {
+                cache.insert_ahead(load.cache_key, &record);
+            }
+            load.waiter.finish_one();
         }
     }
 

@@ -30,7 +30,7 @@ use commit::CommitState;
 
 pub use commit::{CommitTicket, DurableCallback};
 pub use full_scan::FullScanReport;
-pub use load_ahead::LOAD_AHEAD_WINDOW_READS;
+pub use load_ahead::{CacheLoad, LOAD_AHEAD_WINDOW_READS};
 pub use write::Transaction;
 pub(crate) use maintenance::OpenCheckpoint;
 pub(crate) use write::Publication;
@@ -82,6 +82,7 @@ pub struct Namespace {
     pub(crate) journal: Option<Arc<JournaledMemory>>,
     pub(crate) cache: Option<RecordCache>,
     pub(crate) load_ahead_gate: load_ahead::LoadAheadGate,
+    pub(crate) device_loads: load_ahead::DeviceLoads,
     pub(crate) commit: Mutex<CommitState>,
     pub(crate) committed: Condvar,
     pub(crate) key_count: AtomicI64,
@@ -182,6 +183,7 @@ impl Namespace {
             seed: namespace_seed(&config.name),
             cache: record_cache_for(&config, log.medium().info().durability),
             load_ahead_gate: load_ahead::LoadAheadGate::default(),
+            device_loads: load_ahead::DeviceLoads::default(),
             config,
             index,
             log,
