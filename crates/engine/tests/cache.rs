@@ -211,6 +211,23 @@ fn a_large_batch_is_loaded_whole_through_the_device_read_queue() {
     });
 }
 
+/// More missing records than the queue takes in flight (512): the caller is told to load them
+/// on threads, and nothing is left half-started.
+#[test]
+fn a_batch_larger_than_the_device_read_queue_is_left_to_the_caller() {
+    const KEYS: u64 = 1_000;
+    let dir = tempfile::tempdir().unwrap();
+    let (database, _shmem) = cached_database(dir.path(), Tier::Ssd, 16 * MIB, Durability::Always);
+    let namespace = database.namespace(0).unwrap();
+    load(&database, KEYS);
+    namespace.clear_cache();
+    let keys: Vec<Vec<u8>> = (0..KEYS).map(|number| key(number).to_vec()).collect();
+    let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+    assert!(namespace.start_loading_into_cache(&keys).is_none());
+    wait_for(namespace, namespace.start_loading_into_cache(&keys[..500]).expect("room for 500"));
+    assert!(!namespace.reads_would_wait(&keys[..500]), "the first 500 were loaded");
+}
+
 /// Loads through the device read queue race with rewrites of the same keys (and the
 /// defragmentation they cause): a get always returns the key's newest value.
 #[test]

@@ -89,14 +89,33 @@ impl DeviceReadQueue {
         ring.slots.len() - ring.free_slots.len()
     }
 
+    /// How many more reads `start` would take now (another thread may take them first).
+    pub fn room(&self) -> usize {
+        DEVICE_READS_IN_FLIGHT_MAX - self.in_flight()
+    }
+
     /// Starts the reads of `reads` in order, without waiting for them, and returns how many it
     /// started: fewer than asked when `DEVICE_READS_IN_FLIGHT_MAX` would be passed (the caller
-    /// reads the rest itself). An error of the submission call is returned, and then none of the
-    /// reads is in flight.
+    /// reads the rest itself). Up to `DEVICE_READ_QUEUE_ENTRIES` reads go in one submission. An
+    /// error of a submission call is returned, and then none of that submission's reads counts
+    /// as started.
     pub fn start(&self, reads: &[DeviceRead]) -> Result<usize, MediaError> {
         let mut ring = self.ring.lock();
-        let room = DEVICE_READS_IN_FLIGHT_MAX - (ring.slots.len() - ring.free_slots.len());
         let mut started = 0;
+        while started < reads.len() {
+            let submitted = self.submit(&mut ring, &reads[started..])?;
+            if submitted == 0 {
+                break;
+            }
+            started += submitted;
+        }
+        Ok(started)
+    }
+
+    /// One submission of the first reads of `reads` that fit the queue.
+    fn submit(&self, ring: &mut Ring, reads: &[DeviceRead]) -> Result<usize, MediaError> {
+        let room = DEVICE_READS_IN_FLIGHT_MAX - (ring.slots.len() - ring.free_slots.len());
+        let mut queued = 0;
         for request in reads.iter().take(room.min(DEVICE_READ_QUEUE_ENTRIES as usize)) {
             assert!(request.len > 0 && request.len <= DEVICE_READ_BYTES_MAX, "device read of {} bytes", request.len);
             assert_in_range(self.file_len_bytes, request.offset, request.len as u64);
@@ -116,10 +135,13 @@ impl DeviceReadQueue {
             let pushed = unsafe { ring.ring.submission().push(&entry) };
             assert!(pushed.is_ok(), "the submission queue has room for every read taken above");
             ring.slots[slot] = Some(InFlight { request: *request, buffer, skip: (request.offset - first) as usize });
-            started += 1;
+            queued += 1;
+        }
+        if queued == 0 {
+            return Ok(0);
         }
         match ring.ring.submit() {
-            Ok(_) => Ok(started),
+            Ok(_) => Ok(queued),
             Err(error) => {
                 // Entries the kernel did not consume stay queued and would run with the next
                 // submission: keep their buffers until they complete (`Drop` waits for them).
@@ -236,12 +258,8 @@ mod tests {
         let reads: Vec<DeviceRead> = (0..DEVICE_READS_IN_FLIGHT_MAX as u64 + 10)
             .map(|token| DeviceRead { offset: token % FILE_PAGES * PAGE_BYTES, len: 100, token })
             .collect();
-        let mut started = 0;
-        while started < DEVICE_READS_IN_FLIGHT_MAX {
-            let now = queue.start(&reads[started..]).unwrap();
-            assert!(now > 0, "room is left below the limit");
-            started += now;
-        }
+        let started = queue.start(&reads).unwrap();
+        assert_eq!(queue.room(), 0);
         assert_eq!(started, DEVICE_READS_IN_FLIGHT_MAX);
         assert!(queue.in_flight() <= DEVICE_READS_IN_FLIGHT_MAX);
         let completed = take(queue, started);

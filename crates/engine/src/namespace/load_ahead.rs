@@ -185,17 +185,18 @@ impl Namespace {
     /// Starts reading the records of `keys` that the cache lacks without waiting for the device,
     /// and returns a future that is ready once they are all in the cache (or skipped). None when
     /// this namespace has no device read queue: the caller then runs `load_into_cache` on a
-    /// thread that may block. The caller must watch `device_read_completions` and call
-    /// `finish_device_reads` when it is readable, or the future is never ready. Records in
-    /// memory (the active block) are loaded at once; reads beyond the queue's in-flight limit,
-    /// or whose submission fails, are skipped (their commands read them).
+    /// thread that may block; so also when the queue has no room for as many reads as `keys`
+    /// (`DEVICE_READS_IN_FLIGHT_MAX` reached by many clients missing at once). The caller must
+    /// watch `device_read_completions` and call `finish_device_reads` when it is readable, or
+    /// the future is never ready. Records in memory (the active block) are loaded at once; reads
+    /// that find the queue full after all (another thread took the room) or whose submission
+    /// fails are skipped: their commands read them.
     pub fn start_loading_into_cache(&self, keys: &[&[u8]]) -> Option<CacheLoad> {
         let cache = self.cache.as_ref().filter(|_| self.reads_may_wait())?;
         let queue = self.log.medium().device_reads()?;
-        let waiter = Arc::new(LoadWaiter::default());
-        let mut reads = Vec::new();
+        let mut planned = Vec::new();
         for key in keys {
-            let planned = self.with_live_entry(key, |partition, entry| {
+            let planned_read = self.with_live_entry(key, |partition, entry| {
                 let cache_key = self.cache_key(entry.digest, entry.location);
                 if cache.contains(cache_key) {
                     return None;
@@ -210,13 +211,21 @@ impl Namespace {
                     Err(_) => None,
                 }
             });
-            if let Some((read, location, cache_key)) = planned.flatten() {
-                reads.push(read);
-                waiter.remaining.fetch_add(1, Ordering::Relaxed);
-                // Registered before the read starts: it may finish before `start` returns.
-                self.device_loads.started.lock().insert(read.token, StartedLoad { location, cache_key, waiter: waiter.clone() });
-            }
+            planned.extend(planned_read.flatten());
         }
+        if planned.len() > queue.room() {
+            return None;
+        }
+        let waiter = Arc::new(LoadWaiter::default());
+        waiter.remaining.store(planned.len(), Ordering::Relaxed);
+        let mut reads = Vec::with_capacity(planned.len());
+        let mut started_loads = self.device_loads.started.lock();
+        for (read, location, cache_key) in planned {
+            reads.push(read);
+            // Registered before the read starts: it may finish before `start` returns.
+            started_loads.insert(read.token, StartedLoad { location, cache_key, waiter: waiter.clone() });
+        }
+        drop(started_loads);
         let started = if reads.is_empty() { 0 } else { queue.start(&reads).unwrap_or(0) };
         for read in &reads[started..] {
             if let Some(load) = self.device_loads.started.lock().remove(&read.token) {
