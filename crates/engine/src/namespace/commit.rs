@@ -192,8 +192,9 @@ fn committer_loop(namespace: Weak<Namespace>) {
         let mut commit = namespace.commit.lock();
         let target = commit.waiters_target_max;
         if commit.may_start_flush(target) && namespace.check_writable().is_ok() {
-            // A failure poisons the namespace and fails the callbacks; nothing more to do here.
-            let _ = namespace.run_flush(commit, true);
+            // A failure poisons the namespace and fails the callbacks; nothing more to do here
+            // but to let the commit lock go.
+            drop(namespace.run_flush(commit, true));
             continue;
         }
         namespace.committed.wait_for(&mut commit, COMMITTER_IDLE_WAIT);
