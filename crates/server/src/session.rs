@@ -268,8 +268,9 @@ impl Connection {
     }
 
     /// When the pending requests would read records from the disk (records on ssd that the
-    /// cache does not hold), reads them into the cache on a blocking thread first: a network
-    /// worker serves many connections and must not stall them all for one device read.
+    /// cache does not hold), reads them into the cache first, through the namespace's device
+    /// read queue or on a blocking thread: a network worker serves many connections and must not
+    /// stall them all for one device read.
     async fn load_records_ahead(&mut self) {
         if self.shared.config.engine_call_mode != EngineCallMode::Inline || !self.state.authenticated || self.state.multi.is_some() {
             return;
@@ -280,13 +281,17 @@ impl Connection {
             return;
         }
         let keys = keys_read_by(&self.pending);
-        if keys.is_empty() || !namespace.reads_would_wait(&keys) {
+        if keys.is_empty() {
             return;
         }
+        // Starting the loads looks the keys up once; asking `reads_would_wait` first would
+        // look them up twice whenever a record is missing.
         if self.shared.device_reads_driven[self.state.database].load(Ordering::Relaxed) {
             if let Some(load) = namespace.start_loading_into_cache(&keys) {
                 return load.await;
             }
+        } else if !namespace.reads_would_wait(&keys) {
+            return;
         }
         let keys: Vec<Vec<u8>> = keys.into_iter().map(<[u8]>::to_vec).collect();
         let namespace = namespace.clone();

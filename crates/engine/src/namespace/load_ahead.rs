@@ -99,21 +99,23 @@ impl LoadWaiter {
 }
 
 /// Ready when every device read of a `start_loading_into_cache` call has finished (its record
-/// admitted to the cache, or skipped: the command that reads it reports any error).
+/// admitted to the cache, or skipped: the command that reads it reports any error). Without a
+/// waiter, no read was started: ready at once.
 pub struct CacheLoad {
-    waiter: Arc<LoadWaiter>,
+    waiter: Option<Arc<LoadWaiter>>,
 }
 
 impl Future for CacheLoad {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<()> {
-        if self.waiter.remaining.load(Ordering::Acquire) == 0 {
+        let Some(waiter) = &self.waiter else { return Poll::Ready(()) };
+        if waiter.remaining.load(Ordering::Acquire) == 0 {
             return Poll::Ready(());
         }
-        *self.waiter.waker.lock() = Some(context.waker().clone());
+        *waiter.waker.lock() = Some(context.waker().clone());
         // A read finished between the check and the store found no waker: look again.
-        if self.waiter.remaining.load(Ordering::Acquire) == 0 {
+        if waiter.remaining.load(Ordering::Acquire) == 0 {
             return Poll::Ready(());
         }
         Poll::Pending
@@ -213,6 +215,9 @@ impl Namespace {
             });
             planned.extend(planned_read.flatten());
         }
+        if planned.is_empty() {
+            return Some(CacheLoad { waiter: None });
+        }
         if planned.len() > queue.room() {
             return None;
         }
@@ -226,13 +231,13 @@ impl Namespace {
             started_loads.insert(read.token, StartedLoad { location, cache_key, waiter: waiter.clone() });
         }
         drop(started_loads);
-        let started = if reads.is_empty() { 0 } else { queue.start(&reads).unwrap_or(0) };
+        let started = queue.start(&reads).unwrap_or(0);
         for read in &reads[started..] {
             if let Some(load) = self.device_loads.started.lock().remove(&read.token) {
                 load.waiter.finish_one();
             }
         }
-        Some(CacheLoad { waiter })
+        Some(CacheLoad { waiter: Some(waiter) })
     }
 
     /// A descriptor (the caller's own copy) that becomes readable when device reads started by
