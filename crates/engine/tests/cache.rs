@@ -214,6 +214,30 @@ fn a_large_batch_is_loaded_whole_through_the_device_read_queue() {
     });
 }
 
+/// Records longer than the first read (whose locations do not carry their length) take a
+/// second device read, and are then served from the cache.
+#[test]
+fn long_records_are_loaded_through_the_device_read_queue_in_two_reads() {
+    const KEYS: u64 = 12;
+    const LONG_VALUE_BYTES: usize = 100 * 1024;
+    let dir = tempfile::tempdir().unwrap();
+    let (database, _shmem) = cached_database(dir.path(), Tier::Ssd, 16 * MIB, Durability::Always);
+    let namespace = database.namespace(0).unwrap();
+    for number in 0..KEYS {
+        namespace.put(&key(number), &value(number, 0, LONG_VALUE_BYTES), 0).unwrap();
+    }
+    namespace.clear_cache();
+    let keys: Vec<Vec<u8>> = (0..KEYS).map(|number| key(number).to_vec()).collect();
+    let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+    wait_for(namespace, namespace.start_loading_into_cache(&keys).expect("a device read queue"));
+    let loaded = namespace.stats().cache.unwrap();
+    for number in 0..KEYS {
+        assert_eq!(namespace.get(&key(number)).unwrap().unwrap().bytes, value(number, 0, LONG_VALUE_BYTES));
+    }
+    let read = namespace.stats().cache.unwrap();
+    assert_eq!((read.hits - loaded.hits, read.misses - loaded.misses), (KEYS, 0), "every long record was loaded");
+}
+
 /// Loads through the device read queue race with rewrites of the same keys (and the
 /// defragmentation they cause): a get always returns the key's newest value.
 #[test]

@@ -21,6 +21,9 @@ pub const DEVICE_READ_QUEUE_ENTRIES: u32 = 256;
 pub const DEVICE_READS_IN_FLIGHT_MAX: usize = 2 * DEVICE_READ_QUEUE_ENTRIES as usize;
 /// The longest single read a caller may start.
 pub const DEVICE_READ_BYTES_MAX: usize = 1 << 20;
+/// Bytes of reads in flight at once, at most: each holds a buffer of its length until it is
+/// taken, so this bounds the memory of reads that many clients start together.
+pub const DEVICE_READ_BYTES_IN_FLIGHT_MAX: usize = 32 << 20;
 
 /// One read to start: `len` bytes at `offset` of the file, named by the caller's `token`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,6 +53,8 @@ struct Ring {
     /// Slot `i` holds the read whose submission carries user data `i`.
     slots: Vec<Option<InFlight>>,
     free_slots: Vec<usize>,
+    /// The buffer bytes of the reads in `slots`.
+    bytes_in_flight: usize,
 }
 
 pub struct DeviceReadQueue {
@@ -75,7 +80,7 @@ impl DeviceReadQueue {
         // SAFETY: `event_fd` was just created above and nothing else owns it.
         let completions = unsafe { OwnedFd::from_raw_fd(event_fd) };
         ring.submitter().register_eventfd(completions.as_raw_fd())?;
-        let ring = Ring { ring, slots: Vec::new(), free_slots: Vec::new() };
+        let ring = Ring { ring, slots: Vec::new(), free_slots: Vec::new(), bytes_in_flight: 0 };
         Ok(DeviceReadQueue { ring: Mutex::new(ring), completions, fd, file_len_bytes, what })
     }
 
@@ -95,8 +100,8 @@ impl DeviceReadQueue {
     }
 
     /// Starts the reads of `reads` in order, without waiting for them, and returns how many it
-    /// started: fewer than asked when `DEVICE_READS_IN_FLIGHT_MAX` would be passed (the caller
-    /// reads the rest itself). Up to `DEVICE_READ_QUEUE_ENTRIES` reads go in one submission. An
+    /// started: fewer than asked when `DEVICE_READS_IN_FLIGHT_MAX` or
+    /// `DEVICE_READ_BYTES_IN_FLIGHT_MAX` would be passed (the caller reads the rest itself). Up to `DEVICE_READ_QUEUE_ENTRIES` reads go in one submission. An
     /// error of a submission call is returned, and then none of that submission's reads counts
     /// as started.
     pub fn start(&self, reads: &[DeviceRead]) -> Result<usize, MediaError> {
@@ -121,7 +126,12 @@ impl DeviceReadQueue {
             assert_in_range(self.file_len_bytes, request.offset, request.len as u64);
             let first = request.offset / PAGE_BYTES * PAGE_BYTES;
             let end = (request.offset + request.len as u64).div_ceil(PAGE_BYTES) * PAGE_BYTES;
-            let mut buffer = AlignedBuffer::zeroed((end - first) as usize);
+            let buffer_bytes = (end - first) as usize;
+            if ring.bytes_in_flight + buffer_bytes > DEVICE_READ_BYTES_IN_FLIGHT_MAX {
+                break;
+            }
+            ring.bytes_in_flight += buffer_bytes;
+            let mut buffer = AlignedBuffer::zeroed(buffer_bytes);
             let transfer = buffer.as_mut_slice();
             let entry = opcode::Read::new(types::Fd(self.fd), transfer.as_mut_ptr(), transfer.len() as u32).offset(first);
             let slot = ring.free_slots.pop().unwrap_or_else(|| {
@@ -161,6 +171,7 @@ impl DeviceReadQueue {
         for (slot, result) in finished {
             let in_flight = ring.slots[slot].take().expect("a completion names a read in flight");
             ring.free_slots.push(slot);
+            ring.bytes_in_flight -= in_flight.buffer.as_slice().len();
             out.push(self.completed(in_flight, result));
         }
     }
@@ -266,6 +277,19 @@ mod tests {
         assert!(completed.iter().all(|read| read.result.is_ok()));
         assert_eq!(queue.start(&reads[started..]).unwrap(), 10, "the rest start once room is made");
         take(queue, 10);
+    }
+
+    #[test]
+    fn reads_beyond_the_bytes_in_flight_limit_are_not_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = patterned_file(dir.path());
+        let queue = file.device_reads().expect("io_uring on the machines we test on");
+        let reads: Vec<DeviceRead> = (0..40).map(|token| DeviceRead { offset: 0, len: DEVICE_READ_BYTES_MAX, token }).collect();
+        let started = queue.start(&reads).unwrap();
+        assert_eq!(started, DEVICE_READ_BYTES_IN_FLIGHT_MAX / DEVICE_READ_BYTES_MAX);
+        assert!(take(queue, started).iter().all(|read| read.result.as_ref().is_ok_and(|bytes| bytes.len() == DEVICE_READ_BYTES_MAX)));
+        assert_eq!(queue.start(&reads[started..]).unwrap(), 40 - started, "the rest start once the bytes are taken");
+        take(queue, 40 - started);
     }
 
     /// Dropping the file with reads in flight waits for them (their buffers stay valid).

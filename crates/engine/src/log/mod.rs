@@ -9,6 +9,7 @@ pub(crate) use block::{BlockHeader, BLOCK_HEADER_BYTES};
 pub(crate) use location::Location;
 pub(crate) use record::{RecordView, RECORD_HEADER_BYTES};
 pub(crate) use record_log::{
-    is_blank_block_start, position, position_offset, position_seq, walk_records, Appended, FlushWork, NewRecord, RecordLog, Walked, Writer,
+    is_blank_block_start, position, position_offset, position_seq, walk_records, Appended, DeviceReadOutcome, FlushWork, NewRecord, RecordLog, Walked,
+    Writer,
     BLOCK_START_BYTES,
 };

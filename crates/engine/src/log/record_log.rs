@@ -569,26 +569,33 @@ impl<P> RecordLog<P> {
         Ok(Some(DeviceRead { offset: self.block_base(location.slot()) + location.offset(), len, token }))
     }
 
-    /// The verified record in `bytes`, which a `device_read_of(location)` read when the block's
-    /// sequence number was `seq`: None when the block was reused since (as
-    /// `read_verified_unpinned`), or when the record is longer than the read (a caller then
-    /// reads it by `read_record`).
-    pub(crate) fn finish_device_read(&self, location: Location, seq: u64, mut bytes: Vec<u8>) -> Result<Option<Vec<u8>>> {
+    /// What `bytes`, read by a `device_read_of(location)` when the block's sequence number was
+    /// `seq`, turned out to hold: the verified record; nothing, when the block was reused since
+    /// (as `read_verified_unpinned`); or the first bytes of a record longer than the read, to be
+    /// read whole (`device_read_of_whole`).
+    pub(crate) fn finish_device_read(&self, location: Location, seq: u64, mut bytes: Vec<u8>) -> Result<DeviceReadOutcome> {
         let verified = (|| {
             if location.record_bytes().is_none() {
                 let full = self.full_record_bytes(location, &bytes)?;
                 if full > bytes.len() {
-                    return Ok(false);
+                    return Ok(DeviceReadOutcome::Longer { record_bytes: full });
                 }
                 bytes.truncate(full);
             }
             record::decode(&bytes, seq as u32).map_err(|error| corrupt(location, &format!("{error:?}")))?;
-            Ok(true)
+            Ok(DeviceReadOutcome::Record(std::mem::take(&mut bytes)))
         })();
         match verified {
-            Err(EngineError::Corrupt { .. }) if self.block_seq(location.slot()) != seq => Ok(None),
-            other => Ok(other?.then_some(bytes)),
+            Err(EngineError::Corrupt { .. }) if self.block_seq(location.slot()) != seq => Ok(DeviceReadOutcome::Gone),
+            other => other,
         }
+    }
+
+    /// The device read of the whole `record_bytes` at `location`, after a first read found the
+    /// record longer (`DeviceReadOutcome::Longer`); None when that is more than one device read
+    /// takes (the command that needs the record reads it).
+    pub(crate) fn device_read_of_whole(&self, location: Location, record_bytes: usize, token: u64) -> Option<DeviceRead> {
+        (record_bytes <= DEVICE_READ_BYTES_MAX).then(|| DeviceRead { offset: self.block_base(location.slot()) + location.offset(), len: record_bytes, token })
     }
 
     /// Starts loading the record at `location` from a memory medium (see `Medium::prefetch`).
@@ -754,6 +761,16 @@ fn seq_with_low_bits(low: u32, bound: u64) -> Option<u64> {
     let candidate = (bound & !u64::from(u32::MAX)) | u64::from(low);
     let seq = if candidate > bound { candidate.checked_sub(1 << 32)? } else { candidate };
     (seq > 0).then_some(seq)
+}
+
+/// What a device read of a record's first bytes turned out to hold (`finish_device_read`).
+pub(crate) enum DeviceReadOutcome {
+    /// The verified record.
+    Record(Vec<u8>),
+    /// The block was freed or reused since the lookup: not the record that was looked for.
+    Gone,
+    /// A record longer than the read, of this many bytes.
+    Longer { record_bytes: usize },
 }
 
 fn corrupt(location: Location, detail: &str) -> EngineError {

@@ -21,14 +21,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-use hybridkv_media::{CompletedRead, Tier};
+use hybridkv_media::{CompletedRead, DeviceReadQueue, Tier};
 
 use parking_lot::{Mutex, RwLockReadGuard};
 
 use super::Namespace;
 use crate::cache::{CacheCounters, CacheKey, RecordCache};
 use crate::index::{Entry, Partition};
-use crate::log::Location;
+use crate::log::{DeviceReadOutcome, Location};
 
 /// Cache reads (hits and misses) per window over which the gate measures the miss rate.
 pub const LOAD_AHEAD_WINDOW_READS: u64 = 4096;
@@ -256,12 +256,34 @@ impl Namespace {
         for CompletedRead { token, result } in completed {
             // A read whose submission reported an error may still complete: nobody waits for it.
             let Some(load) = self.device_loads.started.lock().remove(&token) else { continue };
-            let verified = result.map_err(Into::into).and_then(|bytes| self.log.finish_device_read(load.location, load.cache_key.block_seq, bytes));
-            if let Ok(Some(record)) = self.counted(verified) {
-                cache.insert_ahead(load.cache_key, &record);
+            let outcome = result.map_err(Into::into).and_then(|bytes| self.log.finish_device_read(load.location, load.cache_key.block_seq, bytes));
+            match self.counted(outcome) {
+                Ok(DeviceReadOutcome::Record(record)) => cache.insert_ahead(load.cache_key, &record),
+                Ok(DeviceReadOutcome::Longer { record_bytes }) => {
+                    if self.read_whole_record(queue, record_bytes, &load) {
+                        continue;
+                    }
+                }
+                Ok(DeviceReadOutcome::Gone) | Err(_) => {}
             }
             load.waiter.finish_one();
         }
+    }
+
+    /// Starts the read of the whole record of `load` (`record_bytes` long; its first read was
+    /// shorter), for the same waiter: false when it cannot start (too long for one device read,
+    /// or no room), and the command reads the record itself.
+    fn read_whole_record(&self, queue: &DeviceReadQueue, record_bytes: usize, load: &StartedLoad) -> bool {
+        let token = self.device_loads.next_token.fetch_add(1, Ordering::Relaxed);
+        let Some(read) = self.log.device_read_of_whole(load.location, record_bytes, token) else { return false };
+        let again = StartedLoad { location: load.location, cache_key: load.cache_key, waiter: load.waiter.clone() };
+        // Registered before the read starts, as in `start_loading_into_cache`.
+        self.device_loads.started.lock().insert(token, again);
+        if queue.start(&[read]).unwrap_or(0) == 1 {
+            return true;
+        }
+        self.device_loads.started.lock().remove(&token);
+        false
     }
 
     /// `visit` of the key's entry and its partition's read lock; None when the key is invalid or
