@@ -1,6 +1,8 @@
 """The record cache through the server: --cache sets its budget, INFO reports it, MEMORY PURGE
 empties it (for COLD runs), and values read after a purge are still right."""
 
+import threading
+
 import pytest
 import redis
 
@@ -43,8 +45,9 @@ def test_pmem_on_the_msync_fallback_runs_without_a_cache_and_says_so(make_server
 
 
 def test_pipelined_commands_on_uncached_records_read_them_ahead_and_answer_right(make_server):
-    """Reads of records on ssd that the cache lost are loaded on a blocking thread before the
-    batch runs; every kind of command that reads a value still answers as if read directly."""
+    """Reads of records on ssd that the cache lost are loaded (through the device read queue, or
+    on a blocking thread) before the batch runs; every kind of command that reads a value still
+    answers as if read directly."""
     server = make_server("--cache", "1MiB", "--durability", "periodic")
     client = server.client()
     for number in range(200):
@@ -70,6 +73,64 @@ def test_pipelined_commands_on_uncached_records_read_them_ahead_and_answer_right
     expected += [["value-1", None, "value-2"], "2", 1, "value-4", True, "new"]
     assert replies == expected
     assert info_cache(client)["misses"] > misses_before
+
+
+def test_concurrent_misses_of_short_and_long_records_answer_right(make_server):
+    """Many clients miss the cache at once, on records shorter and longer than 64 KiB (the longer
+    ones take two device reads), while a writer rewrites some of the keys; one MGET needs more
+    reads than the device read queue takes at once (512) and is loaded on threads instead."""
+    server = make_server("--cache", "2MiB", "--durability", "periodic")
+    client = server.client()
+    long_value = lambda number, version: f"{version}:{number}:".ljust(100 * 1024, "L")
+    short_value = lambda number: f"short-{number}".ljust(300, "s")
+    for number in range(40):
+        client.set(f"long:{number}", long_value(number, 0))
+    for number in range(2000):
+        client.set(f"short:{number}", short_value(number))
+    assert client.execute_command("MEMORY", "PURGE") in (True, "OK")
+    misses_before = info_cache(client)["misses"]
+
+    errors = []
+    stop = threading.Event()
+
+    def rewrite_long_values():
+        version = 0
+        while not stop.is_set():
+            version += 1
+            for number in range(0, 40, 4):
+                client.set(f"long:{number}", long_value(number, version))
+
+    def read(worker: int):
+        reader = server.client()
+        try:
+            for round_number in range(30):
+                number = (worker * 7 + round_number) % 40
+                got = reader.get(f"long:{number}")
+                # A rewritten key answers one of its versions, whole; the others their first.
+                version = int(got.split(":", 1)[0]) if number % 4 == 0 else 0
+                if got != long_value(number, version):
+                    errors.append(f"long:{number}: {got[:40]!r}")
+                keys = [f"short:{(worker * 97 + round_number * 13 + offset) % 2000}" for offset in range(8)]
+                if reader.mget(keys) != [short_value(int(key.split(":")[1])) for key in keys]:
+                    errors.append(f"mget {keys}")
+        except Exception as error:  # a reply error or a dropped connection fails the test below
+            errors.append(repr(error))
+
+    writer = threading.Thread(target=rewrite_long_values)
+    writer.start()
+    readers = [threading.Thread(target=read, args=(worker,)) for worker in range(24)]
+    for thread in readers:
+        thread.start()
+    for thread in readers:
+        thread.join()
+    stop.set()
+    writer.join()
+    assert errors == []
+
+    assert client.execute_command("MEMORY", "PURGE") in (True, "OK")
+    keys = [f"short:{number}" for number in range(600)]
+    assert client.mget(keys) == [short_value(number) for number in range(600)]
+    assert info_cache(client)["misses"] > misses_before + 600
 
 
 def test_memory_subcommand_errors(make_server):
