@@ -20,7 +20,7 @@ pub use block_file::BlockFile;
 pub use device_reads::{CompletedRead, DeviceRead, DeviceReadQueue, DEVICE_READS_IN_FLIGHT_MAX, DEVICE_READ_BYTES_IN_FLIGHT_MAX, DEVICE_READ_BYTES_MAX};
 pub use error::MediaError;
 pub use flush::{cache_flush_instruction, CacheFlushInstruction};
-pub use huge_pages::{disable_transparent_huge_pages, transparent_huge_pages_disabled};
+pub use huge_pages::{disable_transparent_huge_pages, return_heap_memory_in_whole_huge_pages, transparent_huge_pages_disabled};
 pub use medium::{DurabilityPath, Medium, MediumInfo, Tier, PAGE_BYTES};
 pub use provider::{FsProvider, MediaProvider, OpenedMedium};
 pub use region::{MmapRegion, PmemMapping};

@@ -69,6 +69,13 @@ fn memory_section(stats: &[NamespaceStats], text: &mut String) -> std::fmt::Resu
     let used: u64 = stats.iter().map(|stats| stats.index.used_bytes + stats.data.used_bytes).sum();
     writeln!(text, "used_memory:{used}\r")?;
     writeln!(text, "maxmemory:0\r")?;
+    // The kernel's word for this process: `--huge-pages off`, or a fallback from on.
+    let huge_pages = match hybridkv_media::transparent_huge_pages_disabled() {
+        Ok(true) => "off",
+        Ok(false) => "on",
+        Err(_) => "unknown",
+    };
+    writeln!(text, "transparent_huge_pages:{huge_pages}\r")?;
     for namespace in stats {
         let prefix = format!("ns_{}", namespace.name);
         tier_line(text, &format!("{prefix}_index"), &namespace.index)?;

@@ -35,6 +35,10 @@ struct Args {
     /// Skip the restart measurement.
     #[arg(long)]
     no_restart: bool,
+    /// Also measure what one memory miss costs here (a chain of dependent loads over
+    /// 512 MiB, small pages and huge pages): the ceiling it puts on single gets per core.
+    #[arg(long)]
+    memory_latency: bool,
     /// Skip the get/put measurement.
     #[arg(long)]
     no_throughput: bool,
@@ -313,6 +317,9 @@ fn main() {
     if !args.no_throughput {
         report.push_str(&throughput_table(&args));
     }
+    if args.memory_latency {
+        report.push_str(&memory_latency_table());
+    }
     if args.cache_scan {
         report.push_str(&cache_scan_table(&args));
     }
@@ -336,6 +343,51 @@ fn main() {
         let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path).expect("results file");
         writeln!(file, "{report}").expect("writing results");
     }
+}
+
+/// Memory chased by `--memory-latency`: far beyond the CPU caches, as the index and records of
+/// the get measurement are.
+const LATENCY_CHASE_BYTES: usize = 512 << 20;
+const CACHE_LINE_BYTES: usize = 64;
+const LATENCY_CHASE_LOADS: u64 = 20_000_000;
+
+/// Nanoseconds per load of a chain of dependent loads, each from a random cache line of
+/// LATENCY_CHASE_BYTES: each load reads the number of the next line, so no two loads overlap,
+/// and each costs one memory miss (and, with small pages, mostly a TLB miss too).
+fn dependent_load_ns(huge_pages: bool) -> f64 {
+    let lines = LATENCY_CHASE_BYTES / CACHE_LINE_BYTES;
+    let mut memory = memmap2::MmapOptions::new().len(LATENCY_CHASE_BYTES).map_anon().expect("anonymous memory");
+    memory.advise(if huge_pages { memmap2::Advice::HugePage } else { memmap2::Advice::NoHugePage }).expect("madvise");
+    // Sattolo's algorithm: a single cycle through every line, so the chain never closes early.
+    let mut next_line: Vec<u32> = (0..lines as u32).collect();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+    for line in (1..lines).rev() {
+        next_line.swap(line, rng.gen_range(0..line));
+    }
+    for (line, next) in next_line.iter().enumerate() {
+        memory[line * CACHE_LINE_BYTES..][..4].copy_from_slice(&next.to_le_bytes());
+    }
+    let mut line = 0usize;
+    let started = Instant::now();
+    for _ in 0..LATENCY_CHASE_LOADS {
+        let at = line * CACHE_LINE_BYTES;
+        line = u32::from_le_bytes(memory[at..at + 4].try_into().expect("4 bytes")) as usize;
+    }
+    let elapsed = started.elapsed();
+    std::hint::black_box(line);
+    elapsed.as_nanos() as f64 / LATENCY_CHASE_LOADS as f64
+}
+
+fn memory_latency_table() -> String {
+    let mut table = format!(
+        "\nMemory latency: a chain of {LATENCY_CHASE_LOADS} dependent loads, each from a random 64-byte line of {} MiB of anonymous memory. A single get with index and records in memory makes at least two such loads one after the other (the key's index slot, then the record it names), so one core serves at most 1 / (2 × latency) single gets per second, before any other work.\n\n| pages | ns per dependent load | single gets/s per core at most |\n|---|---|---|\n",
+        LATENCY_CHASE_BYTES >> 20
+    );
+    for (name, huge_pages) in [("small (4 KiB)", false), ("huge (2 MiB, MADV_HUGEPAGE)", true)] {
+        let nanoseconds = dependent_load_ns(huge_pages);
+        table.push_str(&format!("| {name} | {nanoseconds:.1} | {:.0} |\n", 1e9 / (2.0 * nanoseconds)));
+    }
+    table
 }
 
 fn today() -> String {
