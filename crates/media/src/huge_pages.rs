@@ -22,12 +22,15 @@ const MIMALLOC_VERSION_OF_OPTION_NUMBERS: i32 = 30302;
 const MIMALLOC_OPTION_MINIMAL_PURGE_SIZE: mi_option_t = 44;
 /// Where the kernel tells the size of a transparent huge page, in bytes.
 const HUGE_PAGE_BYTES_PATH: &str = "/sys/kernel/mm/transparent_hugepage/hpage_pmd_size";
+/// The system's THP mode for anonymous memory: `always`, `madvise` or `never`, the one in force
+/// in brackets.
+const HUGE_PAGE_MODE_PATH: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
 const KIB: u64 = 1024;
 
 /// Lets the allocator's huge pages stay whole: from now on it gives freed memory back to the
 /// kernel only in runs of at least one transparent huge page. Returns the huge page's size in
-/// bytes. Fails, changing nothing, when the kernel has no transparent huge pages or the linked
-/// mimalloc is not the version whose option numbers this module knows.
+/// bytes. Fails, changing nothing, when the kernel has no transparent huge pages or they are set
+/// to `never`, or the linked mimalloc is not the version whose option numbers this module knows.
 pub fn return_heap_memory_in_whole_huge_pages() -> io::Result<u64> {
     // SAFETY: mi_version only returns a constant of the linked library.
     let version = unsafe { libmimalloc_sys::mi_version() };
@@ -35,6 +38,10 @@ pub fn return_heap_memory_in_whole_huge_pages() -> io::Result<u64> {
         return Err(io::Error::other(format!(
             "mimalloc {version} is linked; its option numbers are known for {MIMALLOC_VERSION_OF_OPTION_NUMBERS} only"
         )));
+    }
+    let modes = std::fs::read_to_string(HUGE_PAGE_MODE_PATH)?;
+    if modes.contains("[never]") {
+        return Err(io::Error::other(format!("{HUGE_PAGE_MODE_PATH} is set to never")));
     }
     let text = std::fs::read_to_string(HUGE_PAGE_BYTES_PATH)?;
     let huge_page_bytes: u64 = text.trim().parse().map_err(|_| io::Error::other(format!("{HUGE_PAGE_BYTES_PATH}: not a size: {text:?}")))?;
@@ -85,8 +92,14 @@ mod tests {
         // SAFETY: as in return_heap_memory_in_whole_huge_pages.
         let version = unsafe { libmimalloc_sys::mi_version() };
         assert_eq!(version, MIMALLOC_VERSION_OF_OPTION_NUMBERS, "re-read the option numbers from the new mimalloc.h");
-        let huge_page_bytes = return_heap_memory_in_whole_huge_pages().expect("this kernel has transparent huge pages");
-        assert!(huge_page_bytes >= 2 << 20, "a huge page is at least 2 MiB on x86_64");
+        let never = std::fs::read_to_string(HUGE_PAGE_MODE_PATH).expect("THP mode").contains("[never]");
+        match return_heap_memory_in_whole_huge_pages() {
+            Ok(huge_page_bytes) => {
+                assert!(!never, "refused when the system's setting is never");
+                assert!(huge_page_bytes >= 2 << 20, "a huge page is at least 2 MiB on x86_64");
+            }
+            Err(error) => assert!(never, "{error}"),
+        }
     }
 
     #[test]
