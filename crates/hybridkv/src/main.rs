@@ -243,6 +243,7 @@ fn apply_huge_pages(choice: HugePages) {
 }
 
 fn serve(args: ServeArgs) -> Result<(), String> {
+    // First, while this is the only thread.
     apply_huge_pages(args.huge_pages);
     let config = engine_config(&args)?;
     let server = server_config(&args, &config)?;

@@ -31,6 +31,7 @@ const KIB: u64 = 1024;
 /// kernel only in runs of at least one transparent huge page. Returns the huge page's size in
 /// bytes. Fails, changing nothing, when the kernel has no transparent huge pages or they are set
 /// to `never`, or the linked mimalloc is not the version whose option numbers this module knows.
+/// Call it before starting other threads: mimalloc stores an option with plain writes.
 pub fn return_heap_memory_in_whole_huge_pages() -> io::Result<u64> {
     // SAFETY: mi_version only returns a constant of the linked library.
     let version = unsafe { libmimalloc_sys::mi_version() };
@@ -49,11 +50,11 @@ pub fn return_heap_memory_in_whole_huge_pages() -> io::Result<u64> {
         return Err(io::Error::other(format!("{HUGE_PAGE_BYTES_PATH}: unexpected huge page size {huge_page_bytes}")));
     }
     let kib = (huge_page_bytes / KIB) as libc::c_long;
-    // SAFETY: mi_option_set stores an integer in the allocator's option table (an atomic store),
-    // reads no memory of ours, and may be called at any time; the option number matches the
-    // linked version, checked above.
+    // SAFETY: mi_option_set writes an integer into the allocator's own option table and reads no
+    // memory of ours; the option number matches the linked version (checked above), and the
+    // caller has not started other threads that could read the option meanwhile.
     unsafe { libmimalloc_sys::mi_option_set(MIMALLOC_OPTION_MINIMAL_PURGE_SIZE, kib) };
-    // SAFETY: as above, an atomic load of the same option.
+    // SAFETY: reads the same option back from the allocator's table.
     let set = unsafe { libmimalloc_sys::mi_option_get(MIMALLOC_OPTION_MINIMAL_PURGE_SIZE) };
     assert_eq!(set, kib, "mimalloc keeps the minimal purge size it was given");
     Ok(huge_page_bytes)
@@ -93,6 +94,8 @@ mod tests {
         let version = unsafe { libmimalloc_sys::mi_version() };
         assert_eq!(version, MIMALLOC_VERSION_OF_OPTION_NUMBERS, "re-read the option numbers from the new mimalloc.h");
         let never = std::fs::read_to_string(HUGE_PAGE_MODE_PATH).expect("THP mode").contains("[never]");
+        // Other tests run on other threads, but this process allocates with the system allocator:
+        // nothing else reads mimalloc's options.
         match return_heap_memory_in_whole_huge_pages() {
             Ok(huge_page_bytes) => {
                 assert!(!never, "refused when the system's setting is never");
