@@ -41,6 +41,8 @@ pub struct NamespaceStats {
     pub defragmented_blocks: u64,
     /// The record cache, when the namespace has one.
     pub cache: Option<CacheStats>,
+    /// What the device read queue (records on ssd, O_DIRECT and io_uring) has submitted.
+    pub device_reads: Option<hybridkv_media::DeviceReadCounts>,
     /// A cache was configured, but the records are read from DRAM anyway (pmem on the msync
     /// fallback: the page cache), so the namespace runs without one.
     pub cache_bypassed: bool,

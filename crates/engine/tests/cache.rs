@@ -9,7 +9,7 @@ use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
 use common::*;
-use hybridkv_engine::{CacheLoad, Database, Durability, Namespace, Tier, KIB, MIB};
+use hybridkv_engine::{CacheLoad, Database, Durability, Namespace, SubmitReads, Tier, KIB, MIB};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -187,8 +187,10 @@ fn a_large_batch_is_loaded_whole() {
     check_that_a_large_batch_is_loaded_whole(|namespace, keys| namespace.load_into_cache(keys));
 }
 
-/// Drives `finish_device_reads` until `load` is ready, as the server's completion task does.
+/// Submits the queued device reads and drives `finish_device_reads` until `load` is ready, as
+/// the server's submission and completion tasks do.
 fn wait_for(namespace: &Namespace, mut load: CacheLoad) {
+    namespace.submit_device_reads();
     let mut context = Context::from_waker(Waker::noop());
     let deadline = Instant::now() + Duration::from_secs(10);
     while Pin::new(&mut load).poll(&mut context).is_pending() {
@@ -206,10 +208,10 @@ fn a_large_batch_is_loaded_whole_through_the_device_read_queue() {
     check_that_a_large_batch_is_loaded_whole(|namespace, keys| {
         assert!(namespace.device_read_completions().is_some(), "O_DIRECT and io_uring on the machines we test on");
         let mut keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
-        assert!(namespace.start_loading_into_cache(&keys).is_none());
+        assert!(namespace.start_loading_into_cache(&keys, SubmitReads::Now).is_none());
         keys.extend([b"never written".as_slice(), &[b'k'; 20_000]]);
         for part in keys.chunks(200) {
-            wait_for(namespace, namespace.start_loading_into_cache(part).expect("a device read queue"));
+            wait_for(namespace, namespace.start_loading_into_cache(part, SubmitReads::Later).expect("a device read queue"));
         }
     });
 }
@@ -229,13 +231,42 @@ fn long_records_are_loaded_through_the_device_read_queue_in_two_reads() {
     namespace.clear_cache();
     let keys: Vec<Vec<u8>> = (0..KEYS).map(|number| key(number).to_vec()).collect();
     let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
-    wait_for(namespace, namespace.start_loading_into_cache(&keys).expect("a device read queue"));
+    wait_for(namespace, namespace.start_loading_into_cache(&keys, SubmitReads::Now).expect("a device read queue"));
     let loaded = namespace.stats().cache.unwrap();
     for number in 0..KEYS {
         assert_eq!(namespace.get(&key(number)).unwrap().unwrap().bytes, value(number, 0, LONG_VALUE_BYTES));
     }
     let read = namespace.stats().cache.unwrap();
     assert_eq!((read.hits - loaded.hits, read.misses - loaded.misses), (KEYS, 0), "every long record was loaded");
+}
+
+/// Reads queued with `SubmitReads::Later` wait for `submit_device_reads`, and the loads of
+/// several callers then share one submission.
+#[test]
+fn loads_queued_for_later_share_the_submission_that_follows() {
+    let dir = tempfile::tempdir().unwrap();
+    let (database, _shmem) = cached_database(dir.path(), Tier::Ssd, 16 * MIB, Durability::Always);
+    let namespace = database.namespace(0).unwrap();
+    // Three write blocks of 1 MiB: the first keys' records are on the device, not in the
+    // active block's copy in DRAM.
+    load(&database, 3000);
+    namespace.clear_cache();
+    let keys: Vec<Vec<u8>> = (0..3).map(|number| key(number).to_vec()).collect();
+    let before = namespace.device_read_counts().expect("O_DIRECT and io_uring on the machines we test on");
+    let mut loads: Vec<CacheLoad> = keys.iter().map(|key| namespace.start_loading_into_cache(&[key.as_slice()], SubmitReads::Later).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(50));
+    namespace.finish_device_reads();
+    let mut context = Context::from_waker(Waker::noop());
+    assert!(loads.iter_mut().all(|load| Pin::new(load).poll(&mut context).is_pending()), "nothing was submitted");
+    assert_eq!(namespace.device_read_counts().unwrap(), before);
+    for load in loads {
+        wait_for(namespace, load);
+    }
+    let after = namespace.device_read_counts().unwrap();
+    assert_eq!((after.submissions - before.submissions, after.reads - before.reads), (1, 3));
+    for number in 0..3 {
+        assert_eq!(namespace.get(&key(number)).unwrap().unwrap().bytes, value(number, 0, VALUE_BYTES));
+    }
 }
 
 /// Loads through the device read queue race with rewrites of the same keys (and the
@@ -262,7 +293,7 @@ fn loads_through_the_device_read_queue_never_make_the_cache_serve_an_older_value
         while !writer.is_finished() {
             namespace.clear_cache();
             for part in keys.chunks(64) {
-                wait_for(namespace, namespace.start_loading_into_cache(part).expect("a device read queue"));
+                wait_for(namespace, namespace.start_loading_into_cache(part, SubmitReads::Now).expect("a device read queue"));
             }
         }
     });

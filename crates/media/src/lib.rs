@@ -17,7 +17,7 @@ mod region;
 pub mod sim;
 
 pub use block_file::BlockFile;
-pub use device_reads::{CompletedRead, DeviceRead, DeviceReadQueue, DEVICE_READS_IN_FLIGHT_MAX, DEVICE_READ_BYTES_IN_FLIGHT_MAX, DEVICE_READ_BYTES_MAX};
+pub use device_reads::{CompletedRead, DeviceRead, DeviceReadCounts, DeviceReadQueue, DEVICE_READS_IN_FLIGHT_MAX, DEVICE_READS_QUEUED_MAX, DEVICE_READ_BYTES_IN_FLIGHT_MAX, DEVICE_READ_BYTES_MAX};
 pub use error::MediaError;
 pub use flush::{cache_flush_instruction, CacheFlushInstruction};
 pub use huge_pages::{disable_transparent_huge_pages, return_heap_memory_in_whole_huge_pages, transparent_huge_pages_disabled};

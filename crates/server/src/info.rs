@@ -89,6 +89,11 @@ fn memory_section(stats: &[NamespaceStats], text: &mut String) -> std::fmt::Resu
             writeln!(text, "{prefix}_cache_hits:{}\r", cache.hits)?;
             writeln!(text, "{prefix}_cache_misses:{}\r", cache.misses)?;
             writeln!(text, "{prefix}_cache_evictions:{}\r", cache.evictions)?;
+            if let Some(reads) = &namespace.device_reads {
+                // Reads per submission: how many cache misses shared one doorbell.
+                writeln!(text, "{prefix}_device_read_submissions:{}\r", reads.submissions)?;
+                writeln!(text, "{prefix}_device_reads:{}\r", reads.reads)?;
+            }
         } else if namespace.cache_bypassed {
             writeln!(text, "{prefix}_cache:off (pmem on the msync fallback is read from the page cache)\r")?;
         }

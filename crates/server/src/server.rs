@@ -120,8 +120,11 @@ async fn shutdown_on_signals(shared: Arc<Shared>) -> Result<impl std::future::Fu
     })
 }
 
-/// A task per namespace with a device read queue: whenever reads complete, it finishes them
-/// (records into the cache, waiting sessions woken). Marks the namespaces it serves in
+/// Two tasks per namespace with a device read queue. One submits the reads sessions queue:
+/// woken by the first, it yields once, so that the worker first runs its other ready sessions
+/// (tokio wakes a yielding task once the worker's run queue is empty or at its next I/O poll),
+/// and their misses go in the same submission. The other, whenever reads complete, finishes
+/// them (records into the cache, waiting sessions woken). Marks the namespaces they serve in
 /// `device_reads_driven`; the others load on blocking threads.
 fn drive_device_reads(shared: &Arc<Shared>) -> Vec<JoinHandle<()>> {
     let mut tasks = Vec::new();
@@ -138,6 +141,14 @@ fn drive_device_reads(shared: &Arc<Shared>) -> Vec<JoinHandle<()>> {
             }
         };
         shared.device_reads_driven[number].store(true, Ordering::Relaxed);
+        let (submitter, shared) = (namespace.clone(), shared.clone());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                shared.device_read_submissions[number].notified().await;
+                tokio::task::yield_now().await;
+                submitter.submit_device_reads();
+            }
+        }));
         let namespace = namespace.clone();
         tasks.push(tokio::spawn(async move {
             loop {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
-use hybridkv_engine::{CommitTicket, Namespace};
+use hybridkv_engine::{CommitTicket, Namespace, SubmitReads};
 use hybridkv_resp::{encode, DecodeLimits, ProtocolError, ProtocolVersion, Reply, RequestDecoder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -287,7 +287,10 @@ impl Connection {
         // Starting the loads looks the keys up once; asking `reads_would_wait` first would
         // look them up twice whenever a record is missing.
         if self.shared.device_reads_driven[self.state.database].load(Ordering::Relaxed) {
-            if let Some(load) = namespace.start_loading_into_cache(&keys) {
+            if let Some(load) = namespace.start_loading_into_cache(&keys, SubmitReads::Later) {
+                if load.waits_for_device_reads() {
+                    self.shared.device_read_submissions[self.state.database].notify_one();
+                }
                 return load.await;
             }
         } else if !namespace.reads_would_wait(&keys) {

@@ -30,6 +30,9 @@ pub struct Shared {
     /// Per namespace: a task takes its completed device reads (`server::drive_device_reads`),
     /// so sessions may wait for cache loads without a blocking thread.
     pub device_reads_driven: Vec<AtomicBool>,
+    /// Per namespace: notified after a session queued device reads, which the namespace's
+    /// submission task then submits together with those other sessions queue meanwhile.
+    pub device_read_submissions: Vec<Notify>,
 }
 
 impl Shared {
@@ -47,6 +50,7 @@ impl Shared {
             run_id: run_id[run_id.len() - 40..].to_string(),
             background_save: Arc::new(AtomicBool::new(false)),
             device_reads_driven: database.namespaces().iter().map(|_| AtomicBool::new(false)).collect(),
+            device_read_submissions: database.namespaces().iter().map(|_| Notify::new()).collect(),
             database,
         }
     }

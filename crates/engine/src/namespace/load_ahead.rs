@@ -11,7 +11,9 @@
 //! Where the block file has a device read queue (io_uring), `start_loading_into_cache` does the
 //! same without a thread: it starts the device reads and returns a `CacheLoad` future; the
 //! caller watches `device_read_completions` and calls `finish_device_reads`, which verifies the
-//! records, admits them and wakes the futures whose reads are all done.
+//! records, admits them and wakes the futures whose reads are all done. With
+//! `SubmitReads::Later` the reads wait for the caller's `submit_device_reads`, so that the
+//! misses of several connections share one submission (one doorbell, fewer interrupts).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -21,7 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-use hybridkv_media::{CompletedRead, DeviceReadQueue, Tier};
+use hybridkv_media::{CompletedRead, DeviceReadCounts, DeviceReadQueue, Tier};
 
 use parking_lot::{Mutex, RwLockReadGuard};
 
@@ -38,6 +40,17 @@ pub const LOAD_AHEAD_MISS_PER_MILLE_MIN: u64 = 5;
 /// fewest keys worth another thread (starting one costs tens of microseconds, a read about 100).
 pub const LOAD_AHEAD_THREADS_MAX: usize = 8;
 pub const LOAD_AHEAD_KEYS_PER_THREAD_MIN: usize = 16;
+
+/// When `start_loading_into_cache` submits its device reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SubmitReads {
+    /// Before it returns.
+    Now,
+    /// With the next `submit_device_reads` (or with the reads queued after them, once
+    /// `DEVICE_READS_QUEUED_MAX` wait): the caller must see that one follows soon, or the
+    /// `CacheLoad` waits for it.
+    Later,
+}
 
 /// Whether batches should check for records to load ahead, from the cache's miss rate over the
 /// last complete window. A hint shared by all workers: racing updates only move a window edge.
@@ -103,6 +116,13 @@ impl LoadWaiter {
 /// waiter, no read was started: ready at once.
 pub struct CacheLoad {
     waiter: Option<Arc<LoadWaiter>>,
+}
+
+impl CacheLoad {
+    /// Whether device reads were started (or queued) for it: false when it is ready at once.
+    pub fn waits_for_device_reads(&self) -> bool {
+        self.waiter.is_some()
+    }
 }
 
 impl Future for CacheLoad {
@@ -192,8 +212,8 @@ impl Namespace {
     /// watch `device_read_completions` and call `finish_device_reads` when it is readable, or
     /// the future is never ready. Records in memory (the active block) are loaded at once; reads
     /// that find the queue full after all (another thread took the room) or whose submission
-    /// fails are skipped: their commands read them.
-    pub fn start_loading_into_cache(&self, keys: &[&[u8]]) -> Option<CacheLoad> {
+    /// fails are skipped: their commands read them. `submit` says when the reads are submitted.
+    pub fn start_loading_into_cache(&self, keys: &[&[u8]], submit: SubmitReads) -> Option<CacheLoad> {
         let cache = self.cache.as_ref().filter(|_| self.reads_may_wait())?;
         let queue = self.log.medium().device_reads()?;
         let mut planned = Vec::new();
@@ -231,13 +251,28 @@ impl Namespace {
             started_loads.insert(read.token, StartedLoad { location, cache_key, waiter: waiter.clone() });
         }
         drop(started_loads);
-        let started = queue.start(&reads).unwrap_or(0);
+        let started = queue.queue(&reads);
+        if submit == SubmitReads::Now {
+            queue.submit_queued();
+        }
         for read in &reads[started..] {
             if let Some(load) = self.device_loads.started.lock().remove(&read.token) {
                 load.waiter.finish_one();
             }
         }
         Some(CacheLoad { waiter: Some(waiter) })
+    }
+
+    /// Submits the device reads that `start_loading_into_cache` queued with `SubmitReads::Later`.
+    pub fn submit_device_reads(&self) {
+        if let Some(queue) = self.log.medium().device_reads() {
+            queue.submit_queued();
+        }
+    }
+
+    /// Submissions and reads of the device read queue so far; None without one.
+    pub fn device_read_counts(&self) -> Option<DeviceReadCounts> {
+        self.log.medium().device_reads().map(DeviceReadQueue::counts)
     }
 
     /// A descriptor (the caller's own copy) that becomes readable when device reads started by
@@ -279,7 +314,7 @@ impl Namespace {
         let again = StartedLoad { location: load.location, cache_key: load.cache_key, waiter: load.waiter.clone() };
         // Registered before the read starts, as in `start_loading_into_cache`.
         self.device_loads.started.lock().insert(token, again);
-        if queue.start(&[read]).unwrap_or(0) == 1 {
+        if queue.start(&[read]) == 1 {
             return true;
         }
         self.device_loads.started.lock().remove(&token);

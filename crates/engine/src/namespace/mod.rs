@@ -30,7 +30,7 @@ use commit::CommitState;
 
 pub use commit::{CommitTicket, DurableCallback};
 pub use full_scan::FullScanReport;
-pub use load_ahead::{CacheLoad, LOAD_AHEAD_WINDOW_READS};
+pub use load_ahead::{CacheLoad, SubmitReads, LOAD_AHEAD_WINDOW_READS};
 pub use write::Transaction;
 pub(crate) use maintenance::OpenCheckpoint;
 pub(crate) use write::Publication;
@@ -588,6 +588,7 @@ impl Namespace {
             writes: counter(&self.counters.writes),
             defragmented_blocks: counter(&self.counters.defragmented_blocks),
             cache_bypassed: self.cache.is_none() && cache_configured(&self.config),
+            device_reads: self.device_read_counts(),
             cache: self.cache.as_ref().map(|cache| CacheStats {
                 hits: counter(&cache.counters.hits),
                 misses: counter(&cache.counters.misses),
