@@ -206,7 +206,18 @@ pub async fn serve_connection(stream: TcpStream, shared: Arc<Shared>, client: Ar
 
 impl Connection {
     async fn run(&mut self) -> std::io::Result<()> {
+        let client = self.state.client.clone();
         let mut shutdown = self.shared.shutdown.subscribe();
+        // One future for the connection's life, not one per read: each new one registers with
+        // the Notify and the watch (a lock each) when it waits and unregisters when dropped.
+        let stop = async {
+            tokio::select! {
+                _ = client.kill.notified() => {}
+                _ = shutdown.changed() => {}
+            }
+        };
+        tokio::pin!(stop);
+        let mut stop_signalled = false;
         loop {
             self.decode_requests();
             if !self.pending.is_empty() {
@@ -235,8 +246,11 @@ impl Connection {
             self.input.reserve(read_reserve_bytes(self.decoder.bulk_bytes_wanted(&self.input), self.input.len()));
             let read = tokio::select! {
                 read = self.stream.read_buf(&mut self.input) => read?,
-                _ = self.state.client.kill.notified() => return Ok(()),
-                _ = shutdown.changed() => continue,
+                // Then `killed` or the shutdown flag is set: the loop ends before it reads again.
+                _ = &mut stop, if !stop_signalled => {
+                    stop_signalled = true;
+                    continue;
+                }
             };
             if read == 0 {
                 if self.decoder.is_mid_request(&self.input) {
