@@ -214,7 +214,10 @@ enum Admission {
     /// must not push the newer record out).
     Read { ahead: bool },
     /// The key's new record, written under its partition's write lock: it replaces whatever the
-    /// entry holds; admitted when absent only if `admit_absent`.
+    /// entry holds; admitted when absent only if `admit_absent` and the cache has room for it
+    /// without evicting (a write never pushes a record out: a stream of new keys written once,
+    /// such as messages, would otherwise pay an admission and an eviction each and flush the
+    /// records that reads admitted).
     Written { admit_absent: bool },
     /// A record moved by defragmentation from `from`: it replaces the entry's record only if the
     /// entry holds `from`; never admitted when absent (a move is not a read).
@@ -294,7 +297,7 @@ impl RecordCache {
 
     /// The key's new record, just written: it takes the place of the key's entry, keeping its
     /// queue and reads (so a hot key that is written often stays cached), or, when the key has
-    /// no entry, is admitted if `admit_absent`.
+    /// no entry, is admitted if `admit_absent` and the cache has room for it.
     pub(crate) fn write(&self, key: CacheKey, record: &[u8], admit_absent: bool) {
         self.admit(key, record, Admission::Written { admit_absent });
     }
@@ -351,7 +354,12 @@ impl RecordCache {
             shard.resize(in_main, old_bytes, bytes);
             self.used_bytes.fetch_sub(old_bytes, Ordering::Relaxed);
         } else {
-            if matches!(admission, Admission::Written { admit_absent: false } | Admission::Moved { .. }) {
+            let admits = match admission {
+                Admission::Read { .. } => true,
+                Admission::Written { admit_absent } => admit_absent && self.takes_without_evicting(&shard, share, bytes),
+                Admission::Moved { .. } => false,
+            };
+            if !admits {
                 return;
             }
             self.make_room_for_an_entry(&mut shard, share, bytes);
@@ -371,6 +379,20 @@ impl RecordCache {
             }
             self.evict_while_over_budget(&mut self.shards[(home + step) % shard_count].write(), share);
         }
+    }
+
+    /// Whether `shard` can take a new entry of `record_bytes` with the cache staying within its
+    /// budget, counting what its map and small FIFO would grow by: then admitting it evicts
+    /// nothing.
+    fn takes_without_evicting(&self, shard: &Shard, share_bytes: u64, record_bytes: u64) -> bool {
+        let map_full = shard.entries.len() == shard.entries.capacity();
+        if map_full && !shard.map_growth_pays(share_bytes, record_bytes) {
+            return false;
+        }
+        let slot_bytes = std::mem::size_of::<(u64, Entry)>();
+        let map_growth_bytes = if map_full { map_bytes(shard.entries.capacity() * 2 + 1, slot_bytes) - map_bytes(shard.entries.capacity(), slot_bytes) } else { 0 };
+        let queue_growth_bytes = if shard.small.len() == shard.small.capacity() { (shard.small.capacity().max(1) * std::mem::size_of::<Slot>()) as u64 } else { 0 };
+        self.used_bytes.load(Ordering::Relaxed) + record_bytes + map_growth_bytes + queue_growth_bytes <= self.budget_bytes
     }
 
     /// Evicts from `shard` until the cache fits its budget or the shard is empty.
@@ -877,6 +899,30 @@ mod tests {
         assert!(cache.peek(version(1, 5)).is_some() && cache.peek(version(1, 3)).is_none());
         cache.write(version(1, 6), &record(100), false);
         assert!(cache.peek(version(1, 6)).is_some(), "a cached key stays cached");
+    }
+
+    #[test]
+    fn writes_admit_absent_keys_only_while_the_cache_has_room() {
+        let cache = RecordCache::new(1 << 20);
+        cache.write(version(1, 1), &record(100), true);
+        assert!(cache.peek(version(1, 1)).is_some(), "room: admitted");
+        let mut key_hash = 2;
+        loop {
+            assert!(key_hash < 100_000, "writes fill the cache");
+            cache.write(version(key_hash, 1), &record(100), true);
+            assert_eq!(cache.counters.evictions.load(Ordering::Relaxed), 0, "a write evicts nothing to get in");
+            assert!(cache.used_bytes() <= cache.capacity_bytes());
+            if cache.peek(version(key_hash, 1)).is_none() {
+                break;
+            }
+            key_hash += 1;
+        }
+        assert!(key_hash > 1000, "writes filled the cache first");
+        let cached = (2..key_hash).rev().find(|&key| cache.peek(version(key, 1)).is_some()).unwrap();
+        cache.write(version(cached, 2), &record(100), true);
+        assert!(cache.peek(version(cached, 2)).is_some(), "a cached key's new record takes its place");
+        cache.insert(version(key_hash, 1), &record(100));
+        assert!(cache.peek(version(key_hash, 1)).is_some(), "a read still gets in, evicting");
     }
 
     #[test]
