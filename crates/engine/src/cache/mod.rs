@@ -29,7 +29,6 @@
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
 
 use parking_lot::RwLock;
 
@@ -51,8 +50,6 @@ const GHOST_KEYS_PER_ENTRY: usize = 1;
 const MALLOC_CHUNK_HEADER_BYTES: u64 = 8;
 const MALLOC_CHUNK_ALIGN_BYTES: u64 = 16;
 const MALLOC_CHUNK_MIN_BYTES: u64 = 32;
-/// The strong and weak counters in front of an `Arc`'s bytes.
-const ARC_HEADER_BYTES: u64 = 16;
 /// hashbrown's tables: one control byte per bucket plus one group of trailing control bytes.
 const HASH_TABLE_GROUP_BYTES: u64 = 16;
 const FREQUENCY_MAX: u8 = 3;
@@ -94,7 +91,10 @@ impl CacheKey {
 }
 
 struct Entry {
-    record: Arc<[u8]>,
+    /// Copied out under the shard's read lock, never shared: handing out a reference-counted
+    /// record would cost each hit two atomic writes to the record's line, which two workers
+    /// reading the same hot record would bounce between their caches.
+    record: Box<[u8]>,
     location: u64,
     block_seq: u64,
     /// Reads since the entry was last at the head of its queue, saturating at FREQUENCY_MAX;
@@ -178,10 +178,9 @@ pub(crate) struct RecordCache {
     pub(crate) counters: CacheCounters,
 }
 
-/// What a cached record's allocation really takes: the `Arc` header and the record, as a malloc
-/// chunk. The entry's map slot and queue slot are charged with the structures that hold them.
+/// What a cached record's allocation really takes: the record as a malloc chunk. The entry's map slot and queue slot are charged with the structures that hold them.
 fn charge(record: &[u8]) -> u64 {
-    let request = ARC_HEADER_BYTES + record.len() as u64;
+    let request = record.len() as u64;
     (request + MALLOC_CHUNK_HEADER_BYTES).next_multiple_of(MALLOC_CHUNK_ALIGN_BYTES).max(MALLOC_CHUNK_MIN_BYTES)
 }
 
@@ -253,7 +252,7 @@ impl RecordCache {
         self.used_bytes.load(Ordering::Relaxed) > self.budget_bytes
     }
 
-    pub(crate) fn get(&self, key: CacheKey) -> Option<Arc<[u8]>> {
+    pub(crate) fn get(&self, key: CacheKey) -> Option<Vec<u8>> {
         let shard = self.shard(key.key_hash).read();
         let found = shard.entries.get(&key.key_hash).filter(|entry| entry.holds(&key)).map(|entry| {
             // Two hits at once may count as one: the frequency is a hint.
@@ -263,7 +262,7 @@ impl RecordCache {
             } else if frequency < FREQUENCY_MAX {
                 entry.frequency.store(frequency + 1, Ordering::Relaxed);
             }
-            entry.record.clone()
+            entry.record.to_vec()
         });
         let counter = if found.is_some() { &self.counters.hits } else { &self.counters.misses };
         counter.fetch_add(1, Ordering::Relaxed);
@@ -271,9 +270,9 @@ impl RecordCache {
     }
 
     /// Looks a record up without counting an access (listing keys is not reading values).
-    pub(crate) fn peek(&self, key: CacheKey) -> Option<Arc<[u8]>> {
+    pub(crate) fn peek(&self, key: CacheKey) -> Option<Vec<u8>> {
         let shard = self.shard(key.key_hash).read();
-        shard.entries.get(&key.key_hash).filter(|entry| entry.holds(&key)).map(|entry| entry.record.clone())
+        shard.entries.get(&key.key_hash).filter(|entry| entry.holds(&key)).map(|entry| entry.record.to_vec())
     }
 
     /// Whether the cache holds the record `key`, without counting an access.
@@ -341,11 +340,11 @@ impl RecordCache {
                 return;
             }
             let old_bytes = charge(&entry.record);
-            match Arc::get_mut(&mut entry.record) {
-                // No reader holds the old record (the shard lock keeps new ones out) and the new
-                // one is as long: overwrite it in place, without an allocation and a free.
-                Some(held) if held.len() == record.len() => held.copy_from_slice(record),
-                _ => replaced = Some(std::mem::replace(&mut entry.record, Arc::from(record))),
+            if entry.record.len() == record.len() {
+                // As long as the old one: overwritten in place, without an allocation and a free.
+                entry.record.copy_from_slice(record);
+            } else {
+                replaced = Some(std::mem::replace(&mut entry.record, Box::from(record)));
             }
             entry.location = key.location;
             entry.block_seq = key.block_seq;
@@ -364,7 +363,7 @@ impl RecordCache {
             }
             self.make_room_for_an_entry(&mut shard, share, bytes);
             let returning = shard.ghost_members.remove(&key.key_hash).is_some();
-            shard.push(key, Arc::from(record), bytes, returning, loaded_ahead);
+            shard.push(key, Box::from(record), bytes, returning, loaded_ahead);
         }
         self.used_bytes.fetch_add(bytes, Ordering::Relaxed);
         self.recharge(&mut shard);
@@ -507,7 +506,7 @@ impl Shard {
 
     /// A new entry: a new record in the small FIFO with no reads, a returning key (ghost hit)
     /// in the main FIFO.
-    fn push(&mut self, key: CacheKey, record: Arc<[u8]>, bytes: u64, in_main: bool, loaded_ahead: bool) {
+    fn push(&mut self, key: CacheKey, record: Box<[u8]>, bytes: u64, in_main: bool, loaded_ahead: bool) {
         let ticket = self.next_ticket;
         self.next_ticket += 1;
         let entry = Entry {
@@ -537,7 +536,7 @@ impl Shard {
 
     /// Removes a key's entry (its queue slot goes stale); returns its bytes and its record, to
     /// be freed outside the lock.
-    fn remove(&mut self, key_hash: u64) -> Option<(u64, Arc<[u8]>)> {
+    fn remove(&mut self, key_hash: u64) -> Option<(u64, Box<[u8]>)> {
         let entry = self.entries.remove(&key_hash)?;
         let bytes = charge(&entry.record);
         if entry.in_main {
@@ -791,11 +790,12 @@ mod tests {
     }
 
     #[test]
-    fn the_record_charge_is_the_malloc_chunk_of_the_arc() {
+    fn the_record_charge_is_its_malloc_chunk() {
         assert_eq!(charge(&record(0)), 32);
-        assert_eq!(charge(&record(8)), 32);
-        assert_eq!(charge(&record(120)), 144);
-        assert_eq!(charge(&record(121)), 160);
+        assert_eq!(charge(&record(24)), 32);
+        assert_eq!(charge(&record(25)), 48);
+        assert_eq!(charge(&record(120)), 128);
+        assert_eq!(charge(&record(121)), 144);
     }
 
     /// The slot sizes docs/design/cache.md counts per entry.

@@ -307,7 +307,7 @@ impl Namespace {
         };
         let cache_key = self.cache_key(entry.digest, entry.location);
         if let Some(record) = cache.get(cache_key) {
-            return Ok(Some(record.to_vec()));
+            return Ok(Some(record));
         }
         self.read_medium_releasing(cache, partition, entry, cache_key, false)
     }
@@ -349,7 +349,7 @@ impl Namespace {
             CacheUse::Peek => cache.peek(cache_key),
         };
         if let Some(record) = cached {
-            return Ok(record.to_vec());
+            return Ok(record);
         }
         self.read_verified_counted(location, &mut buffer)?;
         if cache_use == CacheUse::Read {
