@@ -7,8 +7,9 @@ memory and the latency percentiles per interval, then a verdict.
 Every connection runs GET 70% / SET 20% / INCR 5% / DEL 5% over a prefilled key space at a fixed
 rate (so latency is measured under a steady offered load, not a saturating one), with durability
 `always`. The key space (--keys) is large enough that its records exceed twice the default record
-cache, and the prefill admits them to the cache (records on ssd are admitted when written), so
-the cache is at its budget before the load starts: resident memory can be flat only then.
+cache, and the prefill writes them and reads them back (a write admits a key to the cache only
+while it has room; reads admit, evicting), so the cache is at its budget before the load starts:
+resident memory can be flat only then.
 Latencies are measured in this Python client and include its scheduling. The verdict fails on
 any error, or when resident memory grows over the second half by more than
 --rss-growth-mib. p99 is printed per interval; it is judged "stable" when no interval of the
@@ -103,10 +104,15 @@ def percentile(sorted_values: list, fraction: float) -> float:
 
 
 def prefill(server: Server, keys: int) -> int:
-    """Writes `keys` keys; returns the record cache's bytes afterwards."""
+    """Writes `keys` keys and reads them back; returns the record cache's bytes afterwards."""
     client = server.client()
-    for start in range(0, keys, PREFILL_KEYS_PER_CALL):
-        client.mset({f"soak:{i}": "v" * VALUE_BYTES for i in range(start, min(keys, start + PREFILL_KEYS_PER_CALL))})
+    chunks = [range(start, min(keys, start + PREFILL_KEYS_PER_CALL)) for start in range(0, keys, PREFILL_KEYS_PER_CALL)]
+    for chunk in chunks:
+        client.mset({f"soak:{i}": "v" * VALUE_BYTES for i in chunk})
+    # A write admits a key to the record cache only while the cache has room; reads admit,
+    # evicting, so reading the keys back brings the cache to its budget.
+    for chunk in chunks:
+        client.mget([f"soak:{i}" for i in chunk])
     cache_bytes = record_cache_bytes(client)
     client.close()
     return cache_bytes

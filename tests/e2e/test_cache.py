@@ -18,6 +18,9 @@ def test_cache_budget_statistics_and_purge(make_server):
     value = "v" * 440
     for number in range(4000):  # about 2 MiB of records: twice the cache
         client.set(f"key:{number}", value)
+    # Writes fill the cache only while it has room; reading every key admits the rest, evicting.
+    assert info_cache(client)["evictions"] == 0
+    assert client.mget([f"key:{number}" for number in range(4000)]) == [value] * 4000
     for _ in range(3):
         for number in range(100):
             assert client.get(f"key:{number}") == value
