@@ -14,7 +14,7 @@ from conftest import BINARY, free_port, raw_exchange
 
 def raw_command(client, *arguments):
     """Sends a command and returns the parsed reply without redis-py's per-command callbacks."""
-    connection = client.connection_pool.get_connection(arguments[0])
+    connection = client.connection_pool.get_connection()
     try:
         connection.send_command(*arguments)
         return connection.read_response()
