@@ -32,7 +32,7 @@ pub const GIB: u64 = 1024 * MIB;
 /// Namespaces per database; SELECT takes numbers below this.
 pub const NAMESPACES_MAX: usize = 64;
 pub const WRITE_BLOCK_BYTES_MIN: u64 = 64 * KIB;
-pub const WRITE_BLOCK_BYTES_MAX: u64 = 1 * GIB;
+pub const WRITE_BLOCK_BYTES_MAX: u64 = GIB;
 pub const INDEX_BYTES_MIN: u64 = 4 * MIB;
 pub const JOURNAL_SEGMENT_BYTES_MIN: u64 = 256 * KIB;
 /// Largest key a record can carry (its length field is 16 bits).
@@ -147,7 +147,7 @@ impl NamespaceConfig {
         if self.index_bytes < INDEX_BYTES_MIN {
             return fail(format!("index_bytes must be at least {INDEX_BYTES_MIN}"));
         }
-        if self.journal_segment_bytes < JOURNAL_SEGMENT_BYTES_MIN || self.journal_segment_bytes % 4096 != 0 {
+        if self.journal_segment_bytes < JOURNAL_SEGMENT_BYTES_MIN || !self.journal_segment_bytes.is_multiple_of(4096) {
             return fail(format!("journal_segment_bytes must be a multiple of 4096, at least {JOURNAL_SEGMENT_BYTES_MIN}"));
         }
         if self.periodic_ms == 0 || self.periodic_ms > PERIODIC_MS_MAX {

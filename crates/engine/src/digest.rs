@@ -127,19 +127,12 @@ mod tests {
 
     #[test]
     fn digests_of_one_partition_hash_to_spread_buckets_and_control_bits() {
-        use std::hash::{BuildHasher, Hash};
+        use std::hash::BuildHasher;
         let build = BuildHasherDefault::<DigestHasher>::default();
         let one_partition: Vec<Digest> =
             (0..200_000u32).map(|key| Digest::of(3, &key.to_le_bytes())).filter(|digest| digest.partition(4096) == 7).collect();
         assert!(one_partition.len() > 20);
-        let hashes: Vec<u64> = one_partition
-            .iter()
-            .map(|digest| {
-                let mut hasher = build.build_hasher();
-                digest.hash(&mut hasher);
-                hasher.finish()
-            })
-            .collect();
+        let hashes: Vec<u64> = one_partition.iter().map(|digest| build.hash_one(digest)).collect();
         let distinct = |bits: fn(u64) -> u64| hashes.iter().map(|&hash| bits(hash)).collect::<std::collections::BTreeSet<_>>().len();
         // A map indexes buckets with the low bits and filters with the top 7: both must vary.
         assert!(distinct(|hash| hash & 0xff) > hashes.len().min(256) / 2);

@@ -38,7 +38,7 @@ pub(crate) struct AlignedBuffer {
 
 impl AlignedBuffer {
     pub(crate) fn zeroed(len_bytes: usize) -> AlignedBuffer {
-        assert!(len_bytes > 0 && len_bytes % PAGE_BYTES as usize == 0);
+        assert!(len_bytes > 0 && len_bytes.is_multiple_of(PAGE_BYTES as usize));
         let layout = Layout::from_size_align(len_bytes, PAGE_BYTES as usize).expect("page-aligned layout");
         // SAFETY: the layout has a non-zero size.
         let pointer = unsafe { alloc_zeroed(layout) };
@@ -78,7 +78,7 @@ impl BlockFile {
     /// `prefer_direct_io` asks for O_DIRECT; a filesystem that refuses it (tmpfs) gets buffered
     /// I/O, and `info().durability` says which.
     pub fn open(path: &Path, len_bytes: u64, prefer_direct_io: bool) -> Result<BlockFile, MediaError> {
-        assert!(len_bytes % PAGE_BYTES == 0, "block file length must be a multiple of {PAGE_BYTES}");
+        assert!(len_bytes.is_multiple_of(PAGE_BYTES), "block file length must be a multiple of {PAGE_BYTES}");
         let what = path.display().to_string();
         let open = |direct: bool| {
             let mut options = OpenOptions::new();
@@ -163,7 +163,7 @@ impl Medium for BlockFile {
         if buf.is_empty() {
             return Ok(());
         }
-        let aligned = offset % PAGE_BYTES == 0 && buf.len() as u64 % PAGE_BYTES == 0 && in_aligned_memory(buf);
+        let aligned = offset.is_multiple_of(PAGE_BYTES) && (buf.len() as u64).is_multiple_of(PAGE_BYTES) && in_aligned_memory(buf);
         if !self.direct_io || aligned {
             return self.read_exact(offset, buf);
         }
@@ -181,7 +181,7 @@ impl Medium for BlockFile {
     fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), MediaError> {
         assert_in_range(self.len_bytes, offset, data.len() as u64);
         assert!(
-            offset % PAGE_BYTES == 0 && data.len() as u64 % PAGE_BYTES == 0,
+            offset.is_multiple_of(PAGE_BYTES) && (data.len() as u64).is_multiple_of(PAGE_BYTES),
             "block file writes are whole pages: offset {offset}, len {}",
             data.len()
         );

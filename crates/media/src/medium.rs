@@ -146,5 +146,5 @@ pub(crate) fn assert_in_range(medium_len: u64, offset: u64, len: u64) {
 }
 
 pub(crate) fn assert_u64_aligned(offset: u64) {
-    assert!(offset % 8 == 0, "8-byte access at unaligned offset {offset}");
+    assert!(offset.is_multiple_of(8), "8-byte access at unaligned offset {offset}");
 }

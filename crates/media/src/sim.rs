@@ -317,7 +317,7 @@ impl ChunkSet {
         let mut chunk = range.start;
         while chunk < end {
             let word = &mut self.words[(chunk / 64) as usize];
-            if *word == 0 && chunk % 64 == 0 {
+            if *word == 0 && chunk.is_multiple_of(64) {
                 chunk += 64;
                 continue;
             }
@@ -420,7 +420,7 @@ impl Medium for SimMedium {
         assert_in_range(self.len_bytes, offset, data.len() as u64);
         if self.info.tier == Tier::Ssd {
             assert!(
-                offset % PAGE_BYTES == 0 && data.len() as u64 % PAGE_BYTES == 0,
+                offset.is_multiple_of(PAGE_BYTES) && (data.len() as u64).is_multiple_of(PAGE_BYTES),
                 "block file writes are whole pages: offset {offset}, len {}",
                 data.len()
             );

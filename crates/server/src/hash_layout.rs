@@ -304,7 +304,7 @@ fn bucketed_from(key: &[u8], fields: HashRecord) -> Layout {
         field_count: fields.fields.len() as u64,
         bucket_count: 1,
         field_bytes: fields.fields.iter().map(|(field, value)| field_entry_bytes(field, value)).sum(),
-        salt: salt_of(&key),
+        salt: salt_of(key),
     };
     let buckets = BTreeMap::from([(0, Bucket { fields, dirty: true })]);
     Layout::Bucketed { root, buckets, stored_bucket_count: 0 }
@@ -368,11 +368,11 @@ fn merge_last(store: &mut dyn KeyStore, key: &[u8], root: &mut HashRoot, buckets
 
 /// The bucket, read from the store the first time it is needed.
 fn load<'a>(store: &mut dyn KeyStore, key: &[u8], buckets: &'a mut BTreeMap<u32, Bucket>, number: u32) -> Result<&'a mut Bucket, CommandError> {
-    if !buckets.contains_key(&number) {
+    if let std::collections::btree_map::Entry::Vacant(e) = buckets.entry(number) {
         let Some(bytes) = store.get_part(key, number)? else {
             return Err(CorruptValue("hash bucket missing").into());
         };
-        buckets.insert(number, Bucket { fields: HashRecord::decode_bucket(&bytes)?, dirty: false });
+        e.insert(Bucket { fields: HashRecord::decode_bucket(&bytes)?, dirty: false });
     }
     Ok(buckets.get_mut(&number).expect("inserted above"))
 }

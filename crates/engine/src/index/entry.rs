@@ -26,7 +26,7 @@ pub(crate) const DIGEST_LOW_OFFSET: u64 = 0;
 pub(crate) const TAGGED_HIGH_OFFSET: u64 = DIGEST_LOW_OFFSET + 8;
 pub(crate) const LOCATION_OFFSET: u64 = TAGGED_HIGH_OFFSET + 8;
 const _: () = assert!(LOCATION_OFFSET + 8 == ENTRY_BYTES);
-const _: () = assert!(LOCATION_OFFSET % 8 == 0 && ENTRY_BYTES % 8 == 0, "the publishing store must stay 8-byte aligned");
+const _: () = assert!(LOCATION_OFFSET.is_multiple_of(8) && ENTRY_BYTES.is_multiple_of(8), "the publishing store must stay 8-byte aligned");
 
 /// Digest bits that name the partition (the top ones), stored as tags.
 const PARTITION_BITS: u32 = super::PARTITION_COUNT.trailing_zeros();

@@ -81,7 +81,7 @@ const PROBE_RUN_SLOTS: u32 = 8;
 const PROBE_FIRST_RUN_SLOTS: u32 = 2;
 
 const _: () = assert!(PARTITION_COUNT.is_power_of_two());
-const _: () = assert!(DIRECTORY_OFFSET % HEADER_SLOT_BYTES == 0);
+const _: () = assert!(DIRECTORY_OFFSET.is_multiple_of(HEADER_SLOT_BYTES));
 const _: () = assert!(LOAD_PERCENT_AFTER_GROWTH < LOAD_PERCENT_MAX);
 
 /// A partition's table may be used: created or rebuilt in this run, attached after a crash (the
@@ -831,7 +831,7 @@ fn directory_offset(number: usize) -> u64 {
 }
 
 fn table_word(offset: u64, capacity: u32) -> u64 {
-    assert!(offset % EXTENT_ALIGN_BYTES == 0 && capacity <= TABLE_SLOTS_MAX);
+    assert!(offset.is_multiple_of(EXTENT_ALIGN_BYTES) && capacity <= TABLE_SLOTS_MAX);
     (offset / EXTENT_ALIGN_BYTES) << CAPACITY_SHIFT | capacity as u64
 }
 
@@ -931,7 +931,7 @@ mod tests {
 
     /// Every other key's entry has an expiry, every fifth is a part's (tags round-trip).
     fn entry(key: u32) -> Entry {
-        let (part, expiry_unix_ms) = if key % 5 == 0 { (true, PART_EXPIRY_MARK) } else { (false, u64::from(key % 2) * 1000) };
+        let (part, expiry_unix_ms) = if key.is_multiple_of(5) { (true, PART_EXPIRY_MARK) } else { (false, u64::from(key % 2) * 1000) };
         Entry::new(Digest::of(0, &key.to_le_bytes()), Location::new(1, 64 + key as u64 * 8, 64), part, expiry_unix_ms)
     }
 

@@ -63,8 +63,8 @@ const FRAME_KIND_OFFSET: usize = FRAME_DATA_CHECKSUM_OFFSET + 4;
 pub(crate) const ENTRY_FRAME_BYTES: usize = FRAME_KIND_OFFSET + 4;
 const HEADER_KIND: u32 = u32::from_le_bytes(*b"EHDR");
 const TRAILER_KIND: u32 = u32::from_le_bytes(*b"ETRL");
-const _: () = assert!(ENTRY_FRAME_BYTES % ENTRY_ALIGN_BYTES == 0, "entries stay 8-byte aligned");
-const _: () = assert!(SEGMENT_HEADER_BYTES % ENTRY_ALIGN_BYTES == 0, "the first entry is 8-byte aligned");
+const _: () = assert!(ENTRY_FRAME_BYTES.is_multiple_of(ENTRY_ALIGN_BYTES), "entries stay 8-byte aligned");
+const _: () = assert!(SEGMENT_HEADER_BYTES.is_multiple_of(ENTRY_ALIGN_BYTES), "the first entry is 8-byte aligned");
 
 /// What a segment header says.
 #[derive(Debug, PartialEq, Eq)]

@@ -27,10 +27,10 @@ impl Location {
 
     pub(crate) fn new(slot: u32, offset: u64, record_bytes: usize) -> Location {
         assert!((slot as u64) < BLOCK_SLOTS_MAX);
-        assert!(offset > 0 && offset % RECORD_ALIGN_BYTES as u64 == 0);
+        assert!(offset > 0 && offset.is_multiple_of(RECORD_ALIGN_BYTES as u64));
         let offset_units = offset / RECORD_ALIGN_BYTES as u64;
         assert!(offset_units <= OFFSET_MASK, "blocks are at most 1 GiB");
-        assert!(record_bytes % RECORD_ALIGN_BYTES == 0);
+        assert!(record_bytes.is_multiple_of(RECORD_ALIGN_BYTES));
         let size_units = (record_bytes / RECORD_ALIGN_BYTES) as u64;
         let size_field = if size_units <= SIZE_MASK { size_units } else { 0 };
         Location(((slot as u64) << SLOT_SHIFT) | (offset_units << OFFSET_SHIFT) | size_field)

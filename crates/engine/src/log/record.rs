@@ -32,7 +32,7 @@ pub(crate) const RECORD_HEADER_BYTES: usize = BATCH_LEN_OFFSET + 4;
 pub(crate) const RECORD_ALIGN_BYTES: usize = 8;
 
 const _: () = assert!(RECORD_HEADER_BYTES == 40);
-const _: () = assert!(RECORD_HEADER_BYTES % RECORD_ALIGN_BYTES == 0);
+const _: () = assert!(RECORD_HEADER_BYTES.is_multiple_of(RECORD_ALIGN_BYTES));
 
 pub(crate) const FLAG_TOMBSTONE: u8 = 1;
 pub(crate) const FLAG_BATCH_MEMBER: u8 = 2;

@@ -140,7 +140,7 @@ impl<P> RecordLog<P> {
         fingerprint: u64,
     ) -> Result<(RecordLog<P>, Vec<BlockHeader>)> {
         let slot_count = medium.len_bytes() / block_bytes;
-        assert!(slot_count >= 4 && slot_count < BLOCK_SLOTS_MAX, "validated by the configuration");
+        assert!((4..BLOCK_SLOTS_MAX).contains(&slot_count), "validated by the configuration");
         // One small read per write block: nothing around a header is needed now.
         medium.expect_scattered_reads(true);
         let scanned = scan_block_starts(&*medium, block_bytes, slot_count, fingerprint);

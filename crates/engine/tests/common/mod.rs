@@ -90,7 +90,7 @@ pub const VALUE_BYTES: usize = 1000;
 pub fn cached_database(dir: &std::path::Path, data: Tier, cache_bytes: u64, durability: Durability) -> (Database, tempfile::TempDir) {
     let mut namespace = small_namespace("ns", Tier::Shmem, data, durability);
     namespace.data_bytes = 64 * MIB;
-    namespace.write_block_bytes = 1 * MIB;
+    namespace.write_block_bytes = MIB;
     // Room for records longer than a location's length field can name (64 KiB).
     namespace.value_bytes_max = 256 * KIB;
     namespace.checkpoint_interval_bytes = 16 * MIB;

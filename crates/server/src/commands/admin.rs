@@ -146,7 +146,7 @@ pub fn config(call: &mut Call<'_>) -> CommandResult {
             let matching = values.into_iter().filter(|(name, _)| call.args[2..].iter().any(|pattern| glob_match(&pattern.to_ascii_lowercase(), name.as_bytes())));
             Ok(Reply::Map(matching.map(|(name, value)| (Reply::bulk_text(name), Reply::bulk_text(&value))).collect()))
         }
-        "set" if call.args.len() >= 4 && call.args.len() % 2 == 0 => config_set(call),
+        "set" if call.args.len() >= 4 && call.args.len().is_multiple_of(2) => config_set(call),
         "resetstat" if call.args.len() == 2 => {
             call.shared.stats.reset();
             Ok(Reply::ok())

@@ -186,7 +186,7 @@ fn client_kill(call: &mut Call<'_>) -> CommandResult {
         let killed = call.shared.clients.kill_where(|client| client.address.to_string() == address);
         return if killed > 0 { Ok(Reply::ok()) } else { fail("ERR No such client") };
     }
-    if call.args.len() < 4 || call.args.len() % 2 != 0 {
+    if call.args.len() < 4 || !call.args.len().is_multiple_of(2) {
         return fail(SYNTAX_ERROR);
     }
     let mut id = None;

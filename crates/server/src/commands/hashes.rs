@@ -26,7 +26,7 @@ fn save(call: &mut Call<'_>, hash: OpenHash) -> Result<(), CommandError> {
 
 /// HSET and HMSET: field/value pairs after the key.
 fn set_fields(call: &mut Call<'_>, name: &str) -> Result<i64, CommandError> {
-    if call.args.len() % 2 != 0 {
+    if !call.args.len().is_multiple_of(2) {
         return Err(wrong_arity(name));
     }
     let mut hash = open_or_new(call)?;

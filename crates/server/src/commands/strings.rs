@@ -143,7 +143,7 @@ fn put_pairs(call: &mut Call<'_>) -> Result<(), crate::command::CommandError> {
 }
 
 pub fn mset(call: &mut Call<'_>) -> CommandResult {
-    if call.args.len() % 2 == 0 {
+    if call.args.len().is_multiple_of(2) {
         return Err(crate::command::wrong_arity("mset"));
     }
     put_pairs(call)?;
@@ -151,7 +151,7 @@ pub fn mset(call: &mut Call<'_>) -> CommandResult {
 }
 
 pub fn msetnx(call: &mut Call<'_>) -> CommandResult {
-    if call.args.len() % 2 == 0 {
+    if call.args.len().is_multiple_of(2) {
         return Err(crate::command::wrong_arity("msetnx"));
     }
     for pair in call.args[1..].chunks(2) {
