@@ -214,7 +214,8 @@ enum Admission {
     Read { ahead: bool },
     /// The key's new record, written under its partition's write lock: it replaces whatever the
     /// entry holds; admitted when absent only if `admit_absent` and the cache has room for it
-    /// without evicting (a write never pushes a record out: a stream of new keys written once,
+    /// without evicting (a write does not push records out, unless an admission to another
+    /// shard takes the room between its check and its insert: a stream of new keys written once,
     /// such as messages, would otherwise pay an admission and an eviction each and flush the
     /// records that reads admitted).
     Written { admit_absent: bool },

@@ -378,7 +378,7 @@ impl Namespace {
     /// Puts freshly written records in the record cache, each in its key's entry in place of the
     /// previous record (one shard lock per write): a key written is likely read soon, and its new
     /// location would otherwise cost a device read once its block leaves memory. A key the cache
-    /// does not hold is admitted only while the cache has room (a write never evicts).
+    /// does not hold is admitted only while the cache has room (a write does not evict to get in).
     /// A tombstone is never read: it only takes its key's record out. Records on pmem are read
     /// at memory speed, so there a write only keeps an already cached key cached: admitting every
     /// written record cost more (admission and eviction) than the reads it would save.
