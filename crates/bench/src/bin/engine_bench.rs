@@ -39,6 +39,10 @@ struct Args {
     /// 512 MiB, small pages and huge pages): the ceiling it puts on single gets per core.
     #[arg(long)]
     memory_latency: bool,
+    /// Also measure what a device read costs the CPU here: random 4 KiB reads of a file opened
+    /// with O_DIRECT through the device read queue (io_uring), 1, 4 and 16 per submission.
+    #[arg(long)]
+    device_read_cost: bool,
     /// Skip the get/put measurement.
     #[arg(long)]
     no_throughput: bool,
@@ -320,6 +324,9 @@ fn main() {
     if args.memory_latency {
         report.push_str(&memory_latency_table());
     }
+    if args.device_read_cost {
+        report.push_str(&device_read_cost_table(&args.dir));
+    }
     if args.cache_scan {
         report.push_str(&cache_scan_table(&args));
     }
@@ -387,6 +394,73 @@ fn memory_latency_table() -> String {
         let nanoseconds = dependent_load_ns(huge_pages);
         table.push_str(&format!("| {name} | {nanoseconds:.1} | {:.0} |\n", 1e9 / (2.0 * nanoseconds)));
     }
+    table
+}
+
+/// The file `--device-read-cost` reads from, and the reads per batch size.
+const DEVICE_READ_FILE_BYTES: u64 = 256 << 20;
+const DEVICE_READS_MEASURED: usize = 8_000;
+
+/// This process's user and system CPU time so far, in microseconds.
+fn process_cpu_us() -> f64 {
+    // SAFETY: getrusage fills the zeroed struct we pass and keeps no pointer to it.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let microseconds = |time: libc::timeval| time.tv_sec as f64 * 1e6 + time.tv_usec as f64;
+    microseconds(usage.ru_utime) + microseconds(usage.ru_stime)
+}
+
+/// Microseconds of wall time and of this process's CPU per read, reading DEVICE_READS_MEASURED
+/// random pages of `file` in submissions of `batch` reads, each batch awaited before the next.
+fn device_read_cost(queue: &hybridkv_media::DeviceReadQueue, batch: usize) -> (f64, f64) {
+    use std::os::fd::AsRawFd;
+    let pages = DEVICE_READ_FILE_BYTES / hybridkv_media::PAGE_BYTES;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(batch as u64);
+    let (started, cpu_started) = (Instant::now(), process_cpu_us());
+    let mut completed = Vec::new();
+    for _ in 0..DEVICE_READS_MEASURED / batch {
+        let reads: Vec<hybridkv_media::DeviceRead> = (0..batch as u64)
+            .map(|token| hybridkv_media::DeviceRead { offset: rng.gen_range(0..pages) * hybridkv_media::PAGE_BYTES, len: 4096, token })
+            .collect();
+        assert_eq!(queue.start(&reads), batch, "the queue takes a batch");
+        completed.clear();
+        while completed.len() < batch {
+            let mut poll = libc::pollfd { fd: queue.completion_fd().as_raw_fd(), events: libc::POLLIN, revents: 0 };
+            // SAFETY: one valid pollfd, waited for at most 5 s.
+            unsafe { libc::poll(&mut poll, 1, 5000) };
+            queue.take_completed(&mut completed);
+        }
+        assert!(completed.iter().all(|read| read.result.is_ok()), "device reads succeed");
+    }
+    let reads = (DEVICE_READS_MEASURED / batch * batch) as f64;
+    (started.elapsed().as_secs_f64() * 1e6 / reads, (process_cpu_us() - cpu_started) / reads)
+}
+
+fn device_read_cost_table(dir: &Path) -> String {
+    use hybridkv_media::Medium;
+    let path = dir.join("device-read-cost");
+    let file = hybridkv_media::BlockFile::open(&path, DEVICE_READ_FILE_BYTES, true).expect("the block file");
+    let Some(queue) = file.device_reads() else {
+        return "\nDevice read cost: no device read queue here (O_DIRECT or io_uring refused).\n".to_string();
+    };
+    let chunk = vec![7u8; 8 << 20];
+    for offset in (0..DEVICE_READ_FILE_BYTES).step_by(chunk.len()) {
+        file.write_at(offset, &chunk).expect("filling the file");
+    }
+    file.persist(0, DEVICE_READ_FILE_BYTES).expect("syncing the file");
+    let mut table = format!(
+        "\nDevice read cost: {DEVICE_READS_MEASURED} random 4 KiB reads of a {} MiB file opened with O_DIRECT, through the device read queue (io_uring), in submissions of 1, 4 and 16 reads, each awaited (poll on the completion eventfd) before the next; CPU is this process's user and system time (getrusage).\n\n| reads per submission | wall µs per read | CPU µs per read |\n|---|---|---|\n",
+        DEVICE_READ_FILE_BYTES >> 20
+    );
+    for batch in [1, 4, 16] {
+        let (wall, cpu) = device_read_cost(queue, batch);
+        table.push_str(&format!("| {batch} | {wall:.1} | {cpu:.1} |\n"));
+    }
+    drop(file);
+    let _ = std::fs::remove_file(&path);
     table
 }
 
