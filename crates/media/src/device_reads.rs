@@ -80,6 +80,13 @@ pub struct DeviceReadCounts {
     pub reads: u64,
 }
 
+impl Ring {
+    /// Reads whose slots hold buffers: queued, submitted, or failed and not yet completed.
+    fn in_flight(&self) -> usize {
+        self.slots.len() - self.free_slots.len()
+    }
+}
+
 pub struct DeviceReadQueue {
     ring: Mutex<Ring>,
     /// Signalled by the kernel whenever reads complete.
@@ -116,7 +123,7 @@ impl DeviceReadQueue {
 
     pub fn in_flight(&self) -> usize {
         let ring = self.ring.lock();
-        ring.slots.len() - ring.free_slots.len()
+        ring.in_flight()
     }
 
     /// How many more reads `queue` would take now (another thread may take them first).
@@ -172,9 +179,8 @@ impl DeviceReadQueue {
         let first = request.offset / PAGE_BYTES * PAGE_BYTES;
         let end = (request.offset + request.len as u64).div_ceil(PAGE_BYTES) * PAGE_BYTES;
         let buffer_bytes = (end - first) as usize;
-        let in_flight = ring.slots.len() - ring.free_slots.len();
         // The submission queue is full only of entries whose submissions failed.
-        let refused = in_flight == DEVICE_READS_IN_FLIGHT_MAX || ring.ring.submission().is_full();
+        let refused = ring.in_flight() == DEVICE_READS_IN_FLIGHT_MAX || ring.ring.submission().is_full();
         if refused || ring.bytes_in_flight + buffer_bytes > DEVICE_READ_BYTES_IN_FLIGHT_MAX {
             return false;
         }

@@ -178,7 +178,8 @@ pub(crate) struct RecordCache {
     pub(crate) counters: CacheCounters,
 }
 
-/// What a cached record's allocation really takes: the record as a malloc chunk. The entry's map slot and queue slot are charged with the structures that hold them.
+/// What a cached record's allocation really takes: the record as a malloc chunk. The entry's map
+/// slot and queue slot are charged with the structures that hold them.
 fn charge(record: &[u8]) -> u64 {
     let request = record.len() as u64;
     (request + MALLOC_CHUNK_HEADER_BYTES).next_multiple_of(MALLOC_CHUNK_ALIGN_BYTES).max(MALLOC_CHUNK_MIN_BYTES)
@@ -389,8 +390,7 @@ impl RecordCache {
         if map_full && !shard.map_growth_pays(share_bytes, record_bytes) {
             return false;
         }
-        let slot_bytes = std::mem::size_of::<(u64, Entry)>();
-        let map_growth_bytes = if map_full { map_bytes(shard.entries.capacity() * 2 + 1, slot_bytes) - map_bytes(shard.entries.capacity(), slot_bytes) } else { 0 };
+        let map_growth_bytes = if map_full { shard.grown_entry_map_bytes() - shard.entry_map_bytes() } else { 0 };
         let queue_growth_bytes = if shard.small.len() == shard.small.capacity() { (shard.small.capacity().max(1) * std::mem::size_of::<Slot>()) as u64 } else { 0 };
         self.used_bytes.load(Ordering::Relaxed) + record_bytes + map_growth_bytes + queue_growth_bytes <= self.budget_bytes
     }
@@ -472,10 +472,19 @@ impl Shard {
     /// What the shard's maps and queues have allocated (capacities, not lengths).
     fn structure_bytes(&self) -> u64 {
         let slot_bytes = std::mem::size_of::<Slot>() as u64;
-        map_bytes(self.entries.capacity(), std::mem::size_of::<(u64, Entry)>())
+        self.entry_map_bytes()
             + map_bytes(self.ghost_members.capacity(), std::mem::size_of::<u64>())
             + (self.small.capacity() + self.main.capacity()) as u64 * slot_bytes
             + self.ghost.capacity() as u64 * std::mem::size_of::<u64>() as u64
+    }
+
+    fn entry_map_bytes(&self) -> u64 {
+        map_bytes(self.entries.capacity(), std::mem::size_of::<(u64, Entry)>())
+    }
+
+    /// What the entry map allocates once it doubles (its next insert when full).
+    fn grown_entry_map_bytes(&self) -> u64 {
+        map_bytes(self.entries.capacity() * 2 + 1, std::mem::size_of::<(u64, Entry)>())
     }
 
     /// Whether doubling the full entry map lets the shard, within its share of the budget, hold
@@ -484,10 +493,8 @@ impl Shard {
     fn map_growth_pays(&self, share_bytes: u64, new_record_bytes: u64) -> bool {
         let entries = self.entries.len() as u64;
         let record_bytes = (self.small_bytes + self.main_bytes).checked_div(entries).unwrap_or(new_record_bytes).max(1);
-        let slot_bytes = std::mem::size_of::<(u64, Entry)>();
-        let grown_map_bytes = map_bytes(self.entries.capacity() * 2 + 1, slot_bytes);
-        let other_structure_bytes = self.structure_bytes() - map_bytes(self.entries.capacity(), slot_bytes);
-        let room_bytes = share_bytes.saturating_sub(grown_map_bytes + other_structure_bytes);
+        let other_structure_bytes = self.structure_bytes() - self.entry_map_bytes();
+        let room_bytes = share_bytes.saturating_sub(self.grown_entry_map_bytes() + other_structure_bytes);
         room_bytes / record_bytes * 8 >= entries * MAP_GROWTH_ENTRIES_GAIN_EIGHTHS
     }
 
