@@ -76,11 +76,40 @@ fn a_failed_sync_fails_the_callbacks_and_their_writes_stay_invisible() {
 }
 
 #[test]
+fn a_flush_failing_at_any_step_calls_its_callbacks_and_refuses_later_writes() {
+    // A failure in each media operation of a committer's flush in turn: the write-out, the sync
+    // or the index's publication (which once failed without refusing writes, and its waiters
+    // waited for ever).
+    for fault_offset in 1..=8 {
+        let store = SimStore::new(13);
+        let provider = Arc::new(store.clone());
+        let config = config_for(std::path::Path::new("/sim"), vec![small_namespace("ns", Tier::Pmem, Tier::Ssd, Durability::Always)]);
+        let database = Database::open_with(config, provider).unwrap();
+        let namespace = database.namespace(0).unwrap();
+        store.inject(FaultPlan { at_op: store.operations() + fault_offset, kind: FaultKind::Eio, on: FaultOn::Any, repeat: true });
+        let ticket = put_deferred(namespace, b"k", b"v");
+        let (sender, outcome) = mpsc::channel();
+        namespace.on_durable(ticket, Box::new(move |result| sender.send(result.is_ok()).unwrap()));
+        let acknowledged = outcome
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("fault at operation +{fault_offset}: the callback was never called"));
+        if !acknowledged {
+            let later = namespace.transaction_deferred(&[b"j"], |transaction| transaction.put(b"j", b"w", 0));
+            assert!(matches!(later, Err(EngineError::Poisoned { .. })), "fault at operation +{fault_offset}: a write after a failed flush");
+        }
+        store.clear_faults();
+    }
+}
+
+#[test]
 fn periodic_durability_returns_a_ticket_only_under_back_pressure() {
     let dir = tempfile::tempdir().unwrap();
     let mut namespace_config = small_namespace("ns", Tier::Pmem, Tier::Ssd, Durability::Periodic);
     namespace_config.data_bytes = 64 * MIB;
     namespace_config.index_bytes = 32 * MIB;
+    // One block holds the whole backlog: a sealed block would wake a committer to flush it.
+    namespace_config.write_block_bytes = 16 * MIB;
+    namespace_config.checkpoint_interval_bytes = 16 * MIB;
     let database = Database::open(config_for(dir.path(), vec![namespace_config])).unwrap();
     let namespace = database.namespace(0).unwrap();
     let ((), ticket) = namespace.transaction_deferred(&[b"k"], |transaction| transaction.put(b"k", b"v", 0)).unwrap();

@@ -1,7 +1,6 @@
 //! Block files for the ssd tier: page-aligned writes (O_DIRECT where the filesystem allows it),
 //! fdatasync for durability, positioned reads.
 
-use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -9,6 +8,7 @@ use std::path::Path;
 
 use parking_lot::Mutex;
 
+use crate::aligned::AlignedBuffer;
 use crate::device_reads::DeviceReadQueue;
 use crate::medium::{assert_in_range, DurabilityPath, Medium, MediumInfo, Tier, PAGE_BYTES};
 use crate::MediaError;
@@ -30,47 +30,9 @@ pub struct BlockFile {
     kept_bounce: Mutex<Option<AlignedBuffer>>,
 }
 
-/// A page-aligned heap buffer, as O_DIRECT requires for the memory side of a transfer.
-pub(crate) struct AlignedBuffer {
-    pointer: *mut u8,
-    layout: Layout,
-}
-
-impl AlignedBuffer {
-    pub(crate) fn zeroed(len_bytes: usize) -> AlignedBuffer {
-        assert!(len_bytes > 0 && len_bytes.is_multiple_of(PAGE_BYTES as usize));
-        let layout = Layout::from_size_align(len_bytes, PAGE_BYTES as usize).expect("page-aligned layout");
-        // SAFETY: the layout has a non-zero size.
-        let pointer = unsafe { alloc_zeroed(layout) };
-        assert!(!pointer.is_null(), "allocation of {len_bytes} bytes failed");
-        AlignedBuffer { pointer, layout }
-    }
-
-    pub(crate) fn as_slice(&self) -> &[u8] {
-        // SAFETY: the allocation is live, initialised (zeroed) and exactly `layout.size()` long.
-        unsafe { std::slice::from_raw_parts(self.pointer, self.layout.size()) }
-    }
-
-    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: as in `as_slice`, and `&mut self` makes this the only reference.
-        unsafe { std::slice::from_raw_parts_mut(self.pointer, self.layout.size()) }
-    }
-}
-
 /// Whether `bytes` start on a page boundary, as O_DIRECT requires of the memory side.
 fn in_aligned_memory(bytes: &[u8]) -> bool {
     bytes.as_ptr().align_offset(PAGE_BYTES as usize) == 0
-}
-
-// SAFETY: the buffer owns its allocation alone (like a `Box<[u8]>`), so moving it to another
-// thread moves the only access to it.
-unsafe impl Send for AlignedBuffer {}
-
-impl Drop for AlignedBuffer {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `zeroed` with this very layout.
-        unsafe { dealloc(self.pointer, self.layout) };
-    }
 }
 
 impl BlockFile {

@@ -14,7 +14,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use io_uring::{opcode, types, IoUring};
 use parking_lot::Mutex;
 
-use crate::block_file::AlignedBuffer;
+use crate::aligned::AlignedBuffer;
 use crate::medium::{assert_in_range, PAGE_BYTES};
 use crate::MediaError;
 

@@ -6,6 +6,7 @@
 //! implementation ([`sim`]) keeps written and durable bytes apart so that every layer above can be
 //! tested for power cuts, torn writes and I/O errors.
 
+mod aligned;
 mod block_file;
 mod device_reads;
 mod error;
@@ -16,6 +17,7 @@ mod provider;
 mod region;
 pub mod sim;
 
+pub use aligned::AlignedBuffer;
 pub use block_file::BlockFile;
 pub use device_reads::{CompletedRead, DeviceRead, DeviceReadCounts, DeviceReadQueue, DEVICE_READS_IN_FLIGHT_MAX, DEVICE_READS_QUEUED_MAX, DEVICE_READ_BYTES_IN_FLIGHT_MAX, DEVICE_READ_BYTES_MAX};
 pub use error::MediaError;

@@ -4,17 +4,19 @@
 //! Region media (dram, pmem with DAX, journaled DRAM) receive records at append time and are
 //! persisted by range. Buffered media (ssd block files, and pmem files on the msync fallback)
 //! receive records in an in-memory copy of the active block; a flush writes its changed pages out
-//! and syncs the medium. Either way a record is readable as soon as `append` returns.
+//! and syncs the medium. Rotation seals the filled block's copy, whose last pages the next flush
+//! writes out, so no append waits for I/O. Either way a record is readable as soon as `append`
+//! returns.
 //!
 //! `RecordLog<P>` also keeps, in append order and under the append lock, one publication `P` per
 //! append, so that the layer above can publish index entries in log order after a flush.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use hybridkv_media::{DeviceRead, DurabilityPath, Medium, DEVICE_READ_BYTES_MAX, PAGE_BYTES};
-use parking_lot::{Mutex, RwLock};
+use hybridkv_media::{AlignedBuffer, DeviceRead, DurabilityPath, Medium, DEVICE_READ_BYTES_MAX, PAGE_BYTES};
+use parking_lot::{Mutex, MutexGuard, RwLock};
 
 use crate::error::{EngineError, Result};
 use crate::log::block::{BlockHeader, BLOCK_HEADER_BYTES};
@@ -99,13 +101,42 @@ struct AppendState<P> {
     unflushed_ranges: Vec<(u64, u64)>,
     /// Buffered media: offset in the active block below which the medium already has the bytes.
     written_out_offset: u64,
+    /// Buffered media: the pages of the block sealed last that no write-out has taken yet.
+    sealed_unwritten: Option<SealedPages>,
     publications: Vec<P>,
 }
 
-/// The in-memory copy of the active block of a buffered medium.
-struct ActiveBuffer {
-    slot: u32,
-    bytes: Vec<u8>,
+/// The DRAM copies of a buffered medium's blocks whose records are not all on the medium yet:
+/// the active block's, and the block sealed last until a write-out has put its last pages on
+/// the medium. Reads of records in these blocks come from here.
+struct BlockCopies {
+    active_slot: u32,
+    active: AlignedBuffer,
+    sealed: Option<(u32, Arc<AlignedBuffer>)>,
+}
+
+impl BlockCopies {
+    fn copy_of(&self, slot: u32) -> Option<&AlignedBuffer> {
+        if self.active_slot == slot {
+            return Some(&self.active);
+        }
+        self.sealed.as_ref().filter(|(sealed, _)| *sealed == slot).map(|(_, image)| &**image)
+    }
+}
+
+/// Pages of a sealed block still to be written out: bytes [start, end) of the medium, which
+/// lie in the block copy `image` from `start - block_base` on.
+struct SealedPages {
+    block_base: u64,
+    start: u64,
+    end: u64,
+    image: Arc<AlignedBuffer>,
+}
+
+impl SealedPages {
+    fn bytes(&self) -> &[u8] {
+        &self.image.as_slice()[(self.start - self.block_base) as usize..(self.end - self.block_base) as usize]
+    }
 }
 
 /// What one flush must make durable, taken atomically with respect to appends.
@@ -125,9 +156,18 @@ pub(crate) struct RecordLog<P> {
     buffered: bool,
     slots: Vec<BlockSlot>,
     state: Mutex<AppendState<P>>,
-    buffer: RwLock<ActiveBuffer>,
-    /// Serialises writing pages of the active block out to a buffered medium (see `take_flush_work`).
+    /// Buffered media only.
+    copies: Option<RwLock<BlockCopies>>,
+    /// A zeroed block copy for the next rotation, recycled from a sealed block's copy once its
+    /// pages are on the medium (zeroing a block's copy under the append lock stalled appends).
+    spare_copy: Mutex<Option<AlignedBuffer>>,
+    /// Serialises writing pages of the active block, or of the sealed one, out to a buffered
+    /// medium (see `take_flush_work`).
     write_out: Mutex<()>,
+    /// `AppendState::sealed_unwritten` is set: a flush should come soon to write it out.
+    sealed_pages_waiting: AtomicBool,
+    /// A block was sealed with pages to write out since `take_seal_notice` last looked.
+    seal_unannounced: AtomicBool,
     bytes_appended: AtomicU64,
 }
 
@@ -196,9 +236,12 @@ impl<P> RecordLog<P> {
             free_slots,
             unflushed_ranges: Vec::new(),
             written_out_offset: 0,
+            sealed_unwritten: None,
             publications: Vec::new(),
         };
-        let buffer_bytes = if buffered { vec![0u8; block_bytes as usize] } else { Vec::new() };
+        let copies = buffered.then(|| {
+            RwLock::new(BlockCopies { active_slot: u32::MAX, active: AlignedBuffer::zeroed(block_bytes as usize), sealed: None })
+        });
         let log = RecordLog {
             medium,
             set_aside_slots,
@@ -207,8 +250,11 @@ impl<P> RecordLog<P> {
             buffered,
             slots,
             state: Mutex::new(state),
-            buffer: RwLock::new(ActiveBuffer { slot: u32::MAX, bytes: buffer_bytes }),
+            copies,
+            spare_copy: Mutex::new(None),
             write_out: Mutex::new(()),
+            sealed_pages_waiting: AtomicBool::new(false),
+            seal_unannounced: AtomicBool::new(false),
             bytes_appended: AtomicU64::new(0),
         };
         Ok((log, in_use))
@@ -305,13 +351,14 @@ impl<P> RecordLog<P> {
     /// Continues appending in a block that recovery found cleanly ended at `end_offset`.
     pub(crate) fn resume_block(&self, header: &BlockHeader, end_offset: u64) -> Result<()> {
         let mut state = self.state.lock();
-        if self.buffered {
-            let mut buffer = self.buffer.write();
+        if let Some(copies) = &self.copies {
+            let mut copies = copies.write();
             let readable = end_offset.next_multiple_of(PAGE_BYTES).min(self.block_bytes) as usize;
-            buffer.bytes.fill(0);
-            self.medium.read_at(self.block_base(header.slot), &mut buffer.bytes[..readable])?;
-            buffer.bytes[end_offset as usize..readable].fill(0);
-            buffer.slot = header.slot;
+            let active = copies.active.as_mut_slice();
+            active.fill(0);
+            self.medium.read_at(self.block_base(header.slot), &mut active[..readable])?;
+            active[end_offset as usize..readable].fill(0);
+            copies.active_slot = header.slot;
         }
         state.active_slot = header.slot;
         state.active_seq = header.seq;
@@ -322,8 +369,37 @@ impl<P> RecordLog<P> {
 
     /// Starts a fresh active block (at open, or after a crash left the last block's tail unknown).
     pub(crate) fn start_new_block(&self) -> Result<()> {
-        let mut state = self.state.lock();
+        let mut state = self.lock_ready_to_rotate(|_| true)?;
         self.rotate(&mut state, Writer::Defrag)
+    }
+
+    /// Takes the append lock. When `must_rotate` says the append needs a new block and the
+    /// copy sealed at the rotation before still waits for its write-out (the flushes fell a
+    /// whole block behind), writes that out first, outside the append lock: appends never wait
+    /// for I/O while holding it. So at most one sealed copy exists.
+    fn lock_ready_to_rotate(&self, must_rotate: impl Fn(&AppendState<P>) -> bool) -> Result<MutexGuard<'_, AppendState<P>>> {
+        loop {
+            let state = self.state.lock();
+            let sealed_copy_waits = self.copies.as_ref().is_some_and(|copies| copies.read().sealed.is_some());
+            if !(sealed_copy_waits && must_rotate(&state)) {
+                return Ok(state);
+            }
+            drop(state);
+            self.write_out_sealed_pages()?;
+        }
+    }
+
+    /// Writes out the sealed copy's pages that no flush has taken (a flush that took them holds
+    /// the write-out lock until they are written and the copy retired).
+    fn write_out_sealed_pages(&self) -> Result<()> {
+        let _write_out = self.write_out.lock();
+        let sealed = self.take_sealed_pages(&mut self.state.lock());
+        sealed.map_or(Ok(()), |sealed| self.write_out_sealed(sealed))
+    }
+
+    fn take_sealed_pages(&self, state: &mut AppendState<P>) -> Option<SealedPages> {
+        self.sealed_pages_waiting.store(false, Ordering::Relaxed);
+        state.sealed_unwritten.take()
     }
 
     fn block_base(&self, slot: u32) -> u64 {
@@ -345,12 +421,15 @@ impl<P> RecordLog<P> {
         if total > capacity {
             return Err(EngineError::BatchTooLarge { len_bytes: total, limit_bytes: capacity });
         }
-        let mut state = self.state.lock();
-        if state.write_offset + total as u64 > self.block_bytes || state.active_slot == u32::MAX {
-            self.rotate(&mut state, writer)?;
-        }
+        // Allocated before the append lock: an allocation may fault in fresh pages (a huge
+        // page is zeroed whole), and every appender would wait for it.
         let mut encoded = Vec::with_capacity(total);
         let mut appended = Vec::with_capacity(records.len());
+        let must_rotate = |state: &AppendState<P>| state.write_offset + total as u64 > self.block_bytes || state.active_slot == u32::MAX;
+        let mut state = self.lock_ready_to_rotate(must_rotate)?;
+        if must_rotate(&state) {
+            self.rotate(&mut state, writer)?;
+        }
         let start_offset = state.write_offset;
         for (position_in_batch, new) in records.iter().enumerate() {
             let is_last = position_in_batch + 1 == records.len();
@@ -397,10 +476,10 @@ impl<P> RecordLog<P> {
 
     fn write_into_active(&self, state: &mut AppendState<P>, bytes: &[u8]) -> Result<()> {
         let offset = state.write_offset;
-        if self.buffered {
-            let mut buffer = self.buffer.write();
-            debug_assert_eq!(buffer.slot, state.active_slot);
-            buffer.bytes[offset as usize..offset as usize + bytes.len()].copy_from_slice(bytes);
+        if let Some(copies) = &self.copies {
+            let mut copies = copies.write();
+            debug_assert_eq!(copies.active_slot, state.active_slot);
+            copies.active.as_mut_slice()[offset as usize..offset as usize + bytes.len()].copy_from_slice(bytes);
         } else {
             let start = self.block_base(state.active_slot) + offset;
             self.medium.write_at(start, bytes)?;
@@ -433,17 +512,11 @@ impl<P> RecordLog<P> {
             fingerprint: self.fingerprint,
             created_unix_ms: crate::now_unix_ms(),
         };
-        if self.buffered {
-            let mut buffer = self.buffer.write();
-            // A block filled to its last byte may have been written out whole already.
-            if state.active_slot != u32::MAX && state.write_offset > state.written_out_offset {
-                let _write_out = self.write_out.lock();
-                let (start, bytes) = self.take_changed_pages(state, &buffer);
-                self.medium.write_at(start, &bytes)?;
-            }
-            buffer.bytes.fill(0);
-            buffer.bytes[..BLOCK_HEADER_BYTES].copy_from_slice(&header.encode());
-            buffer.slot = slot;
+        if let Some(copies) = &self.copies {
+            self.seal_active_copy(state, copies);
+            let mut copies = copies.write();
+            copies.active.as_mut_slice()[..BLOCK_HEADER_BYTES].copy_from_slice(&header.encode());
+            copies.active_slot = slot;
         } else {
             let start = self.block_base(slot);
             self.medium.write_at(start, &header.encode())?;
@@ -460,6 +533,42 @@ impl<P> RecordLog<P> {
         Ok(())
     }
 
+    /// Swaps the active block's copy for a zeroed one and keeps the old copy as the sealed one,
+    /// whose pages not yet on the medium the next flush writes out (`take_flush_work`; a
+    /// committer is woken at each seal, see `take_seal_notice`); its records are read from it
+    /// until then. The caller made sure no sealed copy is left (`lock_ready_to_rotate`).
+    fn seal_active_copy(&self, state: &mut AppendState<P>, copies: &RwLock<BlockCopies>) {
+        assert!(copies.read().sealed.is_none(), "one sealed copy at most");
+        if state.active_slot == u32::MAX {
+            // The first block: the copy is still the zeroed one the log opened with.
+            return;
+        }
+        let blank = self.spare_copy.lock().take().unwrap_or_else(|| AlignedBuffer::zeroed(self.block_bytes as usize));
+        let mut copies = copies.write();
+        let old = std::mem::replace(&mut copies.active, blank);
+        let image = Arc::new(old);
+        let block_base = self.block_base(state.active_slot);
+        copies.sealed = Some((state.active_slot, Arc::clone(&image)));
+        // A block filled to its last byte may have been written out whole already: its copy is
+        // still sealed, for the flush to recycle, with nothing to write.
+        let (start, end) = self.unwritten_page_range(state);
+        state.written_out_offset = state.write_offset;
+        state.sealed_unwritten = Some(SealedPages { block_base, start: block_base + start, end: block_base + end, image });
+        self.sealed_pages_waiting.store(true, Ordering::Relaxed);
+        self.seal_unannounced.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether a block was sealed with pages to write out since the last call: the caller wakes
+    /// a committer, whose flush writes them (`sealed_pages_waiting`).
+    pub(crate) fn take_seal_notice(&self) -> bool {
+        self.seal_unannounced.load(Ordering::Relaxed) && self.seal_unannounced.swap(false, Ordering::Relaxed)
+    }
+
+    /// A sealed block's last pages wait for a flush to write them out.
+    pub(crate) fn sealed_pages_waiting(&self) -> bool {
+        self.sealed_pages_waiting.load(Ordering::Relaxed)
+    }
+
     /// The queued publications alone, without writing anything out: what a poisoned namespace
     /// withdraws.
     pub(crate) fn take_publications(&self) -> Vec<P> {
@@ -468,21 +577,27 @@ impl<P> RecordLog<P> {
 
     /// Takes what the next flush must make durable: everything appended so far. For buffered media
     /// the changed pages are copied under the append lock and written out after it is released,
-    /// under the write-out lock, which is taken before the append lock is let go: no other
-    /// write-out, and no block rotation, can come between the copy and its write, so an older
-    /// copy of a page never overwrites a newer one, and appends continue during the I/O. The
-    /// work is returned even when the write fails, so that the caller can withdraw its
-    /// publications.
+    /// with the sealed copy's pages, under the write-out lock, which is taken before the append
+    /// lock: no other write-out can come between a copy and its write, so an older copy of a
+    /// page never overwrites a newer one, and appends continue during the I/O (they never wait
+    /// for the write-out lock). The work is returned even when the write fails, so that the
+    /// caller can withdraw its publications.
     pub(crate) fn take_flush_work(&self) -> (FlushWork<P>, Result<()>) {
+        let write_out = self.write_out.lock();
         let mut state = self.state.lock();
         let upto_position = position(state.active_seq, state.write_offset);
         let publications = std::mem::take(&mut state.publications);
         let ranges = std::mem::take(&mut state.unflushed_ranges);
         let mut written = self.medium.write_back().map_err(EngineError::from);
-        let pages = (self.buffered && state.active_slot != u32::MAX && state.write_offset > state.written_out_offset)
-            .then(|| self.take_changed_pages(&mut state, &self.buffer.read()));
-        let write_out = self.write_out.lock();
+        let sealed = if written.is_ok() { self.take_sealed_pages(&mut state) } else { None };
+        let pages = self.copies.as_ref().and_then(|copies| {
+            (state.active_slot != u32::MAX && state.write_offset > state.written_out_offset)
+                .then(|| self.take_changed_pages(&mut state, &copies.read()))
+        });
         drop(state);
+        if let Some(sealed) = sealed {
+            written = written.and_then(|()| self.write_out_sealed(sealed));
+        }
         if let (Some((start, bytes)), true) = (pages, written.is_ok()) {
             written = self.medium.write_at(start, &bytes).map_err(EngineError::from);
         }
@@ -490,13 +605,53 @@ impl<P> RecordLog<P> {
         (FlushWork { upto_position, publications, ranges }, written)
     }
 
-    /// Copies the pages of the active block changed since the last write-out (the partly filled
-    /// last one whole) and marks them written out; returns their medium offset and bytes.
-    fn take_changed_pages(&self, state: &mut AppendState<P>, buffer: &ActiveBuffer) -> (u64, Vec<u8>) {
+    /// Writes a sealed block's last pages out (the caller holds the write-out lock), stops
+    /// reading its records from the copy and recycles it. After a failed write the pages go
+    /// back, untaken: their records are still read from the copy, and the next rotation tries
+    /// the write again (`lock_ready_to_rotate`) and fails as it did.
+    fn write_out_sealed(&self, sealed: SealedPages) -> Result<()> {
+        if let Err(error) = self.medium.write_at(sealed.start, sealed.bytes()) {
+            self.state.lock().sealed_unwritten = Some(sealed);
+            self.sealed_pages_waiting.store(true, Ordering::Relaxed);
+            return Err(error.into());
+        }
+        self.retire_sealed_copy(&sealed);
+        self.recycle_copy(sealed);
+        Ok(())
+    }
+
+    fn retire_sealed_copy(&self, sealed: &SealedPages) {
+        let copies = self.copies.as_ref().expect("only buffered media seal copies");
+        let mut copies = copies.write();
+        assert!(
+            copies.sealed.as_ref().is_some_and(|(_, image)| Arc::ptr_eq(image, &sealed.image)),
+            "a sealed copy stays until its pages are written out"
+        );
+        copies.sealed = None;
+    }
+
+    /// Zeroes a written-out sealed copy and keeps it for the next rotation.
+    fn recycle_copy(&self, sealed: SealedPages) {
+        let used_bytes = (sealed.end - sealed.block_base) as usize;
+        let Ok(mut image) = Arc::try_unwrap(sealed.image) else { return };
+        image.as_mut_slice()[..used_bytes].fill(0);
+        self.spare_copy.lock().get_or_insert(image);
+    }
+
+    /// The pages of the active block changed since the last write-out (the partly filled last
+    /// one whole), as offsets in the block.
+    fn unwritten_page_range(&self, state: &AppendState<P>) -> (u64, u64) {
         let start = state.written_out_offset / PAGE_BYTES * PAGE_BYTES;
         let end = state.write_offset.next_multiple_of(PAGE_BYTES).min(self.block_bytes);
+        (start, end.max(start))
+    }
+
+    /// Copies the pages of the active block changed since the last write-out and marks them
+    /// written out; returns their medium offset and bytes.
+    fn take_changed_pages(&self, state: &mut AppendState<P>, copies: &BlockCopies) -> (u64, Vec<u8>) {
+        let (start, end) = self.unwritten_page_range(state);
         state.written_out_offset = state.write_offset;
-        (self.block_base(state.active_slot) + start, buffer.bytes[start as usize..end as usize].to_vec())
+        (self.block_base(state.active_slot) + start, copies.active.as_slice()[start as usize..end as usize].to_vec())
     }
 
     /// Makes the bytes of `work` durable.
@@ -556,14 +711,15 @@ impl<P> RecordLog<P> {
     }
 
     /// The device read that fetches the record at `location` (`token` names it), or None when
-    /// the record is read from memory: the active block's buffer, or a medium without a device
+    /// the record is read from memory: a block copy (active or sealed), or a medium without a device
     /// read queue. Records outside the active block are wholly on the medium, and stay there
     /// unchanged while their block keeps its sequence number.
     pub(crate) fn device_read_of(&self, location: Location, token: u64) -> Result<Option<DeviceRead>> {
         let len = self.first_read_bytes(location)?;
         // Lengths a location carries, and the read-ahead, stay far below the queue's limit.
         assert!(len <= DEVICE_READ_BYTES_MAX, "a first read of {len} bytes");
-        if self.medium.device_reads().is_none() || (self.buffered && self.buffer.read().slot == location.slot()) {
+        let in_copy = self.copies.as_ref().is_some_and(|copies| copies.read().copy_of(location.slot()).is_some());
+        if self.medium.device_reads().is_none() || in_copy {
             return Ok(None);
         }
         Ok(Some(DeviceRead { offset: self.block_base(location.slot()) + location.offset(), len, token }))
@@ -605,10 +761,10 @@ impl<P> RecordLog<P> {
     }
 
     fn read_block_bytes(&self, slot: u32, offset: u64, out: &mut [u8]) -> Result<()> {
-        if self.buffered {
-            let buffer = self.buffer.read();
-            if buffer.slot == slot {
-                out.copy_from_slice(&buffer.bytes[offset as usize..offset as usize + out.len()]);
+        if let Some(copies) = &self.copies {
+            let copies = copies.read();
+            if let Some(copy) = copies.copy_of(slot) {
+                out.copy_from_slice(&copy.as_slice()[offset as usize..offset as usize + out.len()]);
                 return Ok(());
             }
         }
@@ -659,6 +815,10 @@ impl<P> RecordLog<P> {
     /// damage (see `open`), never a freed block.
     pub(crate) fn free_block(&self, slot: u32) -> Result<()> {
         assert_ne!(self.state.lock().active_slot, slot, "the active block is never freed");
+        assert!(
+            self.copies.as_ref().is_none_or(|copies| copies.read().copy_of(slot).is_none()),
+            "a block is freed only once its records are published, so after its pages were written out"
+        );
         let base = self.block_base(slot);
         if self.buffered {
             // One page, written whole.

@@ -156,6 +156,21 @@ impl Namespace {
         (commit, result)
     }
 
+    /// Wakes a committer when an append sealed a block with pages still to write out (buffered
+    /// media): its flush writes them on the committer's thread, off the append lock and off
+    /// the thread that appended. Without the lock a wake may be missed; the committer's idle
+    /// wait bounds the delay.
+    pub(crate) fn wake_committer_after_seal(&self) {
+        if self.log.take_seal_notice() && self.background_write_out.load(Ordering::Relaxed) {
+            self.committed.notify_one();
+        }
+    }
+
+    /// Whether a committer should flush now to write out a sealed block's pages.
+    fn sealed_pages_to_write_out(&self) -> bool {
+        self.background_write_out.load(Ordering::Relaxed) && self.log.sealed_pages_waiting()
+    }
+
     /// Starts the committer threads (stopped with the maintenance thread, `stop_maintenance`).
     pub(crate) fn start_committers(self: &Arc<Self>) {
         let committers = (0..FLUSHES_IN_FLIGHT_MAX).map(|number| {
@@ -181,8 +196,8 @@ fn take_ready_waiters(commit: &mut CommitState, poisoned: bool) -> Vec<DurableCa
     ready.into_iter().map(|(_, callback)| callback).collect()
 }
 
-/// Flushes whenever a callback waits for a position no flush under way covers; ends when the
-/// namespace stops or is dropped.
+/// Flushes whenever a callback waits for a position no flush under way covers, or a sealed
+/// block's pages wait to be written out; ends when the namespace stops or is dropped.
 fn committer_loop(namespace: Weak<Namespace>) {
     loop {
         let Some(namespace) = namespace.upgrade() else { return };
@@ -190,7 +205,8 @@ fn committer_loop(namespace: Weak<Namespace>) {
             return;
         }
         let mut commit = namespace.commit.lock();
-        let target = commit.waiters_target_max;
+        // A sealed block's pages wait: a flush of everything writes them.
+        let target = if namespace.sealed_pages_to_write_out() { u64::MAX } else { commit.waiters_target_max };
         if commit.may_start_flush(target) && namespace.check_writable().is_ok() {
             // A failure poisons the namespace and fails the callbacks; nothing more to do here
             // but to let the commit lock go.

@@ -71,6 +71,7 @@ impl Namespace {
             .spawn(move || maintenance_loop(weak, stopping))
             .expect("spawning the maintenance thread");
         self.background_threads.lock().push(handle);
+        self.background_write_out.store(true, Ordering::Relaxed);
     }
 
     pub(crate) fn stop_maintenance(&self) {
@@ -275,6 +276,7 @@ impl Namespace {
                 damaged.push(slot);
             }
         }
+        self.wake_committer_after_seal();
         candidates.retain(|(slot, _)| !damaged.contains(slot));
         if candidates.is_empty() {
             return Ok(0);

@@ -100,6 +100,10 @@ pub struct Namespace {
     /// A checkpoint is due at the next round of background work (see `OpenCheckpoint`).
     checkpoint_wanted: AtomicBool,
     pub(crate) stopping: Arc<AtomicBool>,
+    /// Background maintenance runs (`Config::background_maintenance`): committers then also
+    /// write out sealed blocks' pages as soon as a block is sealed. Without it (deterministic
+    /// tests) the next flush or rotation does, on the thread that calls it.
+    pub(crate) background_write_out: AtomicBool,
     /// The maintenance thread and the committer threads.
     pub(crate) background_threads: Mutex<Vec<JoinHandle<()>>>,
     pub(crate) manual_maintenance: Mutex<maintenance::LoopState>,
@@ -201,6 +205,7 @@ impl Namespace {
             accounting_ready: AtomicBool::new(false),
             checkpoint_wanted: AtomicBool::new(false),
             stopping: Arc::new(AtomicBool::new(false)),
+            background_write_out: AtomicBool::new(false),
             background_threads: Mutex::new(Vec::new()),
             manual_maintenance: Mutex::new(maintenance::LoopState::new()),
             full_scans_running: AtomicUsize::new(0),

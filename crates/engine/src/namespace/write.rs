@@ -291,6 +291,7 @@ impl Namespace {
         let Transaction { mut guards, writes, .. } = transaction;
         let end_position = self.append_writes(&mut guards, writes)?;
         drop(guards);
+        self.wake_committer_after_seal();
         self.counters.writes.fetch_add(1, Ordering::Relaxed);
         let must_wait = self.durability() == Durability::Always || self.log_backlog() > PENDING_RECORDS_MAX;
         Ok((result, must_wait.then_some(CommitTicket(end_position))))
@@ -443,14 +444,21 @@ impl Namespace {
         }
         let mut published = 0;
         let prefetch = |item: &&PublishItem| self.index.prefetch_entry(item.entry.digest);
-        for_each_prefetching(items, PUBLISH_PREFETCH_DISTANCE_ITEMS, prefetch, |item| {
+        let publishing = for_each_prefetching(items, PUBLISH_PREFETCH_DISTANCE_ITEMS, prefetch, |item| {
             self.publish(item)?;
             published += 1;
             Ok(())
-        })?;
+        });
         let _ = self.unpublished_records.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |current| {
             Some(current.saturating_sub(published))
         });
+        if let Err(error) = publishing {
+            // The records are durable and their entries stay pending (reads see them), but the
+            // index failed: the flush does not count as done, and a flush that is not done
+            // must refuse writes, or its waiters would wait for it forever.
+            self.poison(&error);
+            return Err(error);
+        }
         if persist {
             self.counters.flushes.fetch_add(1, Ordering::Relaxed);
         }
