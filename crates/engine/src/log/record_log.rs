@@ -162,8 +162,10 @@ pub(crate) struct RecordLog<P> {
     /// pages are on the medium (zeroing a block's copy under the append lock stalled appends).
     spare_copy: Mutex<Option<AlignedBuffer>>,
     /// Serialises writing pages of the active block, or of the sealed one, out to a buffered
-    /// medium (see `take_flush_work`).
-    write_out: Mutex<()>,
+    /// medium (see `take_flush_work`), and holds the page-aligned copy of the active block's
+    /// changed pages that a flush writes: kept, because a fresh multi-MiB allocation faults its
+    /// pages in under the append lock, and aligned, so that O_DIRECT needs no bounce copy.
+    write_out: Mutex<Option<AlignedBuffer>>,
     /// `AppendState::sealed_unwritten` is set: a flush should come soon to write it out.
     sealed_pages_waiting: AtomicBool,
     /// A block was sealed with pages to write out since `take_seal_notice` last looked.
@@ -252,7 +254,7 @@ impl<P> RecordLog<P> {
             state: Mutex::new(state),
             copies,
             spare_copy: Mutex::new(None),
-            write_out: Mutex::new(()),
+            write_out: Mutex::new(None),
             sealed_pages_waiting: AtomicBool::new(false),
             seal_unannounced: AtomicBool::new(false),
             bytes_appended: AtomicU64::new(0),
@@ -583,7 +585,7 @@ impl<P> RecordLog<P> {
     /// for the write-out lock). The work is returned even when the write fails, so that the
     /// caller can withdraw its publications.
     pub(crate) fn take_flush_work(&self) -> (FlushWork<P>, Result<()>) {
-        let write_out = self.write_out.lock();
+        let mut write_out = self.write_out.lock();
         let mut state = self.state.lock();
         let upto_position = position(state.active_seq, state.write_offset);
         let publications = std::mem::take(&mut state.publications);
@@ -591,15 +593,16 @@ impl<P> RecordLog<P> {
         let mut written = self.medium.write_back().map_err(EngineError::from);
         let sealed = if written.is_ok() { self.take_sealed_pages(&mut state) } else { None };
         let pages = self.copies.as_ref().and_then(|copies| {
+            let staging = write_out.get_or_insert_with(|| AlignedBuffer::zeroed(self.block_bytes as usize));
             (state.active_slot != u32::MAX && state.write_offset > state.written_out_offset)
-                .then(|| self.take_changed_pages(&mut state, &copies.read()))
+                .then(|| self.take_changed_pages(&mut state, &copies.read(), staging))
         });
         drop(state);
         if let Some(sealed) = sealed {
             written = written.and_then(|()| self.write_out_sealed(sealed));
         }
-        if let (Some((start, bytes)), true) = (pages, written.is_ok()) {
-            written = self.medium.write_at(start, &bytes).map_err(EngineError::from);
+        if let (Some((start, len)), Some(staging), true) = (pages, write_out.as_ref(), written.is_ok()) {
+            written = self.medium.write_at(start, &staging.as_slice()[..len]).map_err(EngineError::from);
         }
         drop(write_out);
         (FlushWork { upto_position, publications, ranges }, written)
@@ -646,12 +649,14 @@ impl<P> RecordLog<P> {
         (start, end.max(start))
     }
 
-    /// Copies the pages of the active block changed since the last write-out and marks them
-    /// written out; returns their medium offset and bytes.
-    fn take_changed_pages(&self, state: &mut AppendState<P>, copies: &BlockCopies) -> (u64, Vec<u8>) {
+    /// Copies the pages of the active block changed since the last write-out to the start of
+    /// `staging` and marks them written out; returns their medium offset and length.
+    fn take_changed_pages(&self, state: &mut AppendState<P>, copies: &BlockCopies, staging: &mut AlignedBuffer) -> (u64, usize) {
         let (start, end) = self.unwritten_page_range(state);
         state.written_out_offset = state.write_offset;
-        (self.block_base(state.active_slot) + start, copies.active.as_slice()[start as usize..end as usize].to_vec())
+        let len = (end - start) as usize;
+        staging.as_mut_slice()[..len].copy_from_slice(&copies.active.as_slice()[start as usize..end as usize]);
+        (self.block_base(state.active_slot) + start, len)
     }
 
     /// Makes the bytes of `work` durable.
@@ -998,6 +1003,69 @@ mod tests {
         let bound = (3 << 32) + 10;
         assert_eq!(seq_with_low_bits(5, bound), Some((3 << 32) + 5));
         assert_eq!(seq_with_low_bits(11, bound), Some((2 << 32) + 11));
+    }
+
+    const TEST_BLOCK_BYTES: u64 = 64 * 1024;
+
+    /// A log on a simulated ssd file; the store must outlive it.
+    fn buffered_log() -> (hybridkv_media::sim::SimStore, RecordLog<()>) {
+        use hybridkv_media::{sim::SimStore, MediaProvider, Tier};
+        let store = SimStore::new(5);
+        let medium = store.open("data", Tier::Ssd, 8 * TEST_BLOCK_BYTES).unwrap().medium;
+        let (log, in_use) = RecordLog::open(medium, TEST_BLOCK_BYTES, 7).unwrap();
+        assert!(in_use.is_empty() && log.buffered);
+        log.start_new_block().unwrap();
+        (store, log)
+    }
+
+    /// Appends 1 KiB records until one lands in a new block; returns the last record of the
+    /// block it left, with its bytes.
+    fn append_until_rotation(log: &RecordLog<()>) -> (Location, Vec<u8>) {
+        let value = vec![7u8; 1024];
+        let mut last: Option<(Location, Vec<u8>)> = None;
+        loop {
+            let record = NewRecord { key: b"key", value: &value, tombstone: false, part: false, expiry_unix_ms: 0, generation: 1, lsn: None };
+            let (appended, encoded) = log.append(std::slice::from_ref(&record), false, Writer::Client, |_| ()).unwrap();
+            match last {
+                Some((location, _)) if location.slot() != appended[0].location.slot() => return last.unwrap(),
+                _ => last = Some((appended[0].location, encoded)),
+            }
+        }
+    }
+
+    fn on_medium(log: &RecordLog<()>, location: Location, len: usize) -> Vec<u8> {
+        let mut bytes = vec![0u8; len];
+        log.medium.read_at(log.block_base(location.slot()) + location.offset(), &mut bytes).unwrap();
+        bytes
+    }
+
+    #[test]
+    fn a_sealed_block_is_read_from_its_copy_until_the_next_flush_writes_its_last_pages() {
+        let (_store, log) = buffered_log();
+        let (location, bytes) = append_until_rotation(&log);
+        assert_ne!(on_medium(&log, location, bytes.len()), bytes, "rotation wrote nothing out");
+        assert!(log.sealed_pages_waiting());
+        assert!(log.take_seal_notice() && !log.take_seal_notice(), "one notice per seal");
+        let mut read = Vec::new();
+        assert_eq!(log.read_verified(location, &mut read).unwrap().value, &[7u8; 1024][..], "read from the sealed copy");
+        let (_work, written) = log.take_flush_work();
+        written.unwrap();
+        assert!(!log.sealed_pages_waiting());
+        assert_eq!(on_medium(&log, location, bytes.len()), bytes, "the flush wrote the sealed block's last pages");
+        assert!(log.copies.as_ref().unwrap().read().sealed.is_none(), "the copy is retired");
+        assert!(log.spare_copy.lock().is_some(), "and kept for the next rotation");
+        assert_eq!(log.read_verified(location, &mut read).unwrap().value, &[7u8; 1024][..], "read from the medium");
+    }
+
+    #[test]
+    fn a_rotation_writes_out_the_sealed_block_no_flush_has_taken() {
+        let (_store, log) = buffered_log();
+        let (first, first_bytes) = append_until_rotation(&log);
+        let (second, second_bytes) = append_until_rotation(&log);
+        assert_eq!(on_medium(&log, first, first_bytes.len()), first_bytes, "the second rotation wrote the first sealed block");
+        assert_ne!(on_medium(&log, second, second_bytes.len()), second_bytes, "and sealed the second");
+        let copies = log.copies.as_ref().unwrap().read();
+        assert_eq!(copies.sealed.as_ref().map(|(slot, _)| *slot), Some(second.slot()), "one sealed copy at most");
     }
 
     #[test]
