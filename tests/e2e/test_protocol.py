@@ -153,3 +153,32 @@ def test_multi_queue_limit(shared_server):
     with pytest.raises(redis.ResponseError, match="MULTI queue is full"):
         pipe.execute()
     assert client.exists("q0") == 0
+
+
+def test_pipelined_writes_to_one_key_each_answer_as_alone(make_server):
+    """Consecutive writes of one client to one key run in one engine transaction; each still
+    gets the reply it would get alone: a Redis error fails only its command, and a write the
+    engine refuses (a value over the limit) makes the group run one command at a time."""
+    server = make_server("--value-bytes-max", "64KiB", "--durability", "periodic")
+    client = server.client()
+    pipe = client.pipeline(transaction=False)
+    pipe.set("k", "1")
+    pipe.incr("k")
+    pipe.hset("k", "f", "v")
+    pipe.incr("k")
+    pipe.set("big", "a")
+    pipe.set("big", "x" * 70_000)
+    pipe.append("big", "b")
+    pipe.hset("h", "a", "1")
+    pipe.hincrby("h", "a", 5)
+    pipe.hdel("h", "missing")
+    pipe.hset("h", "b", "2")
+    results = pipe.execute(raise_on_error=False)
+    assert results[:2] == [True, 2]
+    assert isinstance(results[2], redis.ResponseError) and str(results[2]).startswith("WRONGTYPE")
+    assert results[3:5] == [3, True]
+    assert isinstance(results[5], redis.ResponseError), results[5]
+    assert results[6:] == [2, 1, 6, 0, 1]
+    assert client.get("k") == "3"
+    assert client.get("big") == "ab"
+    assert client.hgetall("h") == {"a": "6", "b": "2"}

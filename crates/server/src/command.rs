@@ -273,6 +273,39 @@ pub fn run(spec: &CommandSpec, args: &[Bytes], session: &mut SessionState, share
     result.unwrap_or_else(CommandError::into_reply)
 }
 
+/// Pipelined writes of one client to one key that run in one engine transaction at most
+/// (`run_grouped`).
+pub const GROUPED_WRITES_MAX: usize = 16;
+/// Argument bytes of such a group at most: its batch stays far below a write block.
+pub const GROUPED_ARGUMENT_BYTES_MAX: usize = 64 * 1024;
+
+/// A command ready to run: its spec (known, arity checked) and its arguments.
+pub type ReadyCommand = (&'static CommandSpec, Vec<Bytes>);
+
+/// Runs `commands`, single-key writes to one key that `execute` would run directly, in one
+/// transaction: one partition lock and one append for the lot (the key's records collapse to
+/// its last), instead of one each. Returns their replies in order, or None when the
+/// transaction failed with an engine error: nothing was written then, and the caller runs them
+/// one at a time, each meeting its own outcome as it would have alone.
+pub fn run_grouped(commands: &[ReadyCommand], session: &mut SessionState, shared: &Shared) -> Option<Vec<Reply>> {
+    let namespace = shared.database.namespace(session.database)?.clone();
+    let (first_spec, first_args) = commands.first()?;
+    let keys = first_spec.keys.keys(first_args);
+    let outcome = namespace.transaction_deferred(&keys, |transaction| {
+        let mut results = Vec::with_capacity(commands.len());
+        for (spec, args) in commands {
+            let mut call = Call { args, session: &mut *session, shared, namespace: &namespace, store: &mut *transaction };
+            results.push(run_in_transaction(spec.handler, &mut call)?);
+        }
+        Ok(results)
+    });
+    let (results, ticket) = outcome.ok()?;
+    if let Some(ticket) = ticket {
+        session.hold_reply_until_durable(&namespace, ticket);
+    }
+    Some(results.into_iter().map(|result| result.unwrap_or_else(CommandError::into_reply)).collect())
+}
+
 /// Runs a handler inside a transaction body: an engine error aborts the transaction (nothing is
 /// written), a Redis error is the command's reply. Handlers check their arguments and types
 /// before their first write, so a Redis error never follows a buffered write.

@@ -14,7 +14,10 @@ use hybridkv_resp::{encode, DecodeLimits, ProtocolError, ProtocolVersion, Reply,
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::command::{self, engine_error_reply, unknown_command, wrong_arity, CommandSpec, ADMIN, BEFORE_AUTH, BLIND_WRITE, IN_MULTI, TRANSACTION_CONTROL};
+use crate::command::{
+    self, engine_error_reply, unknown_command, wrong_arity, CommandSpec, ADMIN, BEFORE_AUTH, BLIND_WRITE, GROUPED_ARGUMENT_BYTES_MAX,
+    GROUPED_WRITES_MAX, IN_MULTI, TRANSACTION_CONTROL, WRITE,
+};
 use crate::commands;
 use crate::config::{EngineCallMode, READ_CHUNK_BYTES, REPLY_FLUSH_BYTES};
 use crate::shared::{ClientHandle, Shared};
@@ -117,6 +120,61 @@ pub fn execute(args: Vec<Bytes>, session: &mut SessionState, shared: &Shared) ->
         return queue(spec, args, session, shared);
     }
     command::run(spec, &args, session, shared)
+}
+
+/// The spec of a command that may open or join a write group (`command::run_grouped`): a
+/// known single-key write with a valid arity, from an authenticated client outside MULTI, which
+/// `execute` would run directly.
+fn groupable_write(args: &[Bytes], session: &SessionState) -> Option<&'static CommandSpec> {
+    if session.multi.is_some() || !session.authenticated {
+        return None;
+    }
+    let spec = commands::lookup(&args[0])?;
+    (spec.has(WRITE) && spec.arity_ok(args.len()) && spec.keys.keys(args).len() == 1).then_some(spec)
+}
+
+fn argument_bytes(args: &[Bytes]) -> usize {
+    args.iter().map(Bytes::len).sum()
+}
+
+/// The group `first` opens with the pending commands after it that write the same key (up to
+/// `GROUPED_WRITES_MAX` commands and `GROUPED_ARGUMENT_BYTES_MAX` bytes); `first` back when no
+/// other command joins it.
+fn take_write_group(
+    first: Vec<Bytes>,
+    pending: &mut VecDeque<Vec<Bytes>>,
+    session: &SessionState,
+) -> Result<Vec<command::ReadyCommand>, Vec<Bytes>> {
+    let Some(spec) = groupable_write(&first, session) else { return Err(first) };
+    let mut bytes = argument_bytes(&first);
+    let joins = |next: &Vec<Bytes>, bytes: usize| {
+        let key = spec.keys.keys(&first)[0];
+        let joining = groupable_write(next, session).filter(|joining| joining.keys.keys(next)[0] == key)?;
+        (bytes + argument_bytes(next) <= GROUPED_ARGUMENT_BYTES_MAX).then_some(joining)
+    };
+    let mut joined = Vec::new();
+    while joined.len() + 1 < GROUPED_WRITES_MAX {
+        let Some(joining) = pending.front().and_then(|next| joins(next, bytes)) else { break };
+        let args = pending.pop_front().expect("looked at above");
+        bytes += argument_bytes(&args);
+        joined.push((joining, args));
+    }
+    if joined.is_empty() {
+        return Err(first);
+    }
+    joined.insert(0, (spec, first));
+    Ok(joined)
+}
+
+/// Runs a write group in one transaction, or its commands one at a time when that fails (see
+/// `command::run_grouped`).
+fn execute_group(group: Vec<command::ReadyCommand>, session: &mut SessionState, shared: &Shared) -> Vec<Reply> {
+    if let Some(replies) = command::run_grouped(&group, session, shared) {
+        shared.stats.commands_processed.fetch_add(group.len() as u64, Ordering::Relaxed);
+        *session.client.last_command.lock() = group.last().expect("a group has commands").0.name;
+        return replies;
+    }
+    group.into_iter().map(|(_, args)| execute(args, session, shared)).collect()
 }
 
 fn queue(spec: &'static CommandSpec, args: Vec<Bytes>, session: &mut SessionState, shared: &Shared) -> Reply {
@@ -327,9 +385,18 @@ impl Connection {
         let mut work = move || {
             while let Some(arguments) = pending.pop_front() {
                 let (reply_start, commits_before) = (output.len(), state.commits_registered);
-                let reply = execute(arguments, state, shared);
-                if !state.suppress_reply {
-                    encode(&reply, state.protocol, output);
+                match take_write_group(arguments, pending, state) {
+                    Ok(group) => {
+                        for reply in execute_group(group, state, shared) {
+                            encode(&reply, state.protocol, output);
+                        }
+                    }
+                    Err(arguments) => {
+                        let reply = execute(arguments, state, shared);
+                        if !state.suppress_reply {
+                            encode(&reply, state.protocol, output);
+                        }
+                    }
                 }
                 if state.commits_registered != commits_before {
                     durable_reply_spans.push(reply_start..output.len());
