@@ -180,12 +180,23 @@ impl KeySpec {
     pub const ALL: KeySpec = KeySpec { first: 1, last: -1, step: 1 };
 
     pub fn keys<'a>(&self, args: &'a [Bytes]) -> Vec<&'a [u8]> {
-        if self.first == 0 || args.len() <= self.first {
-            return Vec::new();
+        let Some((first, last)) = self.key_positions(args.len()) else { return Vec::new() };
+        (first..=last).step_by(self.step.max(1)).map(|position| args[position].as_ref()).collect()
+    }
+
+    /// The key, when the arguments name exactly one (without building the list).
+    pub fn only_key<'a>(&self, args: &'a [Bytes]) -> Option<&'a [u8]> {
+        let (first, last) = self.key_positions(args.len())?;
+        (first <= last && last - first < self.step.max(1)).then(|| args[first].as_ref())
+    }
+
+    /// The positions of the first and last key among `len` arguments.
+    fn key_positions(&self, len: usize) -> Option<(usize, usize)> {
+        if self.first == 0 || len <= self.first {
+            return None;
         }
-        let last = if self.last < 0 { args.len() as isize + self.last } else { self.last };
-        let last = (last.max(0) as usize).min(args.len() - 1);
-        (self.first..=last).step_by(self.step.max(1)).map(|position| args[position].as_ref()).collect()
+        let last = if self.last < 0 { len as isize + self.last } else { self.last };
+        Some((self.first, (last.max(0) as usize).min(len - 1)))
     }
 }
 
@@ -332,6 +343,10 @@ mod tests {
         assert_eq!(KeySpec::ALL.keys(&arguments(&["DEL", "x", "y"])), vec![&b"x"[..], b"y"]);
         assert!(KeySpec::NONE.keys(&mset).is_empty());
         assert!(KeySpec::ONE.keys(&arguments(&["GET"])).is_empty());
+        assert_eq!(KeySpec::ONE.only_key(&mset), Some(&b"a"[..]));
+        assert_eq!(KeySpec { first: 1, last: -1, step: 2 }.only_key(&mset), None, "two keys");
+        assert_eq!(KeySpec { first: 1, last: -1, step: 2 }.only_key(&arguments(&["MSET", "a", "1"])), Some(&b"a"[..]));
+        assert_eq!(KeySpec::ALL.only_key(&arguments(&["DEL"])), None);
     }
 
     #[test]

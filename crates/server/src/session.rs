@@ -125,12 +125,13 @@ pub fn execute(args: Vec<Bytes>, session: &mut SessionState, shared: &Shared) ->
 /// The spec of a command that may open or join a write group (`command::run_grouped`): a
 /// known single-key write with a valid arity, from an authenticated client outside MULTI, which
 /// `execute` would run directly.
-fn groupable_write(args: &[Bytes], session: &SessionState) -> Option<&'static CommandSpec> {
+fn groupable_write<'a>(args: &'a [Bytes], session: &SessionState) -> Option<(&'static CommandSpec, &'a [u8])> {
     if session.multi.is_some() || !session.authenticated {
         return None;
     }
     let spec = commands::lookup(&args[0])?;
-    (spec.has(WRITE) && spec.arity_ok(args.len()) && spec.keys.keys(args).len() == 1).then_some(spec)
+    let key = spec.keys.only_key(args).filter(|_| spec.has(WRITE) && spec.arity_ok(args.len()))?;
+    Some((spec, key))
 }
 
 fn argument_bytes(args: &[Bytes]) -> usize {
@@ -145,12 +146,11 @@ fn take_write_group(
     pending: &mut VecDeque<Vec<Bytes>>,
     session: &SessionState,
 ) -> Result<Vec<command::ReadyCommand>, Vec<Bytes>> {
-    let Some(spec) = groupable_write(&first, session) else { return Err(first) };
+    let Some((spec, key)) = groupable_write(&first, session) else { return Err(first) };
     let mut bytes = argument_bytes(&first);
     let joins = |next: &Vec<Bytes>, bytes: usize| {
-        let key = spec.keys.keys(&first)[0];
-        let joining = groupable_write(next, session).filter(|joining| joining.keys.keys(next)[0] == key)?;
-        (bytes + argument_bytes(next) <= GROUPED_ARGUMENT_BYTES_MAX).then_some(joining)
+        let (joining, next_key) = groupable_write(next, session)?;
+        (next_key == key && bytes + argument_bytes(next) <= GROUPED_ARGUMENT_BYTES_MAX).then_some(joining)
     };
     let mut joined = Vec::new();
     while joined.len() + 1 < GROUPED_WRITES_MAX {

@@ -613,7 +613,8 @@ impl<P> RecordLog<P> {
     /// back, untaken: their records are still read from the copy, and the next rotation tries
     /// the write again (`lock_ready_to_rotate`) and fails as it did.
     fn write_out_sealed(&self, sealed: SealedPages) -> Result<()> {
-        if let Err(error) = self.medium.write_at(sealed.start, sealed.bytes()) {
+        let written = if sealed.start < sealed.end { self.medium.write_at(sealed.start, sealed.bytes()) } else { Ok(()) };
+        if let Err(error) = written {
             self.state.lock().sealed_unwritten = Some(sealed);
             self.sealed_pages_waiting.store(true, Ordering::Relaxed);
             return Err(error.into());
