@@ -146,6 +146,12 @@ fn take_write_group(
     pending: &mut VecDeque<Vec<Bytes>>,
     session: &SessionState,
 ) -> Result<Vec<command::ReadyCommand>, Vec<Bytes>> {
+    // Most pipelines write different keys: compare the first arguments (where single-key
+    // commands name their key) before looking commands up.
+    let same_first_argument = pending.front().is_some_and(|next| next.get(1).is_some_and(|argument| first.get(1) == Some(argument)));
+    if !same_first_argument {
+        return Err(first);
+    }
     let Some((spec, key)) = groupable_write(&first, session) else { return Err(first) };
     let mut bytes = argument_bytes(&first);
     let joins = |next: &Vec<Bytes>, bytes: usize| {

@@ -166,7 +166,8 @@ pub(crate) struct RecordLog<P> {
     /// changed pages that a flush writes: kept, because a fresh multi-MiB allocation faults its
     /// pages in under the append lock, and aligned, so that O_DIRECT needs no bounce copy.
     write_out: Mutex<Option<AlignedBuffer>>,
-    /// `AppendState::sealed_unwritten` is set: a flush should come soon to write it out.
+    /// `AppendState::sealed_unwritten` is set: a flush should come soon to write it out. Kept
+    /// apart so that committers read it without the append lock (they hold the commit lock).
     sealed_pages_waiting: AtomicBool,
     /// A block was sealed with pages to write out since `take_seal_notice` last looked.
     seal_unannounced: AtomicBool,
@@ -637,7 +638,7 @@ impl<P> RecordLog<P> {
     /// Zeroes a written-out sealed copy and keeps it for the next rotation.
     fn recycle_copy(&self, sealed: SealedPages) {
         let used_bytes = (sealed.end - sealed.block_base) as usize;
-        let Ok(mut image) = Arc::try_unwrap(sealed.image) else { return };
+        let mut image = Arc::try_unwrap(sealed.image).ok().expect("a retired sealed copy is referenced by its pages alone");
         image.as_mut_slice()[..used_bytes].fill(0);
         self.spare_copy.lock().get_or_insert(image);
     }
