@@ -158,10 +158,12 @@ impl Namespace {
 
     /// Wakes a committer when an append sealed a block with pages still to write out (buffered
     /// media): its flush writes them on the committer's thread, off the append lock and off
-    /// the thread that appended. Without the lock a wake may be missed; the committer's idle
-    /// wait bounds the delay.
+    /// the thread that appended. The notice is given under the commit lock, under which an
+    /// idle committer checks for sealed pages before it waits, so no wake is lost (once per
+    /// block; callers hold no partition, log or commit lock).
     pub(crate) fn wake_committer_after_seal(&self) {
         if self.log.take_seal_notice() && self.background_write_out.load(Ordering::Relaxed) {
+            let _commit = self.commit.lock();
             self.committed.notify_one();
         }
     }
