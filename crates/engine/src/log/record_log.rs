@@ -383,8 +383,10 @@ impl<P> RecordLog<P> {
     fn lock_ready_to_rotate(&self, must_rotate: impl Fn(&AppendState<P>) -> bool) -> Result<MutexGuard<'_, AppendState<P>>> {
         loop {
             let state = self.state.lock();
-            let sealed_copy_waits = self.copies.as_ref().is_some_and(|copies| copies.read().sealed.is_some());
-            if !(sealed_copy_waits && must_rotate(&state)) {
+            // The cheap test first: most appends fit in the active block and never look at the
+            // copies' lock, which every append takes for writing.
+            let sealed_copy_waits = || self.copies.as_ref().is_some_and(|copies| copies.read().sealed.is_some());
+            if !(must_rotate(&state) && sealed_copy_waits()) {
                 return Ok(state);
             }
             drop(state);
