@@ -103,6 +103,8 @@ def test_info_sections(r):
     assert info["keyspace_hits"] >= 1 and info["keyspace_misses"] >= 1
     assert set(r.info("persistence")) >= {"ns_default_flushes", "ns_default_journal_writes", "rdb_last_save_time"}
     assert "connected_clients" not in r.info("persistence")
+    memory = r.info("memory")
+    assert memory["ns_default_cache_entries"] >= 1 and memory["ns_default_cache_capacity_bytes"] > 0
 
 
 def test_metrics_endpoint(make_server):
@@ -113,6 +115,8 @@ def test_metrics_endpoint(make_server):
     assert "hybridkv_commands_processed_total" in body
     assert 'hybridkv_keys{namespace="default"} 1' in body
     assert 'hybridkv_tier_capacity_bytes{namespace="default",role="data",tier="ssd"' in body
+    assert 'hybridkv_cache_entries{namespace="default"} 1' in body
+    assert 'hybridkv_cache_capacity_bytes{namespace="default"} 268435456' in body
 
 
 def test_config_get_and_set(r):

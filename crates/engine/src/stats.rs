@@ -16,6 +16,8 @@ pub struct CacheStats {
     pub hits: u64,
     pub misses: u64,
     pub evictions: u64,
+    /// Records the cache holds now.
+    pub entries: u64,
     pub used_bytes: u64,
     pub capacity_bytes: u64,
 }

@@ -89,6 +89,7 @@ fn memory_section(stats: &[NamespaceStats], text: &mut String) -> std::fmt::Resu
             writeln!(text, "{prefix}_cache_hits:{}\r", cache.hits)?;
             writeln!(text, "{prefix}_cache_misses:{}\r", cache.misses)?;
             writeln!(text, "{prefix}_cache_evictions:{}\r", cache.evictions)?;
+            writeln!(text, "{prefix}_cache_entries:{}\r", cache.entries)?;
             if let Some(reads) = &namespace.device_reads {
                 // Reads per submission: how many cache misses shared one doorbell.
                 writeln!(text, "{prefix}_device_read_submissions:{}\r", reads.submissions)?;
@@ -202,6 +203,19 @@ fn namespace_metrics(stats: &NamespaceStats, text: &mut String) -> std::fmt::Res
         let tier_labels = format!("{labels},role=\"{role}\",tier=\"{}\",media=\"{}\"", usage.tier.name(), usage.durability);
         writeln!(text, "hybridkv_tier_used_bytes{{{tier_labels}}} {}", usage.used_bytes)?;
         writeln!(text, "hybridkv_tier_capacity_bytes{{{tier_labels}}} {}", usage.capacity_bytes)?;
+    }
+    if let Some(cache) = &stats.cache {
+        let cache_values: [(&str, u64); 6] = [
+            ("cache_used_bytes", cache.used_bytes),
+            ("cache_capacity_bytes", cache.capacity_bytes),
+            ("cache_entries", cache.entries),
+            ("cache_hits_total", cache.hits),
+            ("cache_misses_total", cache.misses),
+            ("cache_evictions_total", cache.evictions),
+        ];
+        for (name, value) in cache_values {
+            writeln!(text, "hybridkv_{name}{{{labels}}} {value}")?;
+        }
     }
     Ok(())
 }

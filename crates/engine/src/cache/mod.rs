@@ -26,10 +26,10 @@
 //! evicts from its own shard while the cache is over budget, and from the other shards, one lock
 //! at a time, when its own shard has nothing left to evict.
 
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 
+use hashbrown::HashTable;
 use parking_lot::RwLock;
 
 /// Independent shards, so that concurrent readers rarely contend (a hit takes its shard's lock
@@ -50,26 +50,25 @@ const GHOST_KEYS_PER_ENTRY: usize = 1;
 const MALLOC_CHUNK_HEADER_BYTES: u64 = 8;
 const MALLOC_CHUNK_ALIGN_BYTES: u64 = 16;
 const MALLOC_CHUNK_MIN_BYTES: u64 = 32;
-/// hashbrown's tables: one control byte per bucket plus one group of trailing control bytes.
+/// hashbrown's tables: one control byte per bucket plus one group of trailing control bytes; the
+/// smallest table has 4 buckets, and a full table doubles.
 const HASH_TABLE_GROUP_BYTES: u64 = 16;
+const HASH_TABLE_BUCKETS_MIN: u64 = 4;
 const FREQUENCY_MAX: u8 = 3;
-/// Queue slots left behind by removed entries that a shard tolerates, beyond one per live
-/// entry, before it compacts its queues.
-const STALE_QUEUE_SLOTS_SLACK: usize = 1024;
-/// A queue whose allocation holds more than this many times its slots (the small FIFO shrinks
-/// as the main one fills) is given back down to `QUEUE_SLOTS_KEPT_PER_SLOT` times them.
-const QUEUE_CAPACITY_PER_SLOT_MAX: usize = 4;
-const QUEUE_SLOTS_KEPT_PER_SLOT: usize = 2;
-/// Queues this small are never shrunk: they cost less than the rehoming would.
-const QUEUE_SLOTS_NEVER_SHRUNK: usize = 64;
-/// The entry map doubles only when the shard could then hold at least this many times the
-/// entries it holds at full capacity now (in eighths: 9/8): a doubled map costs its slots for
-/// the buckets it leaves empty, and a full map at 7/8 load holds more records in the same bytes.
-const MAP_GROWTH_ENTRIES_GAIN_EIGHTHS: u64 = 9;
-/// A full map that is not to double keeps this share of its keys (in sixteenths) and is rebuilt
-/// at its size: hashbrown turns removed keys' slots into tombstones that still count as used,
-/// and at more than half full it doubles rather than clear them.
-const FULL_MAP_KEPT_SIXTEENTHS: usize = 15;
+/// Slab slots of removed entries that a shard tolerates, beyond one per live entry, before it
+/// frees them all at once (each is freed anyway when its queue slot reaches a queue's head).
+const REMOVED_SLOTS_SLACK: usize = 1024;
+/// A queue, table or free list whose allocation holds more than this many times its items (the
+/// small FIFO after the main one has filled) is given back down to `SLOTS_KEPT_PER_ITEM` times
+/// them.
+const SLOTS_PER_ITEM_MAX: usize = 4;
+const SLOTS_KEPT_PER_ITEM: usize = 2;
+/// Structures this small are never shrunk: they cost less than the rehoming would.
+const SLOTS_NEVER_SHRUNK: usize = 64;
+/// A full slab grows by this fraction of its slots (and at least `SLAB_GROWTH_SLOTS_MIN`): a
+/// vector's doubling would leave up to half of its 48-byte slots unused.
+const SLAB_GROWTH_DIVISOR: usize = 8;
+const SLAB_GROWTH_SLOTS_MIN: usize = 64;
 
 /// A record as the cache knows it: its key (64 bits of the key's digest), its location and its
 /// block's sequence number.
@@ -90,11 +89,16 @@ impl CacheKey {
     }
 }
 
+/// Where an entry lives in its shard's slab. Queues and the table hold these (4 bytes each)
+/// rather than keys.
+type SlotIndex = u32;
+
 struct Entry {
     /// Copied out under the shard's read lock, never shared: handing out a reference-counted
     /// record would cost each hit two atomic writes to the record's line, which two workers
     /// reading the same hot record would bounce between their caches.
     record: Box<[u8]>,
+    key_hash: u64,
     location: u64,
     block_seq: u64,
     /// Reads since the entry was last at the head of its queue, saturating at FREQUENCY_MAX;
@@ -103,9 +107,8 @@ struct Entry {
     /// Loaded ahead of the command that reads it: that first read is not a second access and
     /// must not buy the entry its way from the small FIFO into the main one.
     loaded_ahead: AtomicBool,
+    /// Which queue holds the entry's one queue slot.
     in_main: bool,
-    /// Matches the entry's one live queue slot; slots of removed entries carry older tickets.
-    ticket: u64,
 }
 
 impl Entry {
@@ -113,50 +116,75 @@ impl Entry {
         self.location == key.location && self.block_seq == key.block_seq
     }
 
-    fn cache_key(&self, key_hash: u64) -> CacheKey {
-        CacheKey { key_hash, location: self.location, block_seq: self.block_seq }
+    fn cache_key(&self) -> CacheKey {
+        CacheKey { key_hash: self.key_hash, location: self.location, block_seq: self.block_seq }
     }
 }
 
-/// A queue slot: the key and the ticket of the entry it was queued for.
-type Slot = (u64, u64);
+/// A slot of a shard's slab. Invariant: every `Live` and `Removed` slot has exactly one queue
+/// slot (in the small or the main FIFO), a `Free` slot none; the table indexes exactly the
+/// `Live` slots; the free list holds exactly the `Free` slots.
+enum SlabSlot {
+    Live(Entry),
+    /// Its entry was removed (the key was deleted) while its queue slot still waits in a queue;
+    /// it becomes free when that queue slot comes up, so a queue slot never names another
+    /// entry than its own.
+    Removed,
+    Free,
+}
 
-/// Keys are 64 bits of a digest (already well spread); one multiply-rotate readies them for
-/// hashbrown's use of the top bits, far cheaper than the default SipHash.
-#[derive(Default)]
-struct KeyHasher(u64);
+/// Digests are already well spread; one multiply-rotate readies them for hashbrown, which takes
+/// its 7-bit tags from the top bits and the bucket from the low ones.
+fn table_hash(word: u64) -> u64 {
+    word.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29)
+}
 
-impl Hasher for KeyHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &byte in bytes {
-            self.write_u64(byte as u64);
-        }
-    }
+/// The ghost FIFO remembers 32 bits of a key: a ghost is a hint (a false match only sends an
+/// entry to the main FIFO early), and half the bytes hold twice the keys.
+fn ghost_fingerprint(key_hash: u64) -> u32 {
+    (key_hash ^ (key_hash >> 32)) as u32
+}
 
-    fn write_u64(&mut self, word: u64) {
-        self.0 = (self.0 ^ word).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
+fn live_entry(slab: &[SlabSlot], index: SlotIndex) -> &Entry {
+    match &slab[index as usize] {
+        SlabSlot::Live(entry) => entry,
+        _ => panic!("slab slot {index} is indexed or queued as live but is not"),
     }
 }
 
-type KeyMap<V> = HashMap<u64, V, BuildHasherDefault<KeyHasher>>;
+/// What a table of `SlotIndex` or fingerprints allocates once a full table of `current_bytes`
+/// doubles (its next insert).
+fn grown_table_bytes(current_bytes: u64) -> u64 {
+    let slot_bytes = std::mem::size_of::<SlotIndex>() as u64 + 1;
+    if current_bytes == 0 {
+        HASH_TABLE_BUCKETS_MIN * slot_bytes + HASH_TABLE_GROUP_BYTES
+    } else {
+        2 * current_bytes - HASH_TABLE_GROUP_BYTES
+    }
+}
+
+/// The capacity to shrink a structure of `items` in an allocation of `capacity` to, when it is
+/// sparse enough to be worth it.
+fn sparse_capacity_kept(items: usize, capacity: usize) -> Option<usize> {
+    let kept_items = items.max(SLOTS_NEVER_SHRUNK);
+    (capacity > kept_items * SLOTS_PER_ITEM_MAX).then_some(kept_items * SLOTS_KEPT_PER_ITEM)
+}
 
 #[derive(Default)]
 struct Shard {
-    entries: KeyMap<Entry>,
-    small: VecDeque<Slot>,
-    main: VecDeque<Slot>,
-    ghost: VecDeque<u64>,
-    ghost_members: KeyMap<()>,
+    /// The slab indices of the live entries, found by key (`table_hash(key_hash)`).
+    table: HashTable<SlotIndex>,
+    slab: Vec<SlabSlot>,
+    free: Vec<SlotIndex>,
+    small: VecDeque<SlotIndex>,
+    main: VecDeque<SlotIndex>,
+    ghost: VecDeque<u32>,
+    ghost_members: HashTable<u32>,
     small_bytes: u64,
     main_bytes: u64,
-    /// Queue slots whose entry was removed (by `remove`), skipped when they come up.
-    stale_slots: usize,
-    next_ticket: u64,
-    /// The bytes of the maps and queues as last charged to the cache (`RecordCache::recharge`).
+    /// Slab slots in the `Removed` state.
+    removed_slots: usize,
+    /// The bytes of the structures as last charged to the cache (`RecordCache::recharge`).
     charged_structure_bytes: u64,
 }
 
@@ -170,39 +198,19 @@ pub(crate) struct CacheCounters {
 pub(crate) struct RecordCache {
     shards: Box<[RwLock<Shard>]>,
     budget_bytes: u64,
-    /// Bytes charged by every shard together: the records' allocations and the shards' maps and
-    /// queues at their allocated capacity. Changed only under the lock of the shard whose
-    /// entries or structures change, so it can pass the budget only between an insert and its
-    /// evictions.
+    /// Bytes charged by every shard together: the records' allocations and the shards' slabs,
+    /// tables and queues at their allocated capacity. Changed only under the lock of the shard
+    /// whose entries or structures change, so it can pass the budget only between an insert and
+    /// its evictions.
     used_bytes: AtomicU64,
     pub(crate) counters: CacheCounters,
 }
 
-/// What a cached record's allocation really takes: the record as a malloc chunk. The entry's map
-/// slot and queue slot are charged with the structures that hold them.
+/// What a cached record's allocation really takes: the record as a malloc chunk. The entry's
+/// slab slot, table slot and queue slot are charged with the structures that hold them.
 fn charge(record: &[u8]) -> u64 {
     let request = record.len() as u64;
     (request + MALLOC_CHUNK_HEADER_BYTES).next_multiple_of(MALLOC_CHUNK_ALIGN_BYTES).max(MALLOC_CHUNK_MIN_BYTES)
-}
-
-/// Bytes hashbrown allocates for a map of `capacity` (as `HashMap::capacity` reports it) with
-/// slots of `slot_bytes`: buckets are a power of two kept at most 7/8 full.
-fn map_bytes(capacity: usize, slot_bytes: usize) -> u64 {
-    if capacity == 0 {
-        return 0;
-    }
-    let buckets = (capacity as u64 * 8).div_ceil(7).next_power_of_two();
-    buckets * (slot_bytes as u64 + 1) + HASH_TABLE_GROUP_BYTES
-}
-
-/// Moves a map's keys into a new map of the buckets they need, leaving the tombstones of removed
-/// keys behind. Costs one move per key, once per FULL_MAP_KEPT_SIXTEENTHS' worth of inserts at
-/// the least, and briefly a second table of the shard.
-fn rebuild_at_size<V>(map: &mut KeyMap<V>) {
-    let old = std::mem::take(map);
-    let mut rebuilt = KeyMap::with_capacity_and_hasher(old.len(), BuildHasherDefault::default());
-    rebuilt.extend(old);
-    *map = rebuilt;
 }
 
 /// Whether a record given to the cache may take the place of the record its key's entry holds,
@@ -256,7 +264,7 @@ impl RecordCache {
 
     pub(crate) fn get(&self, key: CacheKey) -> Option<Vec<u8>> {
         let shard = self.shard(key.key_hash).read();
-        let found = shard.entries.get(&key.key_hash).filter(|entry| entry.holds(&key)).map(|entry| {
+        let found = shard.find(key.key_hash).filter(|entry| entry.holds(&key)).map(|entry| {
             // Two hits at once may count as one: the frequency is a hint.
             let frequency = entry.frequency.load(Ordering::Relaxed);
             if entry.loaded_ahead.load(Ordering::Relaxed) {
@@ -274,12 +282,12 @@ impl RecordCache {
     /// Looks a record up without counting an access (listing keys is not reading values).
     pub(crate) fn peek(&self, key: CacheKey) -> Option<Vec<u8>> {
         let shard = self.shard(key.key_hash).read();
-        shard.entries.get(&key.key_hash).filter(|entry| entry.holds(&key)).map(|entry| entry.record.to_vec())
+        shard.find(key.key_hash).filter(|entry| entry.holds(&key)).map(|entry| entry.record.to_vec())
     }
 
     /// Whether the cache holds the record `key`, without counting an access.
     pub(crate) fn contains(&self, key: CacheKey) -> bool {
-        self.shard(key.key_hash).read().entries.get(&key.key_hash).is_some_and(|entry| entry.holds(&key))
+        self.shard(key.key_hash).read().find(key.key_hash).is_some_and(|entry| entry.holds(&key))
     }
 
     /// Admits a record read from the medium. It takes its key's entry only from a record written
@@ -332,9 +340,10 @@ impl RecordCache {
         let mut shard = self.shards[home].write();
         // The record an update replaces is freed once the lock is let go.
         let mut replaced = None;
-        if let Some(entry) = shard.entries.get_mut(&key.key_hash) {
+        if let Some(index) = shard.index_of(key.key_hash) {
+            let entry = shard.entry_mut(index);
             let update = match admission {
-                Admission::Read { .. } => key.written_at() > entry.cache_key(key.key_hash).written_at(),
+                Admission::Read { .. } => key.written_at() > entry.cache_key().written_at(),
                 Admission::Written { .. } => true,
                 Admission::Moved { from } => entry.holds(&from),
             };
@@ -357,14 +366,13 @@ impl RecordCache {
         } else {
             let admits = match admission {
                 Admission::Read { .. } => true,
-                Admission::Written { admit_absent } => admit_absent && self.takes_without_evicting(&shard, share, bytes),
+                Admission::Written { admit_absent } => admit_absent && self.takes_without_evicting(&shard, bytes),
                 Admission::Moved { .. } => false,
             };
             if !admits {
                 return;
             }
-            self.make_room_for_an_entry(&mut shard, share, bytes);
-            let returning = shard.ghost_members.remove(&key.key_hash).is_some();
+            let returning = shard.returns_from_ghost(key.key_hash);
             shard.push(key, Box::from(record), bytes, returning, loaded_ahead);
         }
         self.used_bytes.fetch_add(bytes, Ordering::Relaxed);
@@ -383,62 +391,33 @@ impl RecordCache {
     }
 
     /// Whether `shard` can take a new entry of `record_bytes` with the cache staying within its
-    /// budget, counting what its map and small FIFO would grow by: then admitting it evicts
-    /// nothing.
-    fn takes_without_evicting(&self, shard: &Shard, share_bytes: u64, record_bytes: u64) -> bool {
-        let map_full = shard.entries.len() == shard.entries.capacity();
-        if map_full && !shard.map_growth_pays(share_bytes, record_bytes) {
-            return false;
-        }
-        let map_growth_bytes = if map_full { shard.grown_entry_map_bytes() - shard.entry_map_bytes() } else { 0 };
-        let queue_growth_bytes = if shard.small.len() == shard.small.capacity() { (shard.small.capacity().max(1) * std::mem::size_of::<Slot>()) as u64 } else { 0 };
-        self.used_bytes.load(Ordering::Relaxed) + record_bytes + map_growth_bytes + queue_growth_bytes <= self.budget_bytes
+    /// budget, counting what its slab, table and small FIFO would grow by: then admitting it
+    /// evicts nothing.
+    fn takes_without_evicting(&self, shard: &Shard, record_bytes: u64) -> bool {
+        self.used_bytes.load(Ordering::Relaxed) + record_bytes + shard.new_entry_growth_bytes() <= self.budget_bytes
     }
 
     /// Evicts from `shard` until the cache fits its budget or the shard is empty.
     fn evict_while_over_budget(&self, shard: &mut Shard, share_bytes: u64) {
-        if !self.over_budget() || shard.entries.is_empty() {
+        if !self.over_budget() || shard.live_entries() == 0 {
             // Nothing moves in the queues: no count to add, nothing to shrink.
             return;
         }
         let mut evicted = 0;
-        while self.over_budget() && !shard.entries.is_empty() {
-            evicted += self.evict_step(shard, share_bytes);
+        while self.over_budget() && shard.live_entries() > 0 {
+            let (count, freed_bytes) = shard.evict_one(share_bytes);
+            self.used_bytes.fetch_sub(freed_bytes, Ordering::Relaxed);
+            evicted += count;
+            // A key remembered in the ghost FIFO may have grown its structures.
+            self.recharge(shard);
         }
         self.counters.evictions.fetch_add(evicted, Ordering::Relaxed);
-        shard.shrink_sparse_queues();
+        shard.shrink_sparse_structures();
         self.recharge(shard);
     }
 
-    /// Before a new entry of `record_bytes` joins a full entry map that doubling would not pay
-    /// for: evicts down to FULL_MAP_KEPT_SIXTEENTHS of the entries and rebuilds the map at its
-    /// size, so that the insert cannot double it.
-    fn make_room_for_an_entry(&self, shard: &mut Shard, share_bytes: u64, record_bytes: u64) {
-        if shard.entries.len() < shard.entries.capacity() || shard.map_growth_pays(share_bytes, record_bytes) {
-            return;
-        }
-        let kept_entries = shard.entries.len() * FULL_MAP_KEPT_SIXTEENTHS / 16;
-        let mut evicted = 0;
-        while shard.entries.len() > kept_entries {
-            evicted += self.evict_step(shard, share_bytes);
-        }
-        self.counters.evictions.fetch_add(evicted, Ordering::Relaxed);
-        rebuild_at_size(&mut shard.entries);
-        self.recharge(shard);
-        assert!(shard.entries.len() < shard.entries.capacity(), "a rebuilt map has room for an entry");
-    }
-
-    /// One S3-FIFO step; returns the entries that left.
-    fn evict_step(&self, shard: &mut Shard, share_bytes: u64) -> u64 {
-        let (count, freed_bytes) = shard.evict_one(share_bytes);
-        self.used_bytes.fetch_sub(freed_bytes, Ordering::Relaxed);
-        // A key remembered in the ghost FIFO may have grown it.
-        self.recharge(shard);
-        count
-    }
-
-    /// Brings the charge for `shard`'s maps and queues to what they have allocated now (maps
-    /// grow on inserts and never shrink; sparse queues shrink after evictions).
+    /// Brings the charge for `shard`'s structures to what they have allocated now (they grow on
+    /// inserts; sparse ones shrink after evictions).
     fn recharge(&self, shard: &mut Shard) {
         let bytes = shard.structure_bytes();
         if bytes >= shard.charged_structure_bytes {
@@ -463,75 +442,154 @@ impl RecordCache {
         self.used_bytes.load(Ordering::Relaxed)
     }
 
+    /// Records held now (each shard read at its own moment).
+    pub(crate) fn entries(&self) -> u64 {
+        self.shards.iter().map(|shard| shard.read().live_entries() as u64).sum()
+    }
+
     pub(crate) fn capacity_bytes(&self) -> u64 {
         self.budget_bytes
     }
 }
 
 impl Shard {
-    /// What the shard's maps and queues have allocated (capacities, not lengths).
+    fn live_entries(&self) -> usize {
+        self.table.len()
+    }
+
+    fn index_of(&self, key_hash: u64) -> Option<SlotIndex> {
+        let slab = &self.slab;
+        self.table.find(table_hash(key_hash), |&index| live_entry(slab, index).key_hash == key_hash).copied()
+    }
+
+    fn find(&self, key_hash: u64) -> Option<&Entry> {
+        self.index_of(key_hash).map(|index| live_entry(&self.slab, index))
+    }
+
+    fn entry_mut(&mut self, index: SlotIndex) -> &mut Entry {
+        match &mut self.slab[index as usize] {
+            SlabSlot::Live(entry) => entry,
+            _ => panic!("slab slot {index} is indexed or queued as live but is not"),
+        }
+    }
+
+    /// What the shard's slab, table, queues and ghost FIFO have allocated (capacities, not
+    /// lengths).
     fn structure_bytes(&self) -> u64 {
-        let slot_bytes = std::mem::size_of::<Slot>() as u64;
-        self.entry_map_bytes()
-            + map_bytes(self.ghost_members.capacity(), std::mem::size_of::<u64>())
-            + (self.small.capacity() + self.main.capacity()) as u64 * slot_bytes
-            + self.ghost.capacity() as u64 * std::mem::size_of::<u64>() as u64
+        let index_bytes = std::mem::size_of::<SlotIndex>();
+        let slots = self.small.capacity() + self.main.capacity() + self.free.capacity() + self.ghost.capacity();
+        (self.table.allocation_size()
+            + self.ghost_members.allocation_size()
+            + self.slab.capacity() * std::mem::size_of::<SlabSlot>()
+            + slots * index_bytes) as u64
     }
 
-    fn entry_map_bytes(&self) -> u64 {
-        map_bytes(self.entries.capacity(), std::mem::size_of::<(u64, Entry)>())
+    /// What the shard's structures grow by when a new entry joins: a slab step, a doubled table,
+    /// a doubled small FIFO, for whichever of them is full.
+    fn new_entry_growth_bytes(&self) -> u64 {
+        let slab_growth = if self.free.is_empty() && self.slab.len() == self.slab.capacity() {
+            Self::slab_growth_slots(self.slab.len()) * std::mem::size_of::<SlabSlot>()
+        } else {
+            0
+        };
+        let table_growth = if self.table.len() == self.table.capacity() {
+            let current = self.table.allocation_size() as u64;
+            grown_table_bytes(current) - current
+        } else {
+            0
+        };
+        let queue_growth = if self.small.len() == self.small.capacity() { self.small.capacity().max(1) * std::mem::size_of::<SlotIndex>() } else { 0 };
+        (slab_growth + queue_growth) as u64 + table_growth
     }
 
-    /// What the entry map allocates once it doubles (its next insert when full).
-    fn grown_entry_map_bytes(&self) -> u64 {
-        map_bytes(self.entries.capacity() * 2 + 1, std::mem::size_of::<(u64, Entry)>())
+    fn slab_growth_slots(slots: usize) -> usize {
+        (slots / SLAB_GROWTH_DIVISOR).max(SLAB_GROWTH_SLOTS_MIN)
     }
 
-    /// Whether doubling the full entry map lets the shard, within its share of the budget, hold
-    /// enough more entries (of the average size so far, `new_record_bytes` for the first) to be
-    /// worth the buckets the doubled map leaves empty.
-    fn map_growth_pays(&self, share_bytes: u64, new_record_bytes: u64) -> bool {
-        let entries = self.entries.len() as u64;
-        let record_bytes = (self.small_bytes + self.main_bytes).checked_div(entries).unwrap_or(new_record_bytes).max(1);
-        let other_structure_bytes = self.structure_bytes() - self.entry_map_bytes();
-        let room_bytes = share_bytes.saturating_sub(self.grown_entry_map_bytes() + other_structure_bytes);
-        room_bytes / record_bytes * 8 >= entries * MAP_GROWTH_ENTRIES_GAIN_EIGHTHS
-    }
-
-    /// Gives back queue allocations left sparse (the small FIFO fills first and then shrinks as
-    /// entries move on to the main FIFO).
-    fn shrink_sparse_queues(&mut self) {
-        fn shrink<T>(queue: &mut VecDeque<T>) {
-            let kept_slots = queue.len().max(QUEUE_SLOTS_NEVER_SHRUNK);
-            if queue.capacity() > kept_slots * QUEUE_CAPACITY_PER_SLOT_MAX {
-                queue.shrink_to(kept_slots * QUEUE_SLOTS_KEPT_PER_SLOT);
+    /// Gives back allocations left sparse (the small FIFO fills first and then shrinks as
+    /// entries move on to the main FIFO; tables after a burst of removals).
+    fn shrink_sparse_structures(&mut self) {
+        for queue in [&mut self.small, &mut self.main] {
+            if let Some(kept) = sparse_capacity_kept(queue.len(), queue.capacity()) {
+                queue.shrink_to(kept);
             }
         }
-        shrink(&mut self.small);
-        shrink(&mut self.main);
-        shrink(&mut self.ghost);
+        if let Some(kept) = sparse_capacity_kept(self.ghost.len(), self.ghost.capacity()) {
+            self.ghost.shrink_to(kept);
+        }
+        if self.free.len() > SLOTS_NEVER_SHRUNK && self.free.len() * SLAB_GROWTH_DIVISOR > self.slab.len() {
+            self.compact_slab();
+        }
+        if let Some(kept) = sparse_capacity_kept(self.table.len(), self.table.capacity()) {
+            let slab = &self.slab;
+            self.table.shrink_to(kept, |&index| table_hash(live_entry(slab, index).key_hash));
+        }
+        if let Some(kept) = sparse_capacity_kept(self.ghost_members.len(), self.ghost_members.capacity()) {
+            self.ghost_members.shrink_to(kept, |&fingerprint| table_hash(fingerprint as u64));
+        }
+    }
+
+    /// Renumbers the live entries into a slab without free or removed slots, in queue order
+    /// (small FIFO, then main), and rebuilds the table and queues to match. Entries leave
+    /// faster than they come while the ghost FIFO and the tables grow into the budget after a
+    /// start, and their free slots would otherwise stay allocated for good.
+    fn compact_slab(&mut self) {
+        let mut old_slab = std::mem::take(&mut self.slab);
+        let live = self.live_entries();
+        self.slab.reserve_exact(live + Self::slab_growth_slots(live));
+        self.table.clear();
+        self.free = Vec::new();
+        self.removed_slots = 0;
+        for queue in [&mut self.small, &mut self.main] {
+            let old_queue = std::mem::take(queue);
+            for old_index in old_queue {
+                let SlabSlot::Live(entry) = std::mem::replace(&mut old_slab[old_index as usize], SlabSlot::Free) else { continue };
+                let index = SlotIndex::try_from(self.slab.len()).expect("a shard's entries fit its 32-bit slot numbers");
+                let key_hash = entry.key_hash;
+                self.slab.push(SlabSlot::Live(entry));
+                let slab = &self.slab;
+                self.table.insert_unique(table_hash(key_hash), index, |&other| table_hash(live_entry(slab, other).key_hash));
+                queue.push_back(index);
+            }
+        }
+        assert_eq!(self.slab.len(), live, "every live entry had one queue slot");
+        assert!(old_slab.iter().all(|slot| !matches!(slot, SlabSlot::Live(_))), "every live entry moved");
     }
 
     /// A new entry: a new record in the small FIFO with no reads, a returning key (ghost hit)
     /// in the main FIFO.
     fn push(&mut self, key: CacheKey, record: Box<[u8]>, bytes: u64, in_main: bool, loaded_ahead: bool) {
-        let ticket = self.next_ticket;
-        self.next_ticket += 1;
         let entry = Entry {
             record,
+            key_hash: key.key_hash,
             location: key.location,
             block_seq: key.block_seq,
             frequency: AtomicU8::new(0),
             loaded_ahead: AtomicBool::new(loaded_ahead),
             in_main,
-            ticket,
         };
-        self.entries.insert(key.key_hash, entry);
+        let index = match self.free.pop() {
+            Some(index) => {
+                assert!(matches!(self.slab[index as usize], SlabSlot::Free), "the free list names free slots");
+                self.slab[index as usize] = SlabSlot::Live(entry);
+                index
+            }
+            None => {
+                if self.slab.len() == self.slab.capacity() {
+                    self.slab.reserve_exact(Self::slab_growth_slots(self.slab.len()));
+                }
+                let index = SlotIndex::try_from(self.slab.len()).expect("a shard's entries fit its 32-bit slot numbers");
+                self.slab.push(SlabSlot::Live(entry));
+                index
+            }
+        };
+        let slab = &self.slab;
+        self.table.insert_unique(table_hash(key.key_hash), index, |&other| table_hash(live_entry(slab, other).key_hash));
         if in_main {
-            self.main.push_back((key.key_hash, ticket));
+            self.main.push_back(index);
             self.main_bytes += bytes;
         } else {
-            self.small.push_back((key.key_hash, ticket));
+            self.small.push_back(index);
             self.small_bytes += bytes;
         }
     }
@@ -542,115 +600,138 @@ impl Shard {
         *queue_bytes = *queue_bytes - old_bytes + new_bytes;
     }
 
-    /// Removes a key's entry (its queue slot goes stale); returns its bytes and its record, to
-    /// be freed outside the lock.
+    /// Takes a live entry out of the table; its slab slot is left for the caller to mark.
+    fn unindex(&mut self, key_hash: u64, index: SlotIndex) {
+        match self.table.find_entry(table_hash(key_hash), |&other| other == index) {
+            Ok(found) => {
+                found.remove();
+            }
+            Err(_) => panic!("live slab slot {index} is missing from the table"),
+        }
+    }
+
+    /// Removes a key's entry (its slab slot stays `Removed` until its queue slot comes up);
+    /// returns its bytes and its record, to be freed outside the lock.
     fn remove(&mut self, key_hash: u64) -> Option<(u64, Box<[u8]>)> {
-        let entry = self.entries.remove(&key_hash)?;
+        let index = self.index_of(key_hash)?;
+        self.unindex(key_hash, index);
+        let SlabSlot::Live(entry) = std::mem::replace(&mut self.slab[index as usize], SlabSlot::Removed) else {
+            unreachable!("index_of names live slots");
+        };
         let bytes = charge(&entry.record);
         if entry.in_main {
             self.main_bytes -= bytes;
         } else {
             self.small_bytes -= bytes;
         }
-        self.stale_slots += 1;
+        self.removed_slots += 1;
         self.trim_ghost();
-        if self.stale_slots > self.entries.len() + STALE_QUEUE_SLOTS_SLACK {
-            self.drop_stale_slots();
+        if self.removed_slots > self.live_entries() + REMOVED_SLOTS_SLACK {
+            self.free_removed_slots();
         }
         Some((bytes, entry.record))
     }
 
-    fn drop_stale_slots(&mut self) {
-        let entries = &self.entries;
-        let live = |&(key_hash, ticket): &Slot| entries.get(&key_hash).is_some_and(|entry| entry.ticket == ticket);
-        self.small.retain(live);
-        self.main.retain(live);
-        self.stale_slots = 0;
+    fn free_slot(slab: &mut [SlabSlot], free: &mut Vec<SlotIndex>, index: SlotIndex) {
+        slab[index as usize] = SlabSlot::Free;
+        free.push(index);
     }
 
-    /// The entry a popped queue slot stands for, unless the slot went stale.
-    fn live_entry(&mut self, (key_hash, ticket): Slot) -> Option<&mut Entry> {
-        let entry = self.entries.get_mut(&key_hash).filter(|entry| entry.ticket == ticket);
-        if entry.is_none() {
-            self.stale_slots = self.stale_slots.saturating_sub(1);
+    /// Drops the queue slots of removed entries and frees their slab slots.
+    fn free_removed_slots(&mut self) {
+        let (slab, free) = (&mut self.slab, &mut self.free);
+        let mut keep_live = |&index: &SlotIndex| {
+            let removed = matches!(slab[index as usize], SlabSlot::Removed);
+            if removed {
+                Self::free_slot(slab, free, index);
+            }
+            !removed
+        };
+        self.small.retain(&mut keep_live);
+        self.main.retain(&mut keep_live);
+        self.removed_slots = 0;
+    }
+
+    /// Pops a queue's head: the live entry it stands for, or nothing when the queue is empty or
+    /// the slot was a removed entry's (then freed).
+    fn pop_live(&mut self, from_main: bool) -> Option<SlotIndex> {
+        let queue = if from_main { &mut self.main } else { &mut self.small };
+        let index = queue.pop_front()?;
+        if matches!(self.slab[index as usize], SlabSlot::Removed) {
+            Self::free_slot(&mut self.slab, &mut self.free, index);
+            self.removed_slots -= 1;
+            return None;
         }
-        entry
+        Some(index)
     }
 
     /// Takes one step of S3-FIFO eviction (an entry leaving, or moving on in its queues, or a
-    /// stale slot dropped; a shard with entries always has a queue to take from); returns the
-    /// entries that left the cache and the bytes they freed.
+    /// removed entry's slot freed; a shard with entries always has a queue to take from);
+    /// returns the entries that left the cache and the bytes they freed.
     fn evict_one(&mut self, share_bytes: u64) -> (u64, u64) {
         let small_budget = share_bytes * SMALL_PERCENT / 100;
-        if self.small_bytes > small_budget || self.main.is_empty() {
-            self.evict_from_small()
-        } else {
-            self.evict_from_main()
-        }
-    }
-
-    fn evict_from_small(&mut self) -> (u64, u64) {
-        let Some(slot) = self.small.pop_front() else { return (0, 0) };
-        let Some(entry) = self.live_entry(slot) else { return (0, 0) };
+        let from_main = !(self.small_bytes > small_budget || self.main.is_empty());
+        let Some(index) = self.pop_live(from_main) else { return (0, 0) };
+        let entry = self.entry_mut(index);
         let bytes = charge(&entry.record);
-        if *entry.frequency.get_mut() > 0 {
-            // The frequency moves with the entry: it buys the entry its first round in main.
-            entry.in_main = true;
-            self.small_bytes -= bytes;
-            self.main.push_back(slot);
-            self.main_bytes += bytes;
-            return (0, 0);
-        }
-        self.small_bytes -= bytes;
-        self.entries.remove(&slot.0);
-        self.remember(slot.0);
-        (1, bytes)
-    }
-
-    fn evict_from_main(&mut self) -> (u64, u64) {
-        let Some(slot) = self.main.pop_front() else { return (0, 0) };
-        let Some(entry) = self.live_entry(slot) else { return (0, 0) };
-        if *entry.frequency.get_mut() > 0 {
-            *entry.frequency.get_mut() -= 1;
-            self.main.push_back(slot);
-            return (0, 0);
-        }
-        let bytes = charge(&entry.record);
-        self.main_bytes -= bytes;
-        self.entries.remove(&slot.0);
-        self.trim_ghost();
-        (1, bytes)
-    }
-
-    /// The ghost FIFO holds at most GHOST_KEYS_PER_ENTRY keys per live entry of the shard.
-    fn remember(&mut self, key_hash: u64) {
-        let ghost_keys_max = (self.entries.len() * GHOST_KEYS_PER_ENTRY).max(1);
-        let members = self.ghost_members.len();
-        if members == self.ghost_members.capacity() && members >= ghost_keys_max {
-            // As large as it needs to be: forget the oldest keys instead of doubling the map.
-            while self.ghost_members.len() > members * FULL_MAP_KEPT_SIXTEENTHS / 16 {
-                self.forget_oldest_ghost();
+        let frequency = entry.frequency.get_mut();
+        if *frequency > 0 {
+            if from_main {
+                *frequency -= 1;
+            } else {
+                // The frequency moves with the entry: it buys the entry its first round in main.
+                entry.in_main = true;
+                self.small_bytes -= bytes;
+                self.main_bytes += bytes;
             }
-            rebuild_at_size(&mut self.ghost_members);
+            self.main.push_back(index);
+            return (0, 0);
         }
-        self.ghost.push_back(key_hash);
-        self.ghost_members.insert(key_hash, ());
+        let key_hash = entry.key_hash;
+        self.unindex(key_hash, index);
+        Self::free_slot(&mut self.slab, &mut self.free, index);
+        if from_main {
+            self.main_bytes -= bytes;
+            self.trim_ghost();
+        } else {
+            self.small_bytes -= bytes;
+            self.remember(key_hash);
+        }
+        (1, bytes)
+    }
+
+    /// Whether the ghost FIFO remembers the key (which then leaves the ghost map).
+    fn returns_from_ghost(&mut self, key_hash: u64) -> bool {
+        let fingerprint = ghost_fingerprint(key_hash);
+        match self.ghost_members.find_entry(table_hash(fingerprint as u64), |&other| other == fingerprint) {
+            Ok(found) => {
+                found.remove();
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn remember(&mut self, key_hash: u64) {
+        let fingerprint = ghost_fingerprint(key_hash);
+        let hash = table_hash(fingerprint as u64);
+        self.ghost.push_back(fingerprint);
+        if self.ghost_members.find(hash, |&other| other == fingerprint).is_none() {
+            self.ghost_members.insert_unique(hash, fingerprint, |&other| table_hash(other as u64));
+        }
         self.trim_ghost();
     }
 
     /// Keeps the ghost FIFO within GHOST_KEYS_PER_ENTRY keys per live entry, as entries leave.
-    fn trim_ghost(&mut self) {
-        let ghost_keys_max = (self.entries.len() * GHOST_KEYS_PER_ENTRY).max(1);
-        while self.ghost.len() > ghost_keys_max {
-            self.forget_oldest_ghost();
-        }
-    }
-
     /// Every key of `ghost_members` is in `ghost` (a key that returned stays there until it
     /// leaves), so popping `ghost` empties the map eventually.
-    fn forget_oldest_ghost(&mut self) {
-        if let Some(old) = self.ghost.pop_front() {
-            self.ghost_members.remove(&old);
+    fn trim_ghost(&mut self) {
+        let ghost_keys_max = (self.live_entries() * GHOST_KEYS_PER_ENTRY).max(1);
+        while self.ghost.len() > ghost_keys_max {
+            let Some(oldest) = self.ghost.pop_front() else { break };
+            if let Ok(found) = self.ghost_members.find_entry(table_hash(oldest as u64), |&other| other == oldest) {
+                found.remove();
+            }
         }
     }
 }
@@ -684,7 +765,11 @@ mod tests {
     fn recomputed_charge(cache: &RecordCache) -> u64 {
         cache.shards.iter().map(|shard| {
             let shard = shard.read();
-            shard.entries.values().map(|entry| charge(&entry.record)).sum::<u64>() + shard.structure_bytes()
+            let records = shard.slab.iter().filter_map(|slot| match slot {
+                SlabSlot::Live(entry) => Some(charge(&entry.record)),
+                _ => None,
+            });
+            records.sum::<u64>() + shard.structure_bytes()
         }).sum()
     }
 
@@ -737,30 +822,63 @@ mod tests {
         assert!(structures > 0 && cache.counters.evictions.load(Ordering::Relaxed) > 0);
         for shard in cache.shards.iter() {
             let shard = shard.read();
-            assert!(shard.ghost.len() <= (shard.entries.len() * GHOST_KEYS_PER_ENTRY).max(1));
+            assert!(shard.ghost.len() <= (shard.live_entries() * GHOST_KEYS_PER_ENTRY).max(1));
             assert!(shard.ghost_members.len() <= shard.ghost.len());
         }
         cache.clear();
         assert_eq!(cache.used_bytes(), 0);
     }
 
-    /// A stream of keys read once (each evicts another) leaves hashbrown's tombstones behind;
-    /// the entry map is rebuilt at its size rather than doubled, so it stays at least half full,
-    /// and the queues keep no more than a few slots of allocation per entry.
+    /// A stream of keys read once (each evicts another): the slab reuses the slots it frees,
+    /// and the tables and queues stay dense, so an entry's structures cost at most a slab slot
+    /// and its growth step, a table slot at the lowest load a table falls to (7/16 just after
+    /// it doubles), two queue slots (a queue shrinks once a quarter full) and a ghost key.
     #[test]
-    fn churn_keeps_the_maps_and_queues_dense() {
+    fn churn_keeps_the_structures_dense() {
         let cache = RecordCache::new(8 << 20);
         for location in 0..400_000 {
             cache.insert(key(location), &record(100));
             assert!(cache.used_bytes() <= cache.capacity_bytes());
         }
         assert_eq!(cache.used_bytes(), recomputed_charge(&cache));
+        let table_slot_bytes = (std::mem::size_of::<SlotIndex>() as u64 + 1) * 16 / 7 + 1;
+        let queue_slot_bytes = std::mem::size_of::<SlotIndex>() as u64 * SLOTS_PER_ITEM_MAX as u64;
+        let slab_slot_bytes = std::mem::size_of::<SlabSlot>() as u64 * (SLAB_GROWTH_DIVISOR as u64 + 1) / SLAB_GROWTH_DIVISOR as u64;
+        let bound_per_entry = slab_slot_bytes + 2 * table_slot_bytes + 2 * queue_slot_bytes;
         for shard in cache.shards.iter() {
             let shard = shard.read();
-            assert!(shard.entries.len() * 2 >= shard.entries.capacity(), "{} entries in a map for {}", shard.entries.len(), shard.entries.capacity());
-            let queue_slots = shard.small.capacity() + shard.main.capacity();
-            assert!(queue_slots <= (shard.entries.len() + QUEUE_SLOTS_NEVER_SHRUNK) * QUEUE_CAPACITY_PER_SLOT_MAX * 2, "{queue_slots} queue slots");
+            let entries = shard.live_entries() as u64;
+            assert!(entries > 1000);
+            assert!(shard.structure_bytes() <= entries * bound_per_entry + 4096, "{} structure bytes for {entries} entries", shard.structure_bytes());
+            // A slab with more than one slot in SLAB_GROWTH_DIVISOR free is compacted.
+            assert!(shard.slab.len() as u64 <= entries + entries / (SLAB_GROWTH_DIVISOR as u64 - 1) + SLOTS_NEVER_SHRUNK as u64 + 1, "{} slab slots, {} free, {} removed, {entries} entries, queues {} {}", shard.slab.len(), shard.free.len(), shard.removed_slots, shard.small.len(), shard.main.len());
         }
+    }
+
+    /// Larger records pushing out many small ones leave the slab mostly free: it is compacted,
+    /// and every entry left is still found where the table says.
+    #[test]
+    fn a_slab_left_sparse_is_compacted_and_keeps_every_entry() {
+        let cache = RecordCache::new(1 << 20);
+        assert_eq!(cache.shards.len(), 1);
+        for location in 0..8_000 {
+            cache.insert(key(location), &record(40));
+        }
+        let slots_before = cache.shards[0].read().slab.len();
+        for location in 8_000..8_400 {
+            cache.insert(key(location), &record(2_000));
+        }
+        let shard = cache.shards[0].read();
+        assert!(shard.slab.len() * 2 < slots_before, "{} slots after, {slots_before} before", shard.slab.len());
+        for (index, slot) in shard.slab.iter().enumerate() {
+            if let SlabSlot::Live(entry) = slot {
+                assert_eq!(shard.index_of(entry.key_hash), Some(index as SlotIndex));
+            }
+        }
+        assert_eq!(shard.small.len() + shard.main.len(), shard.live_entries() + shard.removed_slots);
+        drop(shard);
+        assert_eq!(cache.used_bytes(), recomputed_charge(&cache));
+        assert!(cache.get(key(8_399)).is_some());
     }
 
     /// A record loaded ahead of its command counts one miss, and the command's read one hit that
@@ -808,9 +926,23 @@ mod tests {
 
     /// The slot sizes docs/design/cache.md counts per entry.
     #[test]
-    fn map_and_queue_slots_are_the_sizes_the_design_counts() {
-        assert_eq!(std::mem::size_of::<(u64, Entry)>(), 56);
-        assert_eq!(std::mem::size_of::<Slot>(), 16);
+    fn slab_table_and_queue_slots_are_the_sizes_the_design_counts() {
+        assert_eq!(std::mem::size_of::<SlabSlot>(), 48);
+        assert_eq!(std::mem::size_of::<SlotIndex>(), 4);
+    }
+
+    /// `new_entry_growth_bytes` counts a table's doubling as hashbrown allocates it.
+    #[test]
+    fn a_full_tables_growth_is_what_hashbrown_allocates() {
+        let mut table = HashTable::<SlotIndex>::new();
+        for item in 0..100_000u32 {
+            let before = table.allocation_size() as u64;
+            let full = table.len() == table.capacity();
+            table.insert_unique(table_hash(item as u64), item, |&other| table_hash(other as u64));
+            if full {
+                assert_eq!(table.allocation_size() as u64, grown_table_bytes(before), "at {item} items");
+            }
+        }
     }
 
     #[test]
@@ -831,13 +963,14 @@ mod tests {
         assert!(kept * 100 >= hot.len() * 95, "only {kept} of {} hot entries survived the scan", hot.len());
     }
 
-    /// A budget as large as the records plus their map and queue slots at the lowest load
-    /// the structures fall to (a map just grown is 7/16 full, a queue half full).
+    /// A budget as large as the records plus their slab, table and queue slots at the lowest
+    /// load the structures fall to (a slab just grown is 8/9 full, a table 7/16, a queue half).
     #[test]
     fn a_budget_as_large_as_the_data_keeps_all_of_it() {
         let records = 20_000u64;
-        let map_slot_bytes = std::mem::size_of::<(u64, Entry)>() as u64 + 1;
-        let structure_bytes_per_entry = map_slot_bytes * 16 / 7 + 2 * std::mem::size_of::<Slot>() as u64;
+        let table_slot_bytes = std::mem::size_of::<SlotIndex>() as u64 + 1;
+        let slab_slot_bytes = std::mem::size_of::<SlabSlot>() as u64 * (SLAB_GROWTH_DIVISOR as u64 + 1) / SLAB_GROWTH_DIVISOR as u64;
+        let structure_bytes_per_entry = slab_slot_bytes + table_slot_bytes * 16 / 7 + 2 * std::mem::size_of::<SlotIndex>() as u64;
         let cache = RecordCache::new(records * (charge(&record(500)) + structure_bytes_per_entry + 1));
         for location in 0..records {
             cache.insert(key(location), &record(500));

@@ -598,6 +598,7 @@ impl Namespace {
                 hits: counter(&cache.counters.hits),
                 misses: counter(&cache.counters.misses),
                 evictions: counter(&cache.counters.evictions),
+                entries: cache.entries(),
                 used_bytes: cache.used_bytes(),
                 capacity_bytes: cache.capacity_bytes(),
             }),
