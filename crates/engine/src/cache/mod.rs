@@ -1,7 +1,9 @@
 //! The DRAM record cache in front of records on ssd and pmem, bounded in bytes, with the S3-FIFO
 //! admission and eviction policy (see docs/design/cache.md for why).
 //!
-//! One entry per key: the map is keyed by the key's digest (64 bits of it), and the entry holds
+//! One entry per key: a shard's table finds it by the key's digest (64 bits of it) among the
+//! entries of the shard's slab (a vector of 48-byte slots; queues and table hold 4-byte slot
+//! numbers: about 75-105 bytes of structures beside a 120-byte record), and the entry holds
 //! the record it last saw for that key with the record's location and its block's sequence
 //! number. A lookup names all three and hits only when the entry holds that very record. Records
 //! never change once written and a block's sequence number changes whenever the block is reused,
@@ -9,7 +11,7 @@
 //! lock), and an entry holding any other record is a miss. Two keys sharing 64 digest bits would
 //! share one entry and miss more, never read each other's records.
 //!
-//! Because an entry is the key's, a write updates it in place (one shard lock, one map probe):
+//! Because an entry is the key's, a write updates it in place (one shard lock, one table probe):
 //! the new record takes the old one's place in its queue and keeps its reads, so a hot key that
 //! is written often stays cached and leaves no dead copy behind.
 //!
