@@ -101,7 +101,8 @@ def test_info_sections(r):
     assert info["ns_default_durability"] == "always"
     assert "msync fallback" in info["ns_default_index_media"] or "MAP_SYNC" in info["ns_default_index_media"]
     assert info["keyspace_hits"] >= 1 and info["keyspace_misses"] >= 1
-    assert set(r.info("persistence")) >= {"ns_default_flushes", "ns_default_journal_writes", "rdb_last_save_time"}
+    assert set(r.info("persistence")) >= {"ns_default_flushes", "ns_default_journal_writes", "rdb_last_save_time",
+                                          "ns_default_rotations_waited_for_write_out"}
     assert "connected_clients" not in r.info("persistence")
     memory = r.info("memory")
     assert memory["ns_default_cache_entries"] >= 1 and memory["ns_default_cache_capacity_bytes"] > 0

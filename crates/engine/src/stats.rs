@@ -36,6 +36,9 @@ pub struct NamespaceStats {
     /// Appends to the journal (records in DRAM only).
     pub journal_writes: u64,
     pub log_bytes_written: u64,
+    /// Appends that had to rotate while the previous sealed block was still being written out,
+    /// and waited for its write.
+    pub rotations_waited_for_write_out: u64,
     pub gets: u64,
     pub hits: u64,
     pub misses: u64,

@@ -127,6 +127,7 @@ fn persistence_section(shared: &Shared, stats: &[NamespaceStats], text: &mut Str
         writeln!(text, "{prefix}_journal_writes:{}\r", namespace.journal_writes)?;
         writeln!(text, "{prefix}_journal_writes_per_sec:{:.1}\r", namespace.journal_writes as f64 / uptime_seconds)?;
         writeln!(text, "{prefix}_log_bytes_written:{}\r", namespace.log_bytes_written)?;
+        writeln!(text, "{prefix}_rotations_waited_for_write_out:{}\r", namespace.rotations_waited_for_write_out)?;
         writeln!(text, "{prefix}_last_checkpoint_unix_ms:{}\r", namespace.last_checkpoint_unix_ms)?;
     }
     Ok(())

@@ -172,6 +172,9 @@ pub(crate) struct RecordLog<P> {
     /// A block was sealed with pages to write out since `take_seal_notice` last looked.
     seal_unannounced: AtomicBool,
     bytes_appended: AtomicU64,
+    /// Rotations that found the previous sealed block's pages not yet written and waited for
+    /// them (one write block of appends outran one block's write-out).
+    rotations_waited_for_write_out: AtomicU64,
 }
 
 impl<P> RecordLog<P> {
@@ -259,6 +262,7 @@ impl<P> RecordLog<P> {
             sealed_pages_waiting: AtomicBool::new(false),
             seal_unannounced: AtomicBool::new(false),
             bytes_appended: AtomicU64::new(0),
+            rotations_waited_for_write_out: AtomicU64::new(0),
         };
         Ok((log, in_use))
     }
@@ -286,6 +290,10 @@ impl<P> RecordLog<P> {
 
     pub(crate) fn bytes_appended(&self) -> u64 {
         self.bytes_appended.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn rotations_waited_for_write_out(&self) -> u64 {
+        self.rotations_waited_for_write_out.load(Ordering::Relaxed)
     }
 
     pub(crate) fn used_bytes(&self) -> u64 {
@@ -381,6 +389,7 @@ impl<P> RecordLog<P> {
     /// whole block behind), writes that out first, outside the append lock: appends never wait
     /// for I/O while holding it. So at most one sealed copy exists.
     fn lock_ready_to_rotate(&self, must_rotate: impl Fn(&AppendState<P>) -> bool) -> Result<MutexGuard<'_, AppendState<P>>> {
+        let mut waited = false;
         loop {
             let state = self.state.lock();
             // The cheap test first: most appends fit in the active block and never look at the
@@ -390,6 +399,9 @@ impl<P> RecordLog<P> {
                 return Ok(state);
             }
             drop(state);
+            if !std::mem::replace(&mut waited, true) {
+                self.rotations_waited_for_write_out.fetch_add(1, Ordering::Relaxed);
+            }
             self.write_out_sealed_pages()?;
         }
     }

@@ -587,6 +587,7 @@ impl Namespace {
             flushes: counter(&self.counters.flushes),
             journal_writes,
             log_bytes_written: self.log.bytes_appended(),
+            rotations_waited_for_write_out: self.log.rotations_waited_for_write_out(),
             gets: counter(&self.counters.hits) + counter(&self.counters.misses),
             hits: counter(&self.counters.hits),
             misses: counter(&self.counters.misses),
