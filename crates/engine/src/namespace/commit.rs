@@ -137,7 +137,11 @@ impl Namespace {
         while commit.published_ticket + 1 != ticket {
             self.committed.wait(&mut commit);
         }
-        let result = MutexGuard::unlocked(&mut commit, || self.publish_flush_work(&work, synced, persist));
+        let result = MutexGuard::unlocked(&mut commit, || {
+            let published = self.publish_flush_work(&work, synced, persist);
+            self.log.recycle_publications(work.publications);
+            published
+        });
         commit.published_ticket = ticket;
         commit.flushes_in_flight -= 1;
         if let Ok(upto) = result {
