@@ -183,7 +183,7 @@ pub fn prometheus_text(shared: &Shared) -> String {
 
 fn namespace_metrics(stats: &NamespaceStats, text: &mut String) -> std::fmt::Result {
     let labels = format!("namespace=\"{}\"", stats.name);
-    let values: [(&str, u64); 8] = [
+    let mut values: Vec<(&str, u64)> = vec![
         ("keys", stats.keys),
         ("gets_total", stats.gets),
         ("hits_total", stats.hits),
@@ -192,7 +192,18 @@ fn namespace_metrics(stats: &NamespaceStats, text: &mut String) -> std::fmt::Res
         ("flushes_total", stats.flushes),
         ("journal_writes_total", stats.journal_writes),
         ("log_bytes_written_total", stats.log_bytes_written),
+        ("rotations_waited_for_write_out_total", stats.rotations_waited_for_write_out),
     ];
+    if let Some(cache) = &stats.cache {
+        values.extend([
+            ("cache_used_bytes", cache.used_bytes),
+            ("cache_capacity_bytes", cache.capacity_bytes),
+            ("cache_entries", cache.entries),
+            ("cache_hits_total", cache.hits),
+            ("cache_misses_total", cache.misses),
+            ("cache_evictions_total", cache.evictions),
+        ]);
+    }
     for (name, value) in values {
         writeln!(text, "hybridkv_{name}{{{labels}}} {value}")?;
     }
@@ -204,19 +215,6 @@ fn namespace_metrics(stats: &NamespaceStats, text: &mut String) -> std::fmt::Res
         let tier_labels = format!("{labels},role=\"{role}\",tier=\"{}\",media=\"{}\"", usage.tier.name(), usage.durability);
         writeln!(text, "hybridkv_tier_used_bytes{{{tier_labels}}} {}", usage.used_bytes)?;
         writeln!(text, "hybridkv_tier_capacity_bytes{{{tier_labels}}} {}", usage.capacity_bytes)?;
-    }
-    if let Some(cache) = &stats.cache {
-        let cache_values: [(&str, u64); 6] = [
-            ("cache_used_bytes", cache.used_bytes),
-            ("cache_capacity_bytes", cache.capacity_bytes),
-            ("cache_entries", cache.entries),
-            ("cache_hits_total", cache.hits),
-            ("cache_misses_total", cache.misses),
-            ("cache_evictions_total", cache.evictions),
-        ];
-        for (name, value) in cache_values {
-            writeln!(text, "hybridkv_{name}{{{labels}}} {value}")?;
-        }
     }
     Ok(())
 }
