@@ -92,7 +92,7 @@ pub(crate) enum DecodeError {
 }
 
 /// A verified record borrowed from a byte buffer.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct RecordView<'bytes> {
     pub(crate) header: RecordHeader,
     pub(crate) key: &'bytes [u8],

@@ -991,7 +991,12 @@ pub(crate) struct Walked {
 /// when `past_damage`, goes on at the next valid record of the block if there is one: every
 /// record carries its checksum and its block's sequence number, so one damaged record does not
 /// hide the records after it.
-pub(crate) fn walk_records(image: &[u8], block_seq: u64, past_damage: bool, mut visit: impl FnMut(u64, &RecordView<'_>)) -> Walked {
+pub(crate) fn walk_records<'image>(
+    image: &'image [u8],
+    block_seq: u64,
+    past_damage: bool,
+    mut visit: impl FnMut(u64, &RecordView<'image>),
+) -> Walked {
     let mut offset = 0usize;
     let mut skipped_bytes = 0;
     while offset + RECORD_HEADER_BYTES <= image.len() {

@@ -112,6 +112,10 @@ pub struct Namespace {
     /// Held while blocks are being defragmented; holds the block image buffer each round reuses
     /// (a fresh 8 MiB buffer per round is new memory the kernel faults in and zeroes).
     pub(crate) defrag_running: Mutex<Vec<u8>>,
+    /// Defragmented blocks waiting for a checkpoint that covers their moves before they are freed.
+    pub(crate) emptied_blocks: Mutex<Vec<maintenance::EmptiedBlock>>,
+    /// The log position of the last checkpoint taken by this process (0 before the first).
+    pub(crate) checkpointed_position: AtomicU64,
 }
 
 /// Keys of `get_many` whose memory misses are overlapped: enough to cover the memory latency,
@@ -210,6 +214,8 @@ impl Namespace {
             manual_maintenance: Mutex::new(maintenance::LoopState::new()),
             full_scans_running: AtomicUsize::new(0),
             defrag_running: Mutex::new(Vec::new()),
+            emptied_blocks: Mutex::new(Vec::new()),
+            checkpointed_position: AtomicU64::new(0),
         }
     }
 
