@@ -155,6 +155,50 @@ def test_multi_queue_limit(shared_server):
     assert client.exists("q0") == 0
 
 
+def test_pipelined_writes_to_different_keys_share_a_transaction_and_each_answer_as_alone(make_server):
+    """Consecutive single-key writes of one client, to any keys, run in one engine transaction;
+    each still gets the reply it would get alone, and a write the engine refuses (a value over
+    the limit) makes the group run one command at a time."""
+    server = make_server("--value-bytes-max", "1KiB", "--durability", "periodic")
+    client = server.client()
+    client.set("text", "t")
+    transactions = lambda: client.info("stats")["engine_writes"]
+    before = transactions()
+    pipe = client.pipeline(transaction=False)
+    pipe.set("c", "1")
+    pipe.incr("c")
+    pipe.set("d", "x")
+    pipe.hset("text", "f", "v")
+    pipe.incr("c")
+    pipe.hset("h", "g", "w")
+    pipe.append("d", "y")
+    results = pipe.execute(raise_on_error=False)
+    assert results[:3] == [True, 2, True]
+    assert isinstance(results[3], redis.ResponseError) and str(results[3]).startswith("WRONGTYPE")
+    assert results[4:] == [3, 1, 2]
+    assert [client.get("c"), client.get("d"), client.hgetall("h")] == ["3", "xy", {"g": "w"}]
+    assert transactions() - before == 1, "the seven writes ran in one transaction"
+
+    before = transactions()
+    pipe = client.pipeline(transaction=False)
+    pipe.set("a", "1")
+    pipe.incr("b")
+    pipe.incr("text")
+    pipe.hset("h", "f", "v")
+    pipe.set("big", "x" * 2000)
+    pipe.append("a", "2")
+    pipe.incr("b")
+    results = pipe.execute(raise_on_error=False)
+    assert results[:2] == [True, 1]
+    assert str(results[2]) == "value is not an integer or out of range", results[2]
+    assert results[3] == 1
+    assert isinstance(results[4], redis.ResponseError) and "over the limit" in str(results[4]), results[4]
+    assert results[5:] == [2, 2]
+    assert [client.get("a"), client.get("b"), client.get("big")] == ["12", "2", None]
+    assert client.hgetall("h") == {"g": "w", "f": "v"}
+    assert transactions() - before == 5, "the group failed whole, then its writes ran one at a time"
+
+
 def test_pipelined_writes_to_one_key_each_answer_as_alone(make_server):
     """Consecutive writes of one client to one key run in one engine transaction; each still
     gets the reply it would get alone: a Redis error fails only its command, and a write the

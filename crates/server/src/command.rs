@@ -284,7 +284,7 @@ pub fn run(spec: &CommandSpec, args: &[Bytes], session: &mut SessionState, share
     result.unwrap_or_else(CommandError::into_reply)
 }
 
-/// Pipelined writes of one client to one key that run in one engine transaction at most
+/// Pipelined single-key writes of one client that run in one engine transaction at most
 /// (`run_grouped`).
 pub const GROUPED_WRITES_MAX: usize = 16;
 /// Argument bytes of such a group at most: its batch stays far below a write block.
@@ -293,15 +293,14 @@ pub const GROUPED_ARGUMENT_BYTES_MAX: usize = 64 * 1024;
 /// A command ready to run: its spec (known, arity checked) and its arguments.
 pub type ReadyCommand = (&'static CommandSpec, Vec<Bytes>);
 
-/// Runs `commands`, single-key writes to one key that `execute` would run directly, in one
-/// transaction: one partition lock and one append for the lot (the key's records collapse to
-/// its last), instead of one each. Returns their replies in order, or None when the
+/// Runs `commands`, single-key writes that `execute` would run directly, in one transaction
+/// over their keys: one lock per partition and one append for the lot (a key's repeated records
+/// collapse to its last), instead of one each. Returns their replies in order, or None when the
 /// transaction failed with an engine error: nothing was written then, and the caller runs them
 /// one at a time, each meeting its own outcome as it would have alone.
 pub fn run_grouped(commands: &[ReadyCommand], session: &mut SessionState, shared: &Shared) -> Option<Vec<Reply>> {
     let namespace = shared.database.namespace(session.database)?.clone();
-    let (first_spec, first_args) = commands.first()?;
-    let keys = first_spec.keys.keys(first_args);
+    let keys: Vec<&[u8]> = commands.iter().flat_map(|(spec, args)| spec.keys.keys(args)).collect();
     let outcome = namespace.transaction_deferred(&keys, |transaction| {
         let mut results = Vec::with_capacity(commands.len());
         for (spec, args) in commands {

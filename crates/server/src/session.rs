@@ -138,7 +138,7 @@ fn argument_bytes(args: &[Bytes]) -> usize {
     args.iter().map(Bytes::len).sum()
 }
 
-/// The group `first` opens with the pending commands after it that write the same key (up to
+/// The group `first` opens with the single-key writes pending after it, to any keys (up to
 /// `GROUPED_WRITES_MAX` commands and `GROUPED_ARGUMENT_BYTES_MAX` bytes); `first` back when no
 /// other command joins it.
 fn take_write_group(
@@ -146,17 +146,14 @@ fn take_write_group(
     pending: &mut VecDeque<Vec<Bytes>>,
     session: &SessionState,
 ) -> Result<Vec<command::ReadyCommand>, Vec<Bytes>> {
-    // Most pipelines write different keys: compare the first arguments (where single-key
-    // commands name their key) before looking commands up.
-    let same_first_argument = pending.front().is_some_and(|next| next.get(1).is_some_and(|argument| first.get(1) == Some(argument)));
-    if !same_first_argument {
+    if pending.is_empty() {
         return Err(first);
     }
-    let Some((spec, key)) = groupable_write(&first, session) else { return Err(first) };
+    let Some((spec, _)) = groupable_write(&first, session) else { return Err(first) };
     let mut bytes = argument_bytes(&first);
     let joins = |next: &Vec<Bytes>, bytes: usize| {
-        let (joining, next_key) = groupable_write(next, session)?;
-        (next_key == key && bytes + argument_bytes(next) <= GROUPED_ARGUMENT_BYTES_MAX).then_some(joining)
+        let (joining, _) = groupable_write(next, session)?;
+        (bytes + argument_bytes(next) <= GROUPED_ARGUMENT_BYTES_MAX).then_some(joining)
     };
     let mut joined = Vec::new();
     while joined.len() + 1 < GROUPED_WRITES_MAX {
