@@ -115,11 +115,11 @@ impl Namespace {
         self.stop_maintenance();
         self.checkpoint(true)?;
         // The clean checkpoint covers every move: nothing in the emptied blocks is needed.
-        let image = self.defrag_running.lock();
+        let defragmenting = self.defrag_running.lock();
         if self.full_scans_running.load(Ordering::Acquire) > 0 {
             return Ok(());
         }
-        self.free_emptied_blocks(&image)
+        self.free_emptied_blocks(&defragmenting)
     }
 
     /// One round of background work, flush included, whatever the timers say.
