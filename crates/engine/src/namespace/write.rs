@@ -24,6 +24,10 @@ use crate::log::{position, Appended, FlushWork, Location, NewRecord, Writer, BLO
 
 /// How far ahead of the entry it publishes a flush starts loading index slots.
 const PUBLISH_PREFETCH_DISTANCE_ITEMS: usize = 8;
+/// Entries a flush publishes under one acquisition of their partition's lock when consecutive
+/// entries share the partition (the buckets of one hash, a hot key): bounded, so that a writer
+/// of that partition waits for that many publications at most.
+const PUBLISH_ITEMS_PER_LOCK_MAX: usize = 32;
 /// The generation field of new records. Builds before index format 4 counted it per key, to
 /// check an entry's copy against its record; entries no longer hold one (24-byte entries,
 /// docs/design/formats.md), so nothing reads it, and counting it would cost every overwrite a
@@ -443,12 +447,21 @@ impl Namespace {
             return Err(error);
         }
         let mut published = 0;
+        let mut held: Option<(usize, RwLockWriteGuard<'_, Partition>)> = None;
         let prefetch = |item: &&PublishItem| self.index.prefetch_entry(item.entry.digest);
         let publishing = for_each_prefetching(items, PUBLISH_PREFETCH_DISTANCE_ITEMS, prefetch, |item| {
-            self.publish(item)?;
+            let same_partition = held.as_ref().is_some_and(|(number, _)| *number == item.partition);
+            if !same_partition || published % PUBLISH_ITEMS_PER_LOCK_MAX == 0 {
+                // One partition lock at a time: let go of the last before taking the next.
+                held = None;
+                held = Some((item.partition, self.index.partition(item.partition).write()));
+            }
+            let (_, partition) = held.as_mut().expect("taken above");
+            self.publish(partition, item)?;
             published += 1;
             Ok(())
         });
+        drop(held);
         let _ = self.unpublished_records.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |current| {
             Some(current.saturating_sub(published))
         });
@@ -483,15 +496,14 @@ impl Namespace {
         self.key_count.fetch_add(i64::from(after) - i64::from(before), Ordering::Relaxed);
     }
 
-    fn publish(&self, item: &PublishItem) -> Result<()> {
-        let mut partition = self.index.partition(item.partition).write();
+    /// Publishes `item` into its partition, whose lock the caller holds.
+    fn publish(&self, partition: &mut Partition, item: &PublishItem) -> Result<()> {
         let old = if item.entry.location.is_record() {
-            self.index.table_put(&mut partition, item.partition, item.entry)?
+            self.index.table_put(partition, item.partition, item.entry)?
         } else {
-            self.index.table_remove(&mut partition, item.partition, item.entry.digest)?
+            self.index.table_remove(partition, item.partition, item.entry.digest)?
         };
-        Index::drop_pending(&mut partition, item.entry.digest, item.lsn);
-        drop(partition);
+        Index::drop_pending(partition, item.entry.digest, item.lsn);
         if let Some(old) = old {
             self.forget_live_bytes(old.location);
         }
