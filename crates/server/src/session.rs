@@ -125,13 +125,12 @@ pub fn execute(args: Vec<Bytes>, session: &mut SessionState, shared: &Shared) ->
 /// The spec of a command that may open or join a write group (`command::run_grouped`): a
 /// known single-key write with a valid arity, from an authenticated client outside MULTI, which
 /// `execute` would run directly.
-fn groupable_write<'a>(args: &'a [Bytes], session: &SessionState) -> Option<(&'static CommandSpec, &'a [u8])> {
+fn groupable_write(args: &[Bytes], session: &SessionState) -> Option<&'static CommandSpec> {
     if session.multi.is_some() || !session.authenticated {
         return None;
     }
     let spec = commands::lookup(&args[0])?;
-    let key = spec.keys.only_key(args).filter(|_| spec.has(WRITE) && spec.arity_ok(args.len()))?;
-    Some((spec, key))
+    (spec.keys.only_key(args).is_some() && spec.has(WRITE) && spec.arity_ok(args.len())).then_some(spec)
 }
 
 fn argument_bytes(args: &[Bytes]) -> usize {
@@ -149,10 +148,10 @@ fn take_write_group(
     if pending.is_empty() {
         return Err(first);
     }
-    let Some((spec, _)) = groupable_write(&first, session) else { return Err(first) };
+    let Some(spec) = groupable_write(&first, session) else { return Err(first) };
     let mut bytes = argument_bytes(&first);
     let joins = |next: &Vec<Bytes>, bytes: usize| {
-        let (joining, _) = groupable_write(next, session)?;
+        let joining = groupable_write(next, session)?;
         (bytes + argument_bytes(next) <= GROUPED_ARGUMENT_BYTES_MAX).then_some(joining)
     };
     let mut joined = Vec::new();
