@@ -44,6 +44,9 @@ pub struct NamespaceStats {
     pub misses: u64,
     pub writes: u64,
     pub defragmented_blocks: u64,
+    /// Defragmented blocks whose records were all moved out, waiting for a checkpoint to free
+    /// them (docs/design/commit.md, Defragmentation): counted in the data tier's used bytes.
+    pub defrag_blocks_waiting: u64,
     /// The record cache, when the namespace has one.
     pub cache: Option<CacheStats>,
     /// What the device read queue (records on ssd, O_DIRECT and io_uring) has submitted.

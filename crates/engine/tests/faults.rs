@@ -333,6 +333,7 @@ fn emptied_blocks_wait_for_a_checkpoint_and_a_crash_meanwhile_loses_nothing() {
     }
     assert!(blocks >= 32, "a few emptied blocks must be under the share that forces a checkpoint");
     assert_eq!(namespace.stats().defragmented_blocks, 0, "emptied blocks are not freed before a checkpoint");
+    assert!(namespace.stats().defrag_blocks_waiting > 0);
     assert_eq!(namespace.stats().data.used_bytes, used_before);
     store.freeze();
     drop(database);
@@ -361,6 +362,7 @@ fn emptied_blocks_wait_for_a_checkpoint_and_a_crash_meanwhile_loses_nothing() {
             database.checkpoint().unwrap();
             database.run_maintenance_once().unwrap();
             assert!(namespace.stats().defragmented_blocks > freed, "freed once a checkpoint covers the moves");
+            assert_eq!(namespace.stats().defrag_blocks_waiting, 0);
             freed = namespace.stats().defragmented_blocks;
         }
     }

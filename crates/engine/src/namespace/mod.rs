@@ -594,6 +594,7 @@ impl Namespace {
             journal_writes,
             log_bytes_written: self.log.bytes_appended(),
             rotations_waited_for_write_out: self.log.rotations_waited_for_write_out(),
+            defrag_blocks_waiting: self.emptied_blocks.lock().len() as u64,
             gets: counter(&self.counters.hits) + counter(&self.counters.misses),
             hits: counter(&self.counters.hits),
             misses: counter(&self.counters.misses),
