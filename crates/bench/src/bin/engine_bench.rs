@@ -39,6 +39,11 @@ struct Args {
     /// 512 MiB, small pages and huge pages): the ceiling it puts on single gets per core.
     #[arg(long)]
     memory_latency: bool,
+    /// Also measure what touching fresh memory costs here: 1 GiB of new anonymous memory written
+    /// one byte per 4 KiB page, timed per 2 MiB, with small pages and with huge pages (on a VM
+    /// whose host backs guest memory on first use, each first touch is a fault to the host).
+    #[arg(long)]
+    first_touch: bool,
     /// Also measure what a device read costs the CPU here: random 4 KiB reads of a file opened
     /// with O_DIRECT through the device read queue (io_uring), 1, 4 and 16 per submission.
     #[arg(long)]
@@ -324,6 +329,9 @@ fn main() {
     if args.memory_latency {
         report.push_str(&memory_latency_table());
     }
+    if args.first_touch {
+        report.push_str(&first_touch_table());
+    }
     if args.device_read_cost {
         report.push_str(&device_read_cost_table(&args.dir));
     }
@@ -393,6 +401,43 @@ fn memory_latency_table() -> String {
     for (name, huge_pages) in [("small (4 KiB)", false), ("huge (2 MiB, MADV_HUGEPAGE)", true)] {
         let nanoseconds = dependent_load_ns(huge_pages);
         table.push_str(&format!("| {name} | {nanoseconds:.1} | {:.0} |\n", 1e9 / (2.0 * nanoseconds)));
+    }
+    table
+}
+
+/// Fresh memory touched by `--first-touch`, and the step it is timed by (a huge page).
+const FIRST_TOUCH_BYTES: usize = 1 << 30;
+const FIRST_TOUCH_STEP_BYTES: usize = 2 << 20;
+const SMALL_PAGE_BYTES: usize = 4096;
+
+/// Milliseconds to touch each FIRST_TOUCH_STEP_BYTES of fresh anonymous memory (one byte per
+/// small page, so every page faults once), in order: with huge pages, one fault per step.
+fn first_touch_step_ms(huge_pages: bool) -> Vec<f64> {
+    let mut memory = memmap2::MmapOptions::new().len(FIRST_TOUCH_BYTES).map_anon().expect("anonymous memory");
+    memory.advise(if huge_pages { memmap2::Advice::HugePage } else { memmap2::Advice::NoHugePage }).expect("madvise");
+    memory
+        .chunks_mut(FIRST_TOUCH_STEP_BYTES)
+        .map(|step| {
+            let started = Instant::now();
+            for page in step.chunks_mut(SMALL_PAGE_BYTES) {
+                page[0] = 1;
+            }
+            std::hint::black_box(&step[0]);
+            started.elapsed().as_secs_f64() * 1e3
+        })
+        .collect()
+}
+
+fn first_touch_table() -> String {
+    let mut table = format!(
+        "\nFirst touch: {} MiB of fresh anonymous memory written one byte per 4 KiB page, timed per 2 MiB (a huge page). Each first touch faults; a huge page is one fault for all 2 MiB, so its cost is one stall for whichever thread takes it.\n\n| pages | ms per 2 MiB, mean | ms per 2 MiB, max |\n|---|---|---|\n",
+        FIRST_TOUCH_BYTES >> 20
+    );
+    for (name, huge_pages) in [("small (4 KiB)", false), ("huge (2 MiB, MADV_HUGEPAGE)", true)] {
+        let steps = first_touch_step_ms(huge_pages);
+        let mean = steps.iter().sum::<f64>() / steps.len() as f64;
+        let max = steps.iter().copied().fold(0.0, f64::max);
+        table.push_str(&format!("| {name} | {mean:.3} | {max:.3} |\n"));
     }
     table
 }
