@@ -360,6 +360,16 @@ fn main() {
     }
 }
 
+/// The two kinds of pages the memory measurements compare: the table's name, and whether the
+/// memory is advised `MADV_HUGEPAGE` (else `MADV_NOHUGEPAGE`).
+const PAGE_KINDS: [(&str, bool); 2] = [("small (4 KiB)", false), ("huge (2 MiB, MADV_HUGEPAGE)", true)];
+
+fn fresh_anonymous_memory(len_bytes: usize, huge_pages: bool) -> memmap2::MmapMut {
+    let memory = memmap2::MmapOptions::new().len(len_bytes).map_anon().expect("anonymous memory");
+    memory.advise(if huge_pages { memmap2::Advice::HugePage } else { memmap2::Advice::NoHugePage }).expect("madvise");
+    memory
+}
+
 /// Memory chased by `--memory-latency`: far beyond the CPU caches, as the index and records of
 /// the get measurement are.
 const LATENCY_CHASE_BYTES: usize = 512 << 20;
@@ -371,8 +381,7 @@ const LATENCY_CHASE_LOADS: u64 = 20_000_000;
 /// and each costs one memory miss (and, with small pages, mostly a TLB miss too).
 fn dependent_load_ns(huge_pages: bool) -> f64 {
     let lines = LATENCY_CHASE_BYTES / CACHE_LINE_BYTES;
-    let mut memory = memmap2::MmapOptions::new().len(LATENCY_CHASE_BYTES).map_anon().expect("anonymous memory");
-    memory.advise(if huge_pages { memmap2::Advice::HugePage } else { memmap2::Advice::NoHugePage }).expect("madvise");
+    let mut memory = fresh_anonymous_memory(LATENCY_CHASE_BYTES, huge_pages);
     // Sattolo's algorithm: a single cycle through every line, so the chain never closes early.
     let mut next_line: Vec<u32> = (0..lines as u32).collect();
     let mut rng = rand::rngs::StdRng::seed_from_u64(3);
@@ -398,7 +407,7 @@ fn memory_latency_table() -> String {
         "\nMemory latency: a chain of {LATENCY_CHASE_LOADS} dependent loads, each from a random 64-byte line of {} MiB of anonymous memory. A single get with index and records in memory makes at least two such loads one after the other (the key's index slot, then the record it names), so one core serves at most 1 / (2 × latency) single gets per second, before any other work.\n\n| pages | ns per dependent load | single gets/s per core at most |\n|---|---|---|\n",
         LATENCY_CHASE_BYTES >> 20
     );
-    for (name, huge_pages) in [("small (4 KiB)", false), ("huge (2 MiB, MADV_HUGEPAGE)", true)] {
+    for (name, huge_pages) in PAGE_KINDS {
         let nanoseconds = dependent_load_ns(huge_pages);
         table.push_str(&format!("| {name} | {nanoseconds:.1} | {:.0} |\n", 1e9 / (2.0 * nanoseconds)));
     }
@@ -413,8 +422,7 @@ const SMALL_PAGE_BYTES: usize = 4096;
 /// Milliseconds to touch each FIRST_TOUCH_STEP_BYTES of fresh anonymous memory (one byte per
 /// small page, so every page faults once), in order: with huge pages, one fault per step.
 fn first_touch_step_ms(huge_pages: bool) -> Vec<f64> {
-    let mut memory = memmap2::MmapOptions::new().len(FIRST_TOUCH_BYTES).map_anon().expect("anonymous memory");
-    memory.advise(if huge_pages { memmap2::Advice::HugePage } else { memmap2::Advice::NoHugePage }).expect("madvise");
+    let mut memory = fresh_anonymous_memory(FIRST_TOUCH_BYTES, huge_pages);
     memory
         .chunks_mut(FIRST_TOUCH_STEP_BYTES)
         .map(|step| {
@@ -433,7 +441,7 @@ fn first_touch_table() -> String {
         "\nFirst touch: {} MiB of fresh anonymous memory written one byte per 4 KiB page, timed per 2 MiB (a huge page). Each first touch faults; a huge page is one fault for all 2 MiB, so its cost is one stall for whichever thread takes it.\n\n| pages | ms per 2 MiB, mean | ms per 2 MiB, max |\n|---|---|---|\n",
         FIRST_TOUCH_BYTES >> 20
     );
-    for (name, huge_pages) in [("small (4 KiB)", false), ("huge (2 MiB, MADV_HUGEPAGE)", true)] {
+    for (name, huge_pages) in PAGE_KINDS {
         let steps = first_touch_step_ms(huge_pages);
         let mean = steps.iter().sum::<f64>() / steps.len() as f64;
         let max = steps.iter().copied().fold(0.0, f64::max);
