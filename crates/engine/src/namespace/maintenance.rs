@@ -251,14 +251,14 @@ impl Namespace {
     /// Moves the live records of the emptiest blocks under the low-water mark (up to
     /// DEFRAG_BLOCKS_PER_ROUND) to the head of the log; the emptied blocks are freed once a
     /// checkpoint taken after the moves covers them, which this round takes when enough of them
-    /// wait or space is short (`EMPTIED_BLOCKS_FRACTION_MAX`). Returns how many blocks were freed.
-    fn defragment_blocks(&self, low_water_bytes: u64) -> Result<usize> {
+    /// wait or space is short (`EMPTIED_BLOCKS_FRACTION_MAX`).
+    fn defragment_blocks(&self, low_water_bytes: u64) -> Result<()> {
         if !self.accounting_ready.load(Ordering::Relaxed) || self.check_writable().is_err() || self.index.is_condemned() {
-            return Ok(0);
+            return Ok(());
         }
         let mut image = self.defrag_running.lock();
         if self.full_scans_running.load(Ordering::Acquire) > 0 {
-            return Ok(0);
+            return Ok(());
         }
         let emptied = self.move_live_records_out(low_water_bytes, &mut image)?;
         let waiting = {
@@ -271,9 +271,7 @@ impl Namespace {
             // included) durably before they go.
             self.checkpoint(false)?;
         }
-        let freed_before = self.counters.defragmented_blocks.load(Ordering::Relaxed);
-        self.free_emptied_blocks(&image)?;
-        Ok((self.counters.defragmented_blocks.load(Ordering::Relaxed) - freed_before) as usize)
+        self.free_emptied_blocks(&image)
     }
 
     /// One round of moves: the blocks whose every live record has been re-appended, each with
