@@ -18,6 +18,7 @@ mod log;
 mod namespace;
 mod recovery;
 mod stats;
+mod striped_counter;
 
 pub use config::{
     default_shmem_dir, parse_size_bytes, Config, Durability, NamespaceConfig, GIB, KEY_BYTES_MAX, KIB, MIB,
@@ -30,6 +31,7 @@ pub use hybridkv_media::{DurabilityPath, Tier};
 pub use namespace::{BatchOp, CacheLoad, CommitTicket, DurableCallback, FullScanReport, Namespace, ScanPage, SubmitReads, Transaction, Value, LOAD_AHEAD_WINDOW_READS};
 pub use recovery::{RestartKind, RestartReport};
 pub use stats::{CacheStats, NamespaceStats, TierUsage};
+pub use striped_counter::StripedCounter;
 
 /// Milliseconds since the Unix epoch: the clock of expiry times.
 pub fn now_unix_ms() -> u64 {

@@ -139,10 +139,10 @@ fn stats_section(shared: &Shared, stats: &[NamespaceStats], text: &mut String) -
     let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
     writeln!(text, "# Stats\r")?;
     writeln!(text, "total_connections_received:{}\r", load(&counters.connections_received))?;
-    writeln!(text, "total_commands_processed:{}\r", load(&counters.commands_processed))?;
+    writeln!(text, "total_commands_processed:{}\r", counters.commands_processed.get())?;
     writeln!(text, "instantaneous_ops_per_sec:{}\r", load(&counters.ops_per_second))?;
-    writeln!(text, "total_net_input_bytes:{}\r", load(&counters.net_input_bytes))?;
-    writeln!(text, "total_net_output_bytes:{}\r", load(&counters.net_output_bytes))?;
+    writeln!(text, "total_net_input_bytes:{}\r", counters.net_input_bytes.get())?;
+    writeln!(text, "total_net_output_bytes:{}\r", counters.net_output_bytes.get())?;
     writeln!(text, "rejected_connections:{}\r", load(&counters.rejected_connections))?;
     writeln!(text, "total_error_replies_protocol:{}\r", load(&counters.protocol_errors))?;
     writeln!(text, "keyspace_hits:{}\r", stats.iter().map(|stats| stats.hits).sum::<u64>())?;
@@ -167,7 +167,7 @@ pub fn prometheus_text(shared: &Shared) -> String {
     let counters = &shared.stats;
     let server_metrics: [(&str, &str, u64); 6] = [
         ("hybridkv_connected_clients", "gauge", shared.clients.count() as u64),
-        ("hybridkv_commands_processed_total", "counter", load(&counters.commands_processed)),
+        ("hybridkv_commands_processed_total", "counter", counters.commands_processed.get()),
         ("hybridkv_connections_received_total", "counter", load(&counters.connections_received)),
         ("hybridkv_rejected_connections_total", "counter", load(&counters.rejected_connections)),
         ("hybridkv_ops_per_second", "gauge", load(&counters.ops_per_second)),

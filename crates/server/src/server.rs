@@ -162,10 +162,10 @@ fn drive_device_reads(shared: &Arc<Shared>) -> Vec<JoinHandle<()>> {
 }
 
 async fn sample_ops_per_second(shared: Arc<Shared>) {
-    let mut previous = (Instant::now(), shared.stats.commands_processed.load(Ordering::Relaxed));
+    let mut previous = (Instant::now(), shared.stats.commands_processed.get());
     loop {
         tokio::time::sleep(OPS_SAMPLE_INTERVAL).await;
-        let now = (Instant::now(), shared.stats.commands_processed.load(Ordering::Relaxed));
+        let now = (Instant::now(), shared.stats.commands_processed.get());
         let seconds = now.0.duration_since(previous.0).as_secs_f64();
         let rate = now.1.saturating_sub(previous.1) as f64 / seconds.max(1e-9);
         shared.stats.ops_per_second.store(rate.round() as u64, Ordering::Relaxed);

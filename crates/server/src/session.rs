@@ -103,7 +103,7 @@ impl SessionState {
 
 /// Checks and runs (or queues, inside MULTI) one request.
 pub fn execute(args: Vec<Bytes>, session: &mut SessionState, shared: &Shared) -> Reply {
-    shared.stats.commands_processed.fetch_add(1, Ordering::Relaxed);
+    shared.stats.commands_processed.add(1);
     let Some(spec) = commands::lookup(&args[0]) else {
         session.fail_multi();
         return unknown_command(&args);
@@ -172,7 +172,7 @@ fn take_write_group(
 /// `command::run_grouped`).
 fn execute_group(group: Vec<command::ReadyCommand>, session: &mut SessionState, shared: &Shared) -> Vec<Reply> {
     if let Some(replies) = command::run_grouped(&group, session, shared) {
-        shared.stats.commands_processed.fetch_add(group.len() as u64, Ordering::Relaxed);
+        shared.stats.commands_processed.add(group.len() as u64);
         *session.client.last_command.lock() = group.last().expect("a group has commands").0.name;
         return replies;
     }
@@ -318,7 +318,7 @@ impl Connection {
                 }
                 return Ok(());
             }
-            self.shared.stats.net_input_bytes.fetch_add(read as u64, Ordering::Relaxed);
+            self.shared.stats.net_input_bytes.add(read as u64);
             *self.state.client.last_active.lock() = Instant::now();
         }
     }
@@ -421,7 +421,7 @@ impl Connection {
             return Ok(());
         }
         self.stream.write_all(&self.output).await?;
-        self.shared.stats.net_output_bytes.fetch_add(self.output.len() as u64, Ordering::Relaxed);
+        self.shared.stats.net_output_bytes.add(self.output.len() as u64);
         self.output.clear();
         Ok(())
     }

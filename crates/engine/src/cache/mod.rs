@@ -34,6 +34,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use hashbrown::HashTable;
 use parking_lot::RwLock;
 
+use crate::striped_counter::StripedCounter;
+
 /// Independent shards, so that concurrent readers rarely contend (a hit takes its shard's lock
 /// shared; admissions and evictions take it exclusively).
 const SHARDS_MAX: usize = 64;
@@ -192,8 +194,8 @@ struct Shard {
 
 #[derive(Default)]
 pub(crate) struct CacheCounters {
-    pub(crate) hits: AtomicU64,
-    pub(crate) misses: AtomicU64,
+    pub(crate) hits: StripedCounter,
+    pub(crate) misses: StripedCounter,
     pub(crate) evictions: AtomicU64,
 }
 
@@ -277,7 +279,7 @@ impl RecordCache {
             entry.record.to_vec()
         });
         let counter = if found.is_some() { &self.counters.hits } else { &self.counters.misses };
-        counter.fetch_add(1, Ordering::Relaxed);
+        counter.add(1);
         found
     }
 
@@ -302,7 +304,7 @@ impl RecordCache {
     /// Admits a record read from the medium ahead of the command that will read it (counted as
     /// the miss it is): like `insert`, but that command's read does not count as a reuse.
     pub(crate) fn insert_ahead(&self, key: CacheKey, record: &[u8]) {
-        self.counters.misses.fetch_add(1, Ordering::Relaxed);
+        self.counters.misses.add(1);
         self.admit(key, record, Admission::Read { ahead: true });
     }
 
@@ -364,7 +366,7 @@ impl RecordCache {
             *entry.loaded_ahead.get_mut() = loaded_ahead;
             let in_main = entry.in_main;
             shard.resize(in_main, old_bytes, bytes);
-            self.used_bytes.fetch_sub(old_bytes, Ordering::Relaxed);
+            self.charge_change(old_bytes, bytes);
         } else {
             let admits = match admission {
                 Admission::Read { .. } => true,
@@ -376,8 +378,8 @@ impl RecordCache {
             }
             let returning = shard.returns_from_ghost(key.key_hash);
             shard.push(key, Box::from(record), bytes, returning, loaded_ahead);
+            self.charge_change(0, bytes);
         }
-        self.used_bytes.fetch_add(bytes, Ordering::Relaxed);
         self.recharge(&mut shard);
         self.evict_while_over_budget(&mut shard, share);
         drop(shard);
@@ -422,12 +424,19 @@ impl RecordCache {
     /// inserts; sparse ones shrink after evictions).
     fn recharge(&self, shard: &mut Shard) {
         let bytes = shard.structure_bytes();
-        if bytes >= shard.charged_structure_bytes {
-            self.used_bytes.fetch_add(bytes - shard.charged_structure_bytes, Ordering::Relaxed);
-        } else {
-            self.used_bytes.fetch_sub(shard.charged_structure_bytes - bytes, Ordering::Relaxed);
-        }
+        self.charge_change(shard.charged_structure_bytes, bytes);
         shard.charged_structure_bytes = bytes;
+    }
+
+    /// Charges `new_bytes` in place of `old_bytes`. Unchanged charges (a record rewritten at
+    /// its size, structures that did not grow) leave `used_bytes` alone: it is one cache line
+    /// for every worker, and an add of zero still takes the line from the other core.
+    fn charge_change(&self, old_bytes: u64, new_bytes: u64) {
+        if new_bytes > old_bytes {
+            self.used_bytes.fetch_add(new_bytes - old_bytes, Ordering::Relaxed);
+        } else if new_bytes < old_bytes {
+            self.used_bytes.fetch_sub(old_bytes - new_bytes, Ordering::Relaxed);
+        }
     }
 
     /// Empties the cache (for a COLD measurement).
@@ -890,7 +899,7 @@ mod tests {
         let cache = RecordCache::new(1 << 20);
         cache.insert_ahead(key(1), &record(500));
         assert!(cache.get(key(1)).is_some());
-        assert_eq!((cache.counters.misses.load(Ordering::Relaxed), cache.counters.hits.load(Ordering::Relaxed)), (1, 1));
+        assert_eq!((cache.counters.misses.get(), cache.counters.hits.get()), (1, 1));
         cache.insert(key(2), &record(500));
         assert!(cache.get(key(2)).is_some());
         for location in 10..5_000 {
@@ -1127,7 +1136,7 @@ mod tests {
         });
         assert_eq!(cache.used_bytes(), recomputed_charge(&cache));
         assert!(cache.used_bytes() <= cache.capacity_bytes());
-        assert!(cache.counters.hits.load(Ordering::Relaxed) > 0 && cache.counters.evictions.load(Ordering::Relaxed) > 0);
+        assert!(cache.counters.hits.get() > 0 && cache.counters.evictions.load(Ordering::Relaxed) > 0);
     }
 
     #[test]

@@ -69,7 +69,7 @@ impl Default for LoadAheadGate {
 
 impl LoadAheadGate {
     fn should_check(&self, counters: &CacheCounters) -> bool {
-        let (hits, misses) = (counters.hits.load(Ordering::Relaxed), counters.misses.load(Ordering::Relaxed));
+        let (hits, misses) = (counters.hits.get(), counters.misses.get());
         let window_misses = misses.saturating_sub(self.window_start_misses.load(Ordering::Relaxed));
         let window_reads = hits.saturating_sub(self.window_start_hits.load(Ordering::Relaxed)) + window_misses;
         if window_reads >= LOAD_AHEAD_WINDOW_READS {

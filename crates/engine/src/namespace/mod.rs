@@ -26,6 +26,7 @@ use crate::log::record::{decode_header, record_bytes, RecordHeader};
 use crate::log::{Location, RecordLog, RecordView, RECORD_HEADER_BYTES};
 use crate::recovery::RestartReport;
 use crate::stats::{CacheStats, NamespaceStats, TierUsage};
+use crate::striped_counter::StripedCounter;
 use commit::CommitState;
 
 pub use commit::{CommitTicket, DurableCallback};
@@ -65,9 +66,9 @@ pub struct ScanPage {
 
 #[derive(Default)]
 pub(crate) struct Counters {
-    pub(crate) hits: AtomicU64,
-    pub(crate) misses: AtomicU64,
-    pub(crate) writes: AtomicU64,
+    pub(crate) hits: StripedCounter,
+    pub(crate) misses: StripedCounter,
+    pub(crate) writes: StripedCounter,
     pub(crate) flushes: AtomicU64,
     pub(crate) log_writes: AtomicU64,
     pub(crate) defragmented_blocks: AtomicU64,
@@ -445,7 +446,7 @@ impl Namespace {
             }
         };
         let counter = if found.is_some() { &self.counters.hits } else { &self.counters.misses };
-        counter.fetch_add(1, Ordering::Relaxed);
+        counter.add(1);
         Ok(found)
     }
 
@@ -595,16 +596,16 @@ impl Namespace {
             log_bytes_written: self.log.bytes_appended(),
             rotations_waited_for_write_out: self.log.rotations_waited_for_write_out(),
             defrag_blocks_waiting: self.emptied_blocks.lock().len() as u64,
-            gets: counter(&self.counters.hits) + counter(&self.counters.misses),
-            hits: counter(&self.counters.hits),
-            misses: counter(&self.counters.misses),
-            writes: counter(&self.counters.writes),
+            gets: self.counters.hits.get() + self.counters.misses.get(),
+            hits: self.counters.hits.get(),
+            misses: self.counters.misses.get(),
+            writes: self.counters.writes.get(),
             defragmented_blocks: counter(&self.counters.defragmented_blocks),
             cache_bypassed: self.cache.is_none() && cache_configured(&self.config),
             device_reads: self.device_read_counts(),
             cache: self.cache.as_ref().map(|cache| CacheStats {
-                hits: counter(&cache.counters.hits),
-                misses: counter(&cache.counters.misses),
+                hits: cache.counters.hits.get(),
+                misses: cache.counters.misses.get(),
                 evictions: counter(&cache.counters.evictions),
                 entries: cache.entries(),
                 used_bytes: cache.used_bytes(),

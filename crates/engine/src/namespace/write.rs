@@ -296,7 +296,7 @@ impl Namespace {
         let end_position = self.append_writes(&mut guards, writes)?;
         drop(guards);
         self.wake_committer_after_seal();
-        self.counters.writes.fetch_add(1, Ordering::Relaxed);
+        self.counters.writes.add(1);
         let must_wait = self.durability() == Durability::Always || self.log_backlog() > PENDING_RECORDS_MAX;
         Ok((result, must_wait.then_some(CommitTicket(end_position))))
     }
@@ -373,7 +373,9 @@ impl Namespace {
                 (true, false) => -1,
                 _ => 0,
             };
-            self.key_count.fetch_add(delta, Ordering::Relaxed);
+            if delta != 0 {
+                self.key_count.fetch_add(delta, Ordering::Relaxed);
+            }
         }
         self.unpublished_records.fetch_add(appended.len(), Ordering::Relaxed);
         let last = appended.last().expect("at least one write");
