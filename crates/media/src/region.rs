@@ -283,6 +283,20 @@ const LINE_BYTES: usize = 64;
 /// Longer ranges are left to the hardware prefetcher (it follows sequential reads).
 const PREFETCH_BYTES_MAX: usize = 4096;
 
+/// Asks for the cache line holding `address` (a hint: any address is allowed, a stale or
+/// unmapped one costs nothing). For DRAM structures whose next lookup is known before the lock
+/// that guards them is taken; the only `unsafe` it needs lives here, with the media's.
+#[inline]
+pub fn prefetch_address(address: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetch is a hint that never faults, whatever the address.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(address as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = address;
+}
+
 /// Prefetches every cache line of `[start, start + len)`, for ranges up to PREFETCH_BYTES_MAX.
 #[inline]
 fn prefetch_line_range(start: *const u8, len: usize) {

@@ -1,9 +1,11 @@
 //! The DRAM record cache in front of records on ssd and pmem, bounded in bytes, with the S3-FIFO
 //! admission and eviction policy (see docs/design/cache.md for why).
 //!
-//! One entry per key: a shard's table finds it by the key's digest (64 bits of it) among the
-//! entries of the shard's slab (a vector of 48-byte slots; queues and table hold 4-byte slot
-//! numbers: about 75-105 bytes of structures beside a 120-byte record), and the entry holds
+//! One entry per key: a shard's table (`key_table.rs`: 8-byte slots of a tag and a slot number,
+//! found where a reader can prefetch before it takes the shard's lock) finds it by the key's
+//! digest (64 bits of it) among the entries of the shard's slab (a vector of 48-byte slots;
+//! queues hold 4-byte slot numbers: about 80-115 bytes of structures beside a 120-byte record),
+//! and the entry holds
 //! the record it last saw for that key with the record's location and its block's sequence
 //! number. A lookup names all three and hits only when the entry holds that very record. Records
 //! never change once written and a block's sequence number changes whenever the block is reused,
@@ -34,6 +36,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use hashbrown::HashTable;
 use parking_lot::RwLock;
 
+mod key_table;
+use key_table::{KeyTable, TableMirror};
+
 use crate::striped_counter::StripedCounter;
 
 /// Independent shards, so that concurrent readers rarely contend (a hit takes its shard's lock
@@ -54,10 +59,6 @@ const GHOST_KEYS_PER_ENTRY: usize = 1;
 const MALLOC_CHUNK_HEADER_BYTES: u64 = 8;
 const MALLOC_CHUNK_ALIGN_BYTES: u64 = 16;
 const MALLOC_CHUNK_MIN_BYTES: u64 = 32;
-/// hashbrown's tables: one control byte per bucket plus one group of trailing control bytes; the
-/// smallest table has 4 buckets, and a full table doubles.
-const HASH_TABLE_GROUP_BYTES: u64 = 16;
-const HASH_TABLE_BUCKETS_MIN: u64 = 4;
 const FREQUENCY_MAX: u8 = 3;
 /// Slab slots of removed entries that a shard tolerates, beyond one per live entry, before it
 /// frees them all at once (each is freed anyway when its queue slot reaches a queue's head).
@@ -156,17 +157,6 @@ fn live_entry(slab: &[SlabSlot], index: SlotIndex) -> &Entry {
     }
 }
 
-/// What a table of `SlotIndex` or fingerprints allocates once a full table of `current_bytes`
-/// doubles (its next insert).
-fn grown_table_bytes(current_bytes: u64) -> u64 {
-    let slot_bytes = std::mem::size_of::<SlotIndex>() as u64 + 1;
-    if current_bytes == 0 {
-        HASH_TABLE_BUCKETS_MIN * slot_bytes + HASH_TABLE_GROUP_BYTES
-    } else {
-        2 * current_bytes - HASH_TABLE_GROUP_BYTES
-    }
-}
-
 /// The capacity to shrink a structure of `items` in an allocation of `capacity` to, when it is
 /// sparse enough to be worth it.
 fn sparse_capacity_kept(items: usize, capacity: usize) -> Option<usize> {
@@ -176,8 +166,8 @@ fn sparse_capacity_kept(items: usize, capacity: usize) -> Option<usize> {
 
 #[derive(Default)]
 struct Shard {
-    /// The slab indices of the live entries, found by key (`table_hash(key_hash)`).
-    table: HashTable<SlotIndex>,
+    /// The slab indices of the live entries, found by key.
+    table: KeyTable,
     slab: Vec<SlabSlot>,
     free: Vec<SlotIndex>,
     small: VecDeque<SlotIndex>,
@@ -201,6 +191,8 @@ pub(crate) struct CacheCounters {
 
 pub(crate) struct RecordCache {
     shards: Box<[RwLock<Shard>]>,
+    /// Where each shard's table is, for prefetching without the shard's lock.
+    table_mirrors: Box<[TableMirror]>,
     budget_bytes: u64,
     /// Bytes charged by every shard together: the records' allocations and the shards' slabs,
     /// tables and queues at their allocated capacity. Changed only under the lock of the shard
@@ -242,6 +234,7 @@ impl RecordCache {
         let shard_count = (budget_bytes / SHARD_BYTES_MIN).clamp(1, SHARDS_MAX as u64) as usize;
         RecordCache {
             shards: (0..shard_count).map(|_| RwLock::new(Shard::default())).collect(),
+            table_mirrors: (0..shard_count).map(|_| TableMirror::default()).collect(),
             budget_bytes,
             used_bytes: AtomicU64::new(0),
             counters: CacheCounters::default(),
@@ -260,6 +253,12 @@ impl RecordCache {
     /// A shard's share of the budget: it sizes the shard's small FIFO.
     fn shard_share_bytes(&self) -> u64 {
         self.budget_bytes / self.shards.len() as u64
+    }
+
+    /// Starts loading the table slot where a lookup of `key_hash` begins, so that the lookup,
+    /// done after the key's index entry is found, does not wait for it.
+    pub(crate) fn prefetch(&self, key_hash: u64) {
+        self.table_mirrors[self.shard_number(key_hash)].prefetch(key_hash);
     }
 
     fn over_budget(&self) -> bool {
@@ -382,6 +381,7 @@ impl RecordCache {
         }
         self.recharge(&mut shard);
         self.evict_while_over_budget(&mut shard, share);
+        self.table_mirrors[home].follow(&shard.table);
         drop(shard);
         drop(replaced);
         // The home shard ran empty while others hold the excess: take it from them, one at a time.
@@ -390,7 +390,10 @@ impl RecordCache {
             if !self.over_budget() {
                 break;
             }
-            self.evict_while_over_budget(&mut self.shards[(home + step) % shard_count].write(), share);
+            let number = (home + step) % shard_count;
+            let mut shard = self.shards[number].write();
+            self.evict_while_over_budget(&mut shard, share);
+            self.table_mirrors[number].follow(&shard.table);
         }
     }
 
@@ -441,11 +444,12 @@ impl RecordCache {
 
     /// Empties the cache (for a COLD measurement).
     pub(crate) fn clear(&self) {
-        for shard in self.shards.iter() {
+        for (shard, mirror) in self.shards.iter().zip(self.table_mirrors.iter()) {
             let mut shard = shard.write();
             let charged = shard.small_bytes + shard.main_bytes + shard.charged_structure_bytes;
             self.used_bytes.fetch_sub(charged, Ordering::Relaxed);
             *shard = Shard::default();
+            mirror.follow(&shard.table);
         }
     }
 
@@ -470,7 +474,7 @@ impl Shard {
 
     fn index_of(&self, key_hash: u64) -> Option<SlotIndex> {
         let slab = &self.slab;
-        self.table.find(table_hash(key_hash), |&index| live_entry(slab, index).key_hash == key_hash).copied()
+        self.table.find(key_hash, |index| live_entry(slab, index).key_hash == key_hash)
     }
 
     fn find(&self, key_hash: u64) -> Option<&Entry> {
@@ -489,7 +493,7 @@ impl Shard {
     fn structure_bytes(&self) -> u64 {
         let index_bytes = std::mem::size_of::<SlotIndex>();
         let slots = self.small.capacity() + self.main.capacity() + self.free.capacity() + self.ghost.capacity();
-        (self.table.allocation_size()
+        (self.table.allocation_bytes()
             + self.ghost_members.allocation_size()
             + self.slab.capacity() * std::mem::size_of::<SlabSlot>()
             + slots * index_bytes) as u64
@@ -503,14 +507,8 @@ impl Shard {
         } else {
             0
         };
-        let table_growth = if self.table.len() == self.table.capacity() {
-            let current = self.table.allocation_size() as u64;
-            grown_table_bytes(current) - current
-        } else {
-            0
-        };
         let queue_growth = if self.small.len() == self.small.capacity() { self.small.capacity().max(1) * std::mem::size_of::<SlotIndex>() } else { 0 };
-        (slab_growth + queue_growth) as u64 + table_growth
+        (slab_growth + queue_growth + self.table.growth_bytes()) as u64
     }
 
     fn slab_growth_slots(slots: usize) -> usize {
@@ -532,8 +530,7 @@ impl Shard {
             self.compact_slab();
         }
         if let Some(kept) = sparse_capacity_kept(self.table.len(), self.table.capacity()) {
-            let slab = &self.slab;
-            self.table.shrink_to(kept, |&index| table_hash(live_entry(slab, index).key_hash));
+            self.table.shrink_to(kept);
         }
         if let Some(kept) = sparse_capacity_kept(self.ghost_members.len(), self.ghost_members.capacity()) {
             self.ghost_members.shrink_to(kept, |&fingerprint| table_hash(fingerprint as u64));
@@ -558,8 +555,7 @@ impl Shard {
                 let index = SlotIndex::try_from(self.slab.len()).expect("a shard's entries fit its 32-bit slot numbers");
                 let key_hash = entry.key_hash;
                 self.slab.push(SlabSlot::Live(entry));
-                let slab = &self.slab;
-                self.table.insert_unique(table_hash(key_hash), index, |&other| table_hash(live_entry(slab, other).key_hash));
+                self.table.insert(key_hash, index);
                 queue.push_back(index);
             }
         }
@@ -594,8 +590,7 @@ impl Shard {
                 index
             }
         };
-        let slab = &self.slab;
-        self.table.insert_unique(table_hash(key.key_hash), index, |&other| table_hash(live_entry(slab, other).key_hash));
+        self.table.insert(key.key_hash, index);
         if in_main {
             self.main.push_back(index);
             self.main_bytes += bytes;
@@ -613,12 +608,7 @@ impl Shard {
 
     /// Takes a live entry out of the table; its slab slot is left for the caller to mark.
     fn unindex(&mut self, key_hash: u64, index: SlotIndex) {
-        match self.table.find_entry(table_hash(key_hash), |&other| other == index) {
-            Ok(found) => {
-                found.remove();
-            }
-            Err(_) => panic!("live slab slot {index} is missing from the table"),
-        }
+        assert!(self.table.remove(key_hash, index), "live slab slot {index} is missing from the table");
     }
 
     /// Removes a key's entry (its slab slot stays `Removed` until its queue slot comes up);
@@ -842,8 +832,8 @@ mod tests {
 
     /// A stream of keys read once (each evicts another): the slab reuses the slots it frees,
     /// and the tables and queues stay dense, so an entry's structures cost at most a slab slot
-    /// and its growth step, a table slot at the lowest load a table falls to (7/16 just after
-    /// it doubles), two queue slots (a queue shrinks once a quarter full) and a ghost key.
+    /// and its growth step, a table slot at the lowest load a table falls to before it shrinks
+    /// (3/16), two queue slots (a queue shrinks once a quarter full) and a ghost key.
     #[test]
     fn churn_keeps_the_structures_dense() {
         let cache = RecordCache::new(8 << 20);
@@ -852,7 +842,7 @@ mod tests {
             assert!(cache.used_bytes() <= cache.capacity_bytes());
         }
         assert_eq!(cache.used_bytes(), recomputed_charge(&cache));
-        let table_slot_bytes = (std::mem::size_of::<SlotIndex>() as u64 + 1) * 16 / 7 + 1;
+        let table_slot_bytes = key_table::KEY_TABLE_SLOT_BYTES as u64 * 16 / 3 + 1;
         let queue_slot_bytes = std::mem::size_of::<SlotIndex>() as u64 * SLOTS_PER_ITEM_MAX as u64;
         let slab_slot_bytes = std::mem::size_of::<SlabSlot>() as u64 * (SLAB_GROWTH_DIVISOR as u64 + 1) / SLAB_GROWTH_DIVISOR as u64;
         let bound_per_entry = slab_slot_bytes + 2 * table_slot_bytes + 2 * queue_slot_bytes;
@@ -942,20 +932,6 @@ mod tests {
         assert_eq!(std::mem::size_of::<SlotIndex>(), 4);
     }
 
-    /// `new_entry_growth_bytes` counts a table's doubling as hashbrown allocates it.
-    #[test]
-    fn a_full_tables_growth_is_what_hashbrown_allocates() {
-        let mut table = HashTable::<SlotIndex>::new();
-        for item in 0..100_000u32 {
-            let before = table.allocation_size() as u64;
-            let full = table.len() == table.capacity();
-            table.insert_unique(table_hash(item as u64), item, |&other| table_hash(other as u64));
-            if full {
-                assert_eq!(table.allocation_size() as u64, grown_table_bytes(before), "at {item} items");
-            }
-        }
-    }
-
     #[test]
     fn a_scan_does_not_evict_a_hot_set_that_fits() {
         let cache = RecordCache::new(4 << 20);
@@ -975,13 +951,14 @@ mod tests {
     }
 
     /// A budget as large as the records plus their slab, table and queue slots at the lowest
-    /// load the structures fall to (a slab just grown is 8/9 full, a table 7/16, a queue half).
+    /// load the structures fall to as they grow (a slab just grown is 8/9 full, a table 3/8, a
+    /// queue half).
     #[test]
     fn a_budget_as_large_as_the_data_keeps_all_of_it() {
         let records = 20_000u64;
-        let table_slot_bytes = std::mem::size_of::<SlotIndex>() as u64 + 1;
+        let table_slot_bytes = key_table::KEY_TABLE_SLOT_BYTES as u64;
         let slab_slot_bytes = std::mem::size_of::<SlabSlot>() as u64 * (SLAB_GROWTH_DIVISOR as u64 + 1) / SLAB_GROWTH_DIVISOR as u64;
-        let structure_bytes_per_entry = slab_slot_bytes + table_slot_bytes * 16 / 7 + 2 * std::mem::size_of::<SlotIndex>() as u64;
+        let structure_bytes_per_entry = slab_slot_bytes + table_slot_bytes * 8 / 3 + 2 * std::mem::size_of::<SlotIndex>() as u64;
         let cache = RecordCache::new(records * (charge(&record(500)) + structure_bytes_per_entry + 1));
         for location in 0..records {
             cache.insert(key(location), &record(500));

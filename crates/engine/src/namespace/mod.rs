@@ -427,6 +427,7 @@ impl Namespace {
         for &digest in digests {
             let partition = self.index.partition(self.index.partition_of(digest)).read();
             self.index.prefetch_home_slot(&partition, digest);
+            self.prefetch_cache_slot(digest);
         }
         for &digest in digests {
             let partition = self.index.partition(self.index.partition_of(digest)).read();
@@ -437,7 +438,16 @@ impl Namespace {
         Ok(())
     }
 
+    /// Starts loading where the record cache's lookup of `digest` begins: it overlaps the
+    /// index lookup that must come first (the cache is asked for the location the index names).
+    pub(crate) fn prefetch_cache_slot(&self, digest: Digest) {
+        if let Some(cache) = &self.cache {
+            cache.prefetch(cache_key_hash(digest));
+        }
+    }
+
     fn get_digested(&self, key: &[u8], digest: Digest) -> Result<Option<Value>> {
+        self.prefetch_cache_slot(digest);
         let found = loop {
             let partition = self.index.partition(self.index.partition_of(digest)).read();
             let Some(entry) = self.index.lookup(&partition, digest)? else { break None };

@@ -92,6 +92,7 @@ impl Transaction<'_> {
             }));
         }
         let namespace = self.namespace;
+        namespace.prefetch_cache_slot(digest);
         let partition = self.guard(digest)?;
         match namespace.index.lookup(partition, digest)? {
             Some(entry) => Ok(namespace.read_entry(&entry, key, part)?.filter(|value| !value.has_expired_now())),
@@ -330,6 +331,7 @@ impl Namespace {
         // The slots are random: start every miss before waiting for the first.
         for (write, &at) in writes.iter().zip(&guard_of) {
             self.index.prefetch_home_slot(&guards[at].1, write.digest);
+            self.prefetch_cache_slot(write.digest);
         }
         let mut olds = Vec::with_capacity(writes.len());
         for (write, &at) in writes.iter().zip(&guard_of) {
