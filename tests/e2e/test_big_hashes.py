@@ -147,7 +147,48 @@ def test_watch_sees_a_write_to_any_bucket(pair):
         pipe.hdel("big", "field:125")
         pipe.hlen("big")
         assert pipe.execute() == [0, 1, FIELDS - 1]
+    # A value replaced by one of its size leaves the hash's root as it was: WATCH still sees it.
+    same_size = f"{VALUE_PAD}999"
+    assert len(same_size) == len(ours.hget("big", "field:200"))
+    with ours.pipeline() as pipe:
+        pipe.watch("big")
+        other.hset("big", "field:200", same_size)
+        pipe.multi()
+        pipe.hset("big", "field:201", "mine")
+        with pytest.raises(redis.WatchError):
+            pipe.execute()
     other.close()
+
+
+def log_bytes_written(client):
+    return client.info("persistence")["ns_default_log_bytes_written"]
+
+
+def test_a_same_size_update_writes_the_root_only_while_keys_are_watched(make_server):
+    """The root of a bucketed hash is rewritten when it changes, or while some client watches
+    keys (WATCH compares the root's version); otherwise an update logs its bucket only. A fresh
+    server with a hash within one write block: no defragmentation appends meanwhile."""
+    server = make_server()
+    client = server.client(decode_responses=True)
+    fill(client, "big", 600)
+    assert len(client.hget("big", "field:300")) == len(f"{VALUE_PAD}300")
+
+    def bytes_of_update(value_number):
+        """Log bytes of replacing field:300 (always the same bucket) by a value of its size."""
+        before = log_bytes_written(client)
+        assert client.hset("big", "field:300", f"{VALUE_PAD}{value_number}") == 0
+        return log_bytes_written(client) - before
+
+    unwatched = bytes_of_update(301)
+    assert bytes_of_update(302) == unwatched, "the bucket no longer splits"
+    watcher = server.client(decode_responses=True)
+    watcher.execute_command("WATCH", "some-other-key")
+    watched = bytes_of_update(303)
+    watcher.execute_command("UNWATCH")
+    assert watched > unwatched > 0
+    assert bytes_of_update(304) == unwatched
+    watcher.close()
+    client.close()
 
 
 def test_big_hash_survives_restart_and_crash(make_server):

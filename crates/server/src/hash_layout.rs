@@ -100,6 +100,8 @@ enum Layout {
         buckets: BTreeMap<u32, Bucket>,
         /// Buckets stored before this command (those past the final count are deleted).
         stored_bucket_count: u32,
+        /// The root as stored before this command; None when the hash was not bucketed.
+        stored_root: Option<HashRoot>,
     },
 }
 
@@ -118,7 +120,7 @@ impl OpenHash {
         let layout = match Stored::decode(value.bytes)? {
             Stored::Hash(fields) => Layout::Small(fields),
             Stored::BucketedHash(root) => {
-                Layout::Bucketed { root, buckets: BTreeMap::new(), stored_bucket_count: root.bucket_count }
+                Layout::Bucketed { root, buckets: BTreeMap::new(), stored_bucket_count: root.bucket_count, stored_root: Some(root) }
             }
             Stored::String(_) => return fail(WRONGTYPE),
         };
@@ -236,8 +238,10 @@ impl OpenHash {
 
     /// Writes the changes back, keeping the key's expiry: deletes the key when no field is
     /// left (as Redis), and moves between the layouts at their limits. Every check is made
-    /// before the first write (a Redis error never follows a buffered write).
-    pub fn save(mut self, store: &mut dyn KeyStore, limits: &HashLimits) -> Result<(), CommandError> {
+    /// before the first write (a Redis error never follows a buffered write). A bucketed
+    /// hash's root is written only when it changed, or when `versions_watched` (some client
+    /// watches keys: WATCH sees a key's changes through its root's version).
+    pub fn save(mut self, store: &mut dyn KeyStore, limits: &HashLimits, versions_watched: bool) -> Result<(), CommandError> {
         if !self.changed {
             return Ok(());
         }
@@ -260,7 +264,7 @@ impl OpenHash {
             }
             self.layout = bucketed_from(&self.key, std::mem::take(fields));
         }
-        let Layout::Bucketed { root, buckets, stored_bucket_count } = &mut self.layout else { unreachable!("converted above") };
+        let Layout::Bucketed { root, buckets, stored_bucket_count, stored_root } = &mut self.layout else { unreachable!("converted above") };
         if root.field_bytes > limits.hash_bytes_max() {
             return fail(format!(
                 "ERR hash would hold {} bytes of fields, over the limit of {} bytes for one hash",
@@ -287,7 +291,9 @@ impl OpenHash {
         for number in (root.bucket_count..*stored_bucket_count).rev() {
             store.delete_part(&self.key, number)?;
         }
-        store.put_keeping_parts(&self.key, &root.encode(), self.expiry_unix_ms)?;
+        if versions_watched || *stored_root != Some(*root) {
+            store.put_keeping_parts(&self.key, &root.encode(), self.expiry_unix_ms)?;
+        }
         Ok(())
     }
 }
@@ -307,7 +313,7 @@ fn bucketed_from(key: &[u8], fields: HashRecord) -> Layout {
         salt: salt_of(key),
     };
     let buckets = BTreeMap::from([(0, Bucket { fields, dirty: true })]);
-    Layout::Bucketed { root, buckets, stored_bucket_count: 0 }
+    Layout::Bucketed { root, buckets, stored_bucket_count: 0, stored_root: None }
 }
 
 /// Splits while the average bucket is over the target (at most `SOFT_SPLITS_PER_WRITE_MAX`
@@ -422,12 +428,13 @@ mod tests {
     use super::*;
     use hybridkv_engine::{EngineError, Value};
 
-    /// Keys and their parts in memory; counts the parts each save writes.
+    /// Keys and their parts in memory; counts the parts and keys each save writes.
     #[derive(Default)]
     struct MemoryStore {
         keys: BTreeMap<Vec<u8>, Value>,
         parts: BTreeMap<(Vec<u8>, u32), Vec<u8>>,
         part_writes: usize,
+        key_writes: usize,
     }
 
     impl KeyStore for MemoryStore {
@@ -439,6 +446,7 @@ mod tests {
             self.put_keeping_parts(key, value, expiry_unix_ms)
         }
         fn put_keeping_parts(&mut self, key: &[u8], value: &[u8], expiry_unix_ms: u64) -> Result<(), EngineError> {
+            self.key_writes += 1;
             self.keys.insert(key.to_vec(), Value { bytes: value.to_vec(), expiry_unix_ms, version: 0 });
             Ok(())
         }
@@ -472,7 +480,7 @@ mod tests {
         for (field, value_bytes) in fields {
             hash.set(store, Bytes::from(field), Bytes::from(vec![b'v'; value_bytes])).unwrap();
         }
-        hash.save(store, limits).unwrap();
+        hash.save(store, limits, false).unwrap();
     }
 
     fn root(store: &MemoryStore) -> HashRoot {
@@ -504,6 +512,41 @@ mod tests {
             Stored::BucketedHash(root) => Some(root),
             _ => None,
         }
+    }
+
+    /// Replacing a value with one of its size leaves the root as it was: it is written again
+    /// only while some client watches keys (WATCH sees a hash change through its root).
+    #[test]
+    fn an_unchanged_root_is_rewritten_only_while_keys_are_watched() {
+        let limits = HashLimits::new(1 << 20, 32_767);
+        let mut store = MemoryStore::default();
+        set_fields(&mut store, &limits, (0..100).map(|n| (format!("field:{n}"), 400)));
+        let key = Bytes::from_static(b"hash");
+        let update = |store: &mut MemoryStore, value_bytes: usize, versions_watched: bool| {
+            let mut hash = OpenHash::open(store, &key).unwrap().unwrap();
+            assert!(!hash.set(store, Bytes::from_static(b"field:7"), Bytes::from(vec![b'w'; value_bytes])).unwrap());
+            let (parts, keys) = (store.part_writes, store.key_writes);
+            hash.save(store, &limits, versions_watched).unwrap();
+            (store.part_writes - parts, store.key_writes - keys)
+        };
+        // The first writes split buckets toward the target (a few per write): wait them out.
+        let mut settled = false;
+        for _ in 0..100 {
+            let before_update = root(&store);
+            update(&mut store, 400, true);
+            if root(&store) == before_update {
+                settled = true;
+                break;
+            }
+        }
+        assert!(settled, "the buckets stopped splitting");
+        let before = root(&store);
+        assert_eq!(update(&mut store, 400, false), (1, 0), "same size, nobody watching: the bucket only");
+        assert_eq!(update(&mut store, 400, true), (1, 1), "same size, keys watched: the root too");
+        assert_eq!(update(&mut store, 401, false), (1, 1), "the root's byte count changed");
+        assert_eq!(root(&store).field_bytes, before.field_bytes + 1);
+        let mut hash = OpenHash::open(&mut store, &key).unwrap().unwrap();
+        assert_eq!(hash.get(&mut store, b"field:7").unwrap(), Some(Bytes::from(vec![b'w'; 401])));
     }
 
     #[test]

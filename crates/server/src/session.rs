@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 use std::ops::Range;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -44,6 +44,52 @@ pub struct MultiState {
     pub failed: bool,
 }
 
+/// A session's watched keys. A session that holds any counts in `Shared::watching_sessions`, so
+/// that a write which could leave its key's version as it was (a hash whose root is unchanged)
+/// rewrites the version while anyone watches (`Shared::keys_watched`). EXEC takes the keys with
+/// `take`, which keeps them counted until it has compared their versions.
+pub struct WatchedKeys {
+    keys: Vec<WatchedKey>,
+    watching_sessions: Arc<AtomicUsize>,
+}
+
+impl WatchedKeys {
+    pub fn new(watching_sessions: Arc<AtomicUsize>) -> WatchedKeys {
+        WatchedKeys { keys: Vec::new(), watching_sessions }
+    }
+
+    pub fn keys(&self) -> &[WatchedKey] {
+        &self.keys
+    }
+
+    pub fn push(&mut self, key: WatchedKey) {
+        if self.keys.is_empty() {
+            // Before WATCH reads the key's version: a write that saw no watcher then ran
+            // wholly before that read (both hold the key's partition lock).
+            self.watching_sessions.fetch_add(1, Ordering::SeqCst);
+        }
+        self.keys.push(key);
+    }
+
+    /// Hands the keys over, still counted until the returned set is dropped.
+    pub fn take(&mut self) -> WatchedKeys {
+        WatchedKeys { keys: std::mem::take(&mut self.keys), watching_sessions: Arc::clone(&self.watching_sessions) }
+    }
+
+    pub fn clear(&mut self) {
+        if !self.keys.is_empty() {
+            self.keys.clear();
+            self.watching_sessions.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Drop for WatchedKeys {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
+
 pub struct WatchedKey {
     pub database: usize,
     pub key: Bytes,
@@ -58,7 +104,7 @@ pub struct SessionState {
     pub protocol: ProtocolVersion,
     pub authenticated: bool,
     pub multi: Option<MultiState>,
-    pub watched: Vec<WatchedKey>,
+    pub watched: WatchedKeys,
     pub close_after_reply: bool,
     /// The command's reply is not sent (SHUTDOWN closes the connection without one, as Redis).
     pub suppress_reply: bool,
@@ -70,14 +116,14 @@ pub struct SessionState {
 }
 
 impl SessionState {
-    pub fn new(client: Arc<ClientHandle>, password_required: bool) -> SessionState {
+    pub fn new(client: Arc<ClientHandle>, password_required: bool, watching_sessions: Arc<AtomicUsize>) -> SessionState {
         SessionState {
             client,
             database: 0,
             protocol: ProtocolVersion::Resp2,
             authenticated: !password_required,
             multi: None,
-            watched: Vec::new(),
+            watched: WatchedKeys::new(watching_sessions),
             close_after_reply: false,
             suppress_reply: false,
             pending_commits: Vec::new(),
@@ -256,7 +302,7 @@ pub async fn serve_connection(stream: TcpStream, shared: Arc<Shared>, client: Ar
         decoder: RequestDecoder::new(),
         pending: VecDeque::new(),
         protocol_error: None,
-        state: SessionState::new(client.clone(), password_required),
+        state: SessionState::new(client.clone(), password_required, Arc::clone(&shared.watching_sessions)),
         durable_reply_spans: Vec::new(),
     };
     if let Err(error) = connection.run().await {

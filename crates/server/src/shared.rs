@@ -22,9 +22,14 @@ pub struct Shared {
     pub stats: ServerStats,
     /// Becomes true once SIGTERM, SIGINT or SHUTDOWN asked the server to stop.
     pub shutdown: watch::Sender<bool>,
+    /// The same flag for sessions to poll between requests: reading the watch takes its lock,
+    /// an atomic write to a line every worker shares.
+    shutting_down: AtomicBool,
     pub started: Instant,
     /// 40 hex characters, new on every start (INFO run_id), as Redis.
     pub run_id: String,
+    /// Sessions that watch keys (`session::WatchedKeys`).
+    pub watching_sessions: Arc<AtomicUsize>,
     /// A BGSAVE is running.
     pub background_save: Arc<AtomicBool>,
     /// Per namespace: a task takes its completed device reads (`server::drive_device_reads`),
@@ -46,8 +51,10 @@ impl Shared {
             clients: Clients::default(),
             stats: ServerStats::default(),
             shutdown: watch::channel(false).0,
+            shutting_down: AtomicBool::new(false),
             started: Instant::now(),
             run_id: run_id[run_id.len() - 40..].to_string(),
+            watching_sessions: Arc::new(AtomicUsize::new(0)),
             background_save: Arc::new(AtomicBool::new(false)),
             device_reads_driven: database.namespaces().iter().map(|_| AtomicBool::new(false)).collect(),
             device_read_submissions: database.namespaces().iter().map(|_| Notify::new()).collect(),
@@ -56,11 +63,17 @@ impl Shared {
     }
 
     pub fn request_shutdown(&self) {
+        self.shutting_down.store(true, Ordering::Relaxed);
         self.shutdown.send_replace(true);
     }
 
+    /// Whether some session watches keys: then every write must change its key's version.
+    pub fn keys_watched(&self) -> bool {
+        self.watching_sessions.load(Ordering::SeqCst) > 0
+    }
+
     pub fn is_shutting_down(&self) -> bool {
-        *self.shutdown.borrow()
+        self.shutting_down.load(Ordering::Relaxed)
     }
 }
 

@@ -34,7 +34,7 @@ pub fn watch(call: &mut Call<'_>) -> CommandResult {
     }
     let database = call.session.database;
     for key in &call.args[1..] {
-        if call.session.watched.iter().any(|watched| watched.database == database && watched.key == key) {
+        if call.session.watched.keys().iter().any(|watched| watched.database == database && watched.key == key) {
             continue;
         }
         let version = call.namespace.get(key)?.map(|value| value.version);
@@ -62,11 +62,13 @@ fn other_database_changed(call: &Call<'_>, watched: &[WatchedKey]) -> Result<boo
 
 pub fn exec(call: &mut Call<'_>) -> CommandResult {
     let Some(multi) = call.session.multi.take() else { return fail("ERR EXEC without MULTI") };
-    let watched = std::mem::take(&mut call.session.watched);
+    // Counted as watching until this function returns, after the versions were compared.
+    let watched = call.session.watched.take();
+    let watched = watched.keys();
     if multi.failed {
         return fail("EXECABORT Transaction discarded because of previous errors.");
     }
-    if other_database_changed(call, &watched)? {
+    if other_database_changed(call, watched)? {
         return Ok(Reply::NullArray);
     }
     let database = call.session.database;
