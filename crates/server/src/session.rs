@@ -44,41 +44,50 @@ pub struct MultiState {
     pub failed: bool,
 }
 
-/// A session's watched keys. A session that holds any counts in `Shared::watching_sessions`, so
-/// that a write which could leave its key's version as it was (a hash whose root is unchanged)
-/// rewrites the version while anyone watches (`Shared::keys_watched`). EXEC takes the keys with
-/// `take`, which keeps them counted until it has compared their versions.
+/// A session's watched keys. A session counts in `Shared::watching_sessions` from before WATCH
+/// reads its first version until it lets its keys go (UNWATCH, EXEC, DISCARD, disconnection),
+/// so that a write which could leave its key's version as it was (a hash whose root is
+/// unchanged) rewrites the version while anyone watches (`Shared::keys_watched`). EXEC takes
+/// the keys with `take`, which keeps them counted until it has compared their versions.
 pub struct WatchedKeys {
     keys: Vec<WatchedKey>,
+    counted: bool,
     watching_sessions: Arc<AtomicUsize>,
 }
 
 impl WatchedKeys {
     pub fn new(watching_sessions: Arc<AtomicUsize>) -> WatchedKeys {
-        WatchedKeys { keys: Vec::new(), watching_sessions }
+        WatchedKeys { keys: Vec::new(), counted: false, watching_sessions }
     }
 
     pub fn keys(&self) -> &[WatchedKey] {
         &self.keys
     }
 
-    pub fn push(&mut self, key: WatchedKey) {
-        if self.keys.is_empty() {
-            // Before WATCH reads the key's version: a write that saw no watcher then ran
-            // wholly before that read (both hold the key's partition lock).
+    /// Counts the session as watching: before WATCH reads a version, so that a write which saw
+    /// no watcher ran wholly before that read (both hold the key's partition lock).
+    pub fn count_as_watching(&mut self) {
+        if !self.counted {
+            self.counted = true;
             self.watching_sessions.fetch_add(1, Ordering::SeqCst);
         }
+    }
+
+    pub fn push(&mut self, key: WatchedKey) {
+        assert!(self.counted, "a session counts as watching before it reads a version to watch");
         self.keys.push(key);
     }
 
     /// Hands the keys over, still counted until the returned set is dropped.
     pub fn take(&mut self) -> WatchedKeys {
-        WatchedKeys { keys: std::mem::take(&mut self.keys), watching_sessions: Arc::clone(&self.watching_sessions) }
+        let keys = std::mem::take(&mut self.keys);
+        let counted = std::mem::replace(&mut self.counted, false);
+        WatchedKeys { keys, counted, watching_sessions: Arc::clone(&self.watching_sessions) }
     }
 
     pub fn clear(&mut self) {
-        if !self.keys.is_empty() {
-            self.keys.clear();
+        self.keys.clear();
+        if std::mem::replace(&mut self.counted, false) {
             self.watching_sessions.fetch_sub(1, Ordering::SeqCst);
         }
     }
@@ -525,5 +534,29 @@ mod tests {
         assert_eq!(read_reserve_bytes(100_000_000, 200_000), 200_000);
         assert_eq!(read_reserve_bytes(100_000_000, 50_000_000), READ_RESERVE_BYTES_MAX);
         assert_eq!(read_reserve_bytes(40_000, 200_000), 40_000);
+    }
+
+    #[test]
+    fn a_session_counts_as_watching_once_until_its_keys_are_let_go() {
+        let watching = Arc::new(AtomicUsize::new(0));
+        let count = || watching.load(Ordering::SeqCst);
+        let watched_key = |key: &'static [u8]| WatchedKey { database: 0, key: Bytes::from_static(key), version: None };
+        let mut watched = WatchedKeys::new(Arc::clone(&watching));
+        watched.count_as_watching();
+        watched.push(watched_key(b"a"));
+        watched.count_as_watching();
+        watched.push(watched_key(b"b"));
+        assert_eq!(count(), 1, "one session, counted once");
+        let taken = watched.take();
+        assert_eq!((count(), taken.keys().len(), watched.keys().len()), (1, 2, 0), "EXEC's keys stay counted");
+        drop(taken);
+        assert_eq!(count(), 0);
+        watched.count_as_watching();
+        watched.clear();
+        watched.clear();
+        assert_eq!(count(), 0, "UNWATCH lets go once");
+        watched.count_as_watching();
+        drop(watched);
+        assert_eq!(count(), 0, "a session that ends lets go");
     }
 }

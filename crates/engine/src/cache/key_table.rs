@@ -201,11 +201,11 @@ pub(super) struct TableMirror {
 }
 
 impl TableMirror {
-    /// Publishes where `table` is now; writes nothing when it has not moved (readers keep the
-    /// mirror's cache line shared).
+    /// Publishes where `table` is now; writes nothing when it has not moved or resized (readers
+    /// keep the mirror's cache line shared).
     pub(super) fn follow(&self, table: &KeyTable) {
         let address = table.slots.as_ptr().cast_mut();
-        if self.slots_address.load(Ordering::Relaxed) != address {
+        if self.slots_address.load(Ordering::Relaxed) != address || self.slots.load(Ordering::Relaxed) != table.slots.len() {
             self.slots_address.store(address, Ordering::Relaxed);
             self.slots.store(table.slots.len(), Ordering::Relaxed);
         }

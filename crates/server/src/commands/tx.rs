@@ -37,6 +37,7 @@ pub fn watch(call: &mut Call<'_>) -> CommandResult {
         if call.session.watched.keys().iter().any(|watched| watched.database == database && watched.key == key) {
             continue;
         }
+        call.session.watched.count_as_watching();
         let version = call.namespace.get(key)?.map(|value| value.version);
         call.session.watched.push(WatchedKey { database, key: key.clone(), version });
     }
