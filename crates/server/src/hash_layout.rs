@@ -98,9 +98,8 @@ enum Layout {
         root: HashRoot,
         /// The buckets read or changed so far, by number.
         buckets: BTreeMap<u32, Bucket>,
-        /// Buckets stored before this command (those past the final count are deleted).
-        stored_bucket_count: u32,
-        /// The root as stored before this command; None when the hash was not bucketed.
+        /// The root as stored before this command (its buckets past the final count are
+        /// deleted); None when the hash was not bucketed.
         stored_root: Option<HashRoot>,
     },
 }
@@ -120,7 +119,7 @@ impl OpenHash {
         let layout = match Stored::decode(value.bytes)? {
             Stored::Hash(fields) => Layout::Small(fields),
             Stored::BucketedHash(root) => {
-                Layout::Bucketed { root, buckets: BTreeMap::new(), stored_bucket_count: root.bucket_count, stored_root: Some(root) }
+                Layout::Bucketed { root, buckets: BTreeMap::new(), stored_root: Some(root) }
             }
             Stored::String(_) => return fail(WRONGTYPE),
         };
@@ -264,7 +263,7 @@ impl OpenHash {
             }
             self.layout = bucketed_from(&self.key, std::mem::take(fields));
         }
-        let Layout::Bucketed { root, buckets, stored_bucket_count, stored_root } = &mut self.layout else { unreachable!("converted above") };
+        let Layout::Bucketed { root, buckets, stored_root } = &mut self.layout else { unreachable!("converted above") };
         if root.field_bytes > limits.hash_bytes_max() {
             return fail(format!(
                 "ERR hash would hold {} bytes of fields, over the limit of {} bytes for one hash",
@@ -288,7 +287,8 @@ impl OpenHash {
         for (number, encoded) in writes {
             store.put_part(&self.key, number, &encoded)?;
         }
-        for number in (root.bucket_count..*stored_bucket_count).rev() {
+        let stored_bucket_count = stored_root.map_or(0, |stored| stored.bucket_count);
+        for number in (root.bucket_count..stored_bucket_count).rev() {
             store.delete_part(&self.key, number)?;
         }
         if versions_watched || *stored_root != Some(*root) {
@@ -313,7 +313,7 @@ fn bucketed_from(key: &[u8], fields: HashRecord) -> Layout {
         salt: salt_of(key),
     };
     let buckets = BTreeMap::from([(0, Bucket { fields, dirty: true })]);
-    Layout::Bucketed { root, buckets, stored_bucket_count: 0, stored_root: None }
+    Layout::Bucketed { root, buckets, stored_root: None }
 }
 
 /// Splits while the average bucket is over the target (at most `SOFT_SPLITS_PER_WRITE_MAX`

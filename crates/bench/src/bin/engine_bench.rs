@@ -402,16 +402,25 @@ fn dependent_load_ns(huge_pages: bool) -> f64 {
     elapsed.as_nanos() as f64 / LATENCY_CHASE_LOADS as f64
 }
 
+/// `header` (a markdown table's text, title and separator rows) and a row per kind of page: its
+/// name and the cells `row` gives for it.
+fn table_per_page_kind(header: String, row: impl Fn(bool) -> String) -> String {
+    let mut table = header;
+    for (name, huge_pages) in PAGE_KINDS {
+        table.push_str(&format!("| {name} | {} |\n", row(huge_pages)));
+    }
+    table
+}
+
 fn memory_latency_table() -> String {
-    let mut table = format!(
+    let header = format!(
         "\nMemory latency: a chain of {LATENCY_CHASE_LOADS} dependent loads, each from a random 64-byte line of {} MiB of anonymous memory. A single get with index and records in memory makes at least two such loads one after the other (the key's index slot, then the record it names), so one core serves at most 1 / (2 × latency) single gets per second, before any other work.\n\n| pages | ns per dependent load | single gets/s per core at most |\n|---|---|---|\n",
         LATENCY_CHASE_BYTES >> 20
     );
-    for (name, huge_pages) in PAGE_KINDS {
+    table_per_page_kind(header, |huge_pages| {
         let nanoseconds = dependent_load_ns(huge_pages);
-        table.push_str(&format!("| {name} | {nanoseconds:.1} | {:.0} |\n", 1e9 / (2.0 * nanoseconds)));
-    }
-    table
+        format!("{nanoseconds:.1} | {:.0}", 1e9 / (2.0 * nanoseconds))
+    })
 }
 
 /// Fresh memory touched by `--first-touch`, and the step it is timed by (a huge page).
@@ -437,17 +446,16 @@ fn first_touch_step_ms(huge_pages: bool) -> Vec<f64> {
 }
 
 fn first_touch_table() -> String {
-    let mut table = format!(
+    let header = format!(
         "\nFirst touch: {} MiB of fresh anonymous memory written one byte per 4 KiB page, timed per 2 MiB (a huge page). Each first touch faults; a huge page is one fault for all 2 MiB, so its cost is one stall for whichever thread takes it.\n\n| pages | ms per 2 MiB, mean | ms per 2 MiB, max |\n|---|---|---|\n",
         FIRST_TOUCH_BYTES >> 20
     );
-    for (name, huge_pages) in PAGE_KINDS {
+    table_per_page_kind(header, |huge_pages| {
         let steps = first_touch_step_ms(huge_pages);
         let mean = steps.iter().sum::<f64>() / steps.len() as f64;
         let max = steps.iter().copied().fold(0.0, f64::max);
-        table.push_str(&format!("| {name} | {mean:.3} | {max:.3} |\n"));
-    }
-    table
+        format!("{mean:.3} | {max:.3}")
+    })
 }
 
 /// The file `--device-read-cost` reads from, and the reads per batch size.

@@ -397,7 +397,9 @@ impl Namespace {
 
     pub fn get(&self, key: &[u8]) -> Result<Option<Value>> {
         Self::check_key(key)?;
-        self.get_digested(key, self.digest(key))
+        let digest = self.digest(key);
+        self.prefetch_cache_slot(digest);
+        self.get_digested(key, digest)
     }
 
     /// Gets several keys, answering for each, in order, what `get` would. Keys are taken in
@@ -446,8 +448,8 @@ impl Namespace {
         }
     }
 
+    /// `get` of a digested key whose cache slot the caller prefetched.
     fn get_digested(&self, key: &[u8], digest: Digest) -> Result<Option<Value>> {
-        self.prefetch_cache_slot(digest);
         let found = loop {
             let partition = self.index.partition(self.index.partition_of(digest)).read();
             let Some(entry) = self.index.lookup(&partition, digest)? else { break None };
