@@ -4,12 +4,13 @@
 use std::sync::Arc;
 
 use hybridkv_media::sim::SimStore;
-use hybridkv_media::{MediaProvider, Tier};
+use hybridkv_media::{MediaProvider, Tier, PAGE_BYTES};
 
 use crate::config::INDEX_BYTES_MIN;
 use crate::digest::Digest;
 use crate::index::{Index, PARTITION_COUNT};
 use crate::journal::format;
+use crate::log::block_walk::BlockWalk;
 use crate::log::{record, walk_records, BlockHeader};
 
 /// Walks arbitrary bytes as the records of a block.
@@ -21,8 +22,35 @@ pub fn records(bytes: &[u8]) {
         });
         assert!(walked.end <= bytes.len() as u64 && walked.skipped_bytes <= walked.end);
     }
+    assert_windowed_walk_agrees(bytes, seq);
     let _ = record::decode(bytes, seq as u32);
     let _ = BlockHeader::decode(bytes, 0, 1 << 20, 0);
+}
+
+/// A walk a page at a time visits what the walk over the whole image does.
+fn assert_windowed_walk_agrees(bytes: &[u8], seq: u64) {
+    let mut whole = Vec::new();
+    let whole_walked = walk_records(bytes, seq, true, |offset, view| whole.push((offset, view.header.lsn)));
+    let mut windowed = Vec::new();
+    let mut buffer = Vec::new();
+    let walk = BlockWalk {
+        records_start: 0,
+        block_bytes: bytes.len() as u64,
+        seq,
+        window_bytes: PAGE_BYTES,
+        buffer: &mut buffer,
+        read: |offset: u64, out: &mut [u8]| {
+            out.copy_from_slice(&bytes[offset as usize..offset as usize + out.len()]);
+            Ok(())
+        },
+    };
+    let walked = walk
+        .run(|_| (), |offset, view, ()| {
+            windowed.push((offset, view.header.lsn));
+            Ok(true)
+        })
+        .expect("reads from memory succeed");
+    assert_eq!((windowed, walked), (whole, whole_walked), "a windowed walk differs from the whole image's");
 }
 
 /// Decodes arbitrary bytes as journal segment headers, entries and image headers.

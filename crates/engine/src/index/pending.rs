@@ -16,6 +16,11 @@ pub(crate) struct PendingEntry {
     pub(crate) lsn: u64,
 }
 
+/// Room for entries a partition keeps once all of its entries are published. More is given back:
+/// a burst (a defragmentation round, a big hash's writes) leaves no lasting growth in each of the
+/// 4096 partitions it touched.
+const ROOM_KEPT_WHEN_EMPTY_ENTRIES: usize = 8;
+
 #[derive(Default)]
 pub(crate) struct PendingEntries {
     /// In the order they were pushed (log order).
@@ -68,6 +73,10 @@ impl PendingEntries {
         } else if newest.lsn == lsn {
             *newest = *self.queue.iter().rev().find(|pending| pending.entry.digest == digest).expect("count > 0");
         }
+        if self.queue.is_empty() && self.queue.capacity() > ROOM_KEPT_WHEN_EMPTY_ENTRIES {
+            self.queue.shrink_to(ROOM_KEPT_WHEN_EMPTY_ENTRIES);
+            self.newest.shrink_to(ROOM_KEPT_WHEN_EMPTY_ENTRIES);
+        }
     }
 
     /// Pending entries, one per digest that has any.
@@ -115,6 +124,21 @@ mod tests {
         assert!(entries.newest(Digest::from_words(0, 0)).is_none() && entries.newest(Digest::from_words(1, 1)).is_none());
         assert_eq!(entries.distinct_len(), 0);
         assert_eq!(entries.newest_entries().count(), 0);
+    }
+
+    #[test]
+    fn a_burst_leaves_no_lasting_room_once_published() {
+        let mut entries = PendingEntries::default();
+        for lsn in 1..=1000 {
+            entries.push(pending(lsn, lsn));
+        }
+        for lsn in 1..=999 {
+            entries.remove(Digest::from_words(lsn, lsn), lsn);
+        }
+        assert!(entries.queue.capacity() >= 1000, "room stays while entries wait");
+        entries.remove(Digest::from_words(1000, 1000), 1000);
+        assert!(entries.queue.capacity() <= 2 * ROOM_KEPT_WHEN_EMPTY_ENTRIES);
+        assert!(entries.newest.capacity() <= 2 * ROOM_KEPT_WHEN_EMPTY_ENTRIES);
     }
 
     #[test]

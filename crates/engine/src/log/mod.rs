@@ -1,6 +1,7 @@
 //! Record storage: the record format, write blocks and the append-only record log.
 
 pub(crate) mod block;
+pub(crate) mod block_walk;
 pub(crate) mod location;
 pub(crate) mod record;
 pub(crate) mod record_log;

@@ -20,6 +20,7 @@ use parking_lot::{Mutex, MutexGuard, RwLock};
 
 use crate::error::{EngineError, Result};
 use crate::log::block::{BlockHeader, BLOCK_HEADER_BYTES};
+use crate::log::block_walk::{read_page_window, BlockWalk, BLOCK_WALK_WINDOW_BYTES};
 use crate::log::location::{Location, BLOCK_SLOTS_MAX};
 use crate::log::record::{
     self, decode_header, u32_at, RecordHeader, RecordView, BLOCK_SEQ_OFFSET, RECORD_ALIGN_BYTES, RECORD_HEADER_BYTES,
@@ -831,20 +832,40 @@ impl<P> RecordLog<P> {
         }
     }
 
-    /// Reads block `slot` from `from_offset` to the end into `buffer` (for scans and recovery) and
-    /// returns where in `buffer` the byte at `from_offset` is. The read covers whole pages into a
+    /// Reads block `slot` from `from_offset` to the end into `buffer` (for recovery) and returns
+    /// where in `buffer` the byte at `from_offset` is. The read covers whole pages into a
     /// page-aligned window of `buffer`, so a block file with direct I/O reads straight into it,
     /// not through a bounce buffer of its own (a block's worth of memory more).
     pub(crate) fn read_block_from(&self, slot: u32, from_offset: u64, buffer: &mut Vec<u8>) -> Result<usize> {
         assert!(from_offset <= self.block_bytes, "a block is read from inside it or from its end (nothing)");
-        let first_page = from_offset / PAGE_BYTES * PAGE_BYTES;
-        let window_bytes = (self.block_bytes - first_page) as usize;
-        buffer.resize(window_bytes + PAGE_BYTES as usize, 0);
-        let shift = buffer.as_ptr().align_offset(PAGE_BYTES as usize);
-        assert!(shift < PAGE_BYTES as usize);
-        self.read_block_bytes(slot, first_page, &mut buffer[shift..shift + window_bytes])?;
-        buffer.truncate(shift + window_bytes);
-        Ok(shift + (from_offset - first_page) as usize)
+        let mut read = |offset, out: &mut [u8]| self.read_block_bytes(slot, offset, out);
+        let (start, end) = read_page_window(buffer, from_offset, self.block_bytes, &mut read)?;
+        buffer.truncate(end);
+        Ok(start)
+    }
+
+    /// Walks the records of block `slot` (sequence number `seq`) past damage, a window at a time
+    /// through `buffer`, which keeps at most a window's bytes: see `block_walk`.
+    pub(crate) fn walk_block<T>(
+        &self,
+        slot: u32,
+        seq: u64,
+        buffer: &mut Vec<u8>,
+        ahead: impl FnMut(&RecordView<'_>) -> T,
+        visit: impl FnMut(u64, &RecordView<'_>, T) -> Result<bool>,
+    ) -> Result<Walked> {
+        let walk = BlockWalk {
+            records_start: BLOCK_HEADER_BYTES as u64,
+            block_bytes: self.block_bytes,
+            seq,
+            window_bytes: BLOCK_WALK_WINDOW_BYTES.min(self.block_bytes),
+            buffer,
+            read: |offset: u64, out: &mut [u8]| {
+                assert!(offset.is_multiple_of(PAGE_BYTES) && out.len().is_multiple_of(PAGE_BYTES as usize), "windows are whole pages (no bounce buffer)");
+                self.read_block_bytes(slot, offset, out)
+            },
+        };
+        walk.run(ahead, visit)
     }
 
     /// Frees a block whose live records have all been moved and made durable: its start is

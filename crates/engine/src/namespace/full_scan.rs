@@ -11,7 +11,8 @@ use std::sync::atomic::Ordering;
 
 use super::{Namespace, Value};
 use crate::error::Result;
-use crate::log::{walk_records, Location, RecordView, BLOCK_HEADER_BYTES};
+use crate::digest::Digest;
+use crate::log::{Location, RecordView, BLOCK_HEADER_BYTES};
 
 /// Rounds of catching up with blocks started while the scan ran.
 const CATCH_UP_ROUNDS_MAX: usize = 16;
@@ -41,7 +42,8 @@ impl Namespace {
         drop(self.defrag_running.lock());
         let mut report = FullScanReport::default();
         let mut scanned_up_to_seq = 0;
-        let mut image = Vec::new();
+        let mut window = Vec::new();
+        let block_record_bytes = self.log.block_bytes() - BLOCK_HEADER_BYTES as u64;
         for _ in 0..CATCH_UP_ROUNDS_MAX {
             let mut blocks = self.log.sealed_blocks();
             blocks.push(self.log.active_block());
@@ -51,20 +53,17 @@ impl Namespace {
                 break;
             }
             for (slot, seq) in blocks {
-                let start = self.log.read_block_from(slot, BLOCK_HEADER_BYTES as u64, &mut image)?;
                 report.blocks_read += 1;
-                report.bytes_read += (image.len() - start) as u64;
+                report.bytes_read += block_record_bytes;
                 let mut stopped = false;
-                walk_records(&image[start..], seq, true, |offset, view| {
-                    if stopped {
-                        return;
-                    }
+                self.walk_block_prefetching(slot, seq, &mut window, |offset, view, digest| {
                     let location = Namespace::location_of(slot, BLOCK_HEADER_BYTES as u64 + offset, view);
-                    if let Some(value) = self.live_value(view, location) {
+                    if let Some(value) = self.live_value(view, digest, location) {
                         report.records_visited += 1;
                         stopped = !visit(view.key, &value);
                     }
-                });
+                    Ok(!stopped)
+                })?;
                 if stopped {
                     return Ok(report);
                 }
@@ -75,11 +74,10 @@ impl Namespace {
     }
 
     /// The record's value when the index still points at it and it has not expired.
-    fn live_value(&self, view: &RecordView<'_>, location: Location) -> Option<Value> {
+    fn live_value(&self, view: &RecordView<'_>, digest: Digest, location: Location) -> Option<Value> {
         if view.header.is_tombstone() || view.header.is_part() {
             return None;
         }
-        let digest = self.record_digest(view);
         let partition = self.index.partition(self.index.partition_of(digest)).read();
         let entry = self.index.lookup(&partition, digest).ok()??;
         let value = (entry.location == location).then(|| Value {

@@ -2,7 +2,6 @@
 //! `none`), checkpoints that bound replay, defragmentation of blocks under the low-water mark,
 //! reclaiming expired keys, and the live-byte audit after a warm start.
 
-use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -14,7 +13,7 @@ use crate::config::Durability;
 use crate::digest::Digest;
 use crate::error::Result;
 use crate::index::{entry_expiry, record_expired, Index, PendingEntry};
-use crate::log::{position_seq, walk_records, Location, NewRecord, RecordView, Walked, Writer, BLOCK_HEADER_BYTES};
+use crate::log::{position_seq, Location, NewRecord, RecordView, Walked, Writer, BLOCK_HEADER_BYTES};
 
 const MAINTENANCE_TICK: Duration = Duration::from_millis(5);
 /// Expiry reclaim, defragmentation and the other work that need not run at every tick.
@@ -30,8 +29,6 @@ const DEFRAG_BLOCKS_PER_ROUND: usize = 8;
 /// every index page changed since the last one durable: one per defragmentation round (up to
 /// 10 a second under overwrites) took a third of the background thread's time.
 const EMPTIED_BLOCKS_FRACTION_MAX: usize = 16;
-/// How far ahead defragmentation loads index slots: enough records to cover a memory latency.
-const DEFRAG_PREFETCH_DISTANCE_RECORDS: usize = 8;
 /// Under 1/N of the blocks free, defragmentation runs at every tick.
 const FREE_BLOCKS_LOW_FRACTION: usize = 8;
 /// Once 1/N of the blocks are in use the configured low-water mark applies; with fewer in use the
@@ -196,23 +193,22 @@ impl Namespace {
     fn audit_live_bytes(&self) -> Result<()> {
         let mut blocks = self.log.sealed_blocks();
         blocks.push(self.log.active_block());
-        let mut image = Vec::new();
+        let mut window = Vec::new();
         for (slot, seq) in blocks {
-            let start = self.log.read_block_from(slot, BLOCK_HEADER_BYTES as u64, &mut image)?;
             let mut live = 0u64;
-            walk_records(&image[start..], seq, true, |offset, view| {
+            self.walk_block_prefetching(slot, seq, &mut window, |offset, view, digest| {
                 let location = Namespace::location_of(slot, BLOCK_HEADER_BYTES as u64 + offset, view);
-                if view.header.is_tombstone() || self.points_at(view, location) {
+                if view.header.is_tombstone() || self.points_at(digest, location) {
                     live += view.header.record_bytes() as u64;
                 }
-            });
+                Ok(true)
+            })?;
             self.log.set_live_bytes(slot, live);
         }
         Ok(())
     }
 
-    fn points_at(&self, view: &RecordView<'_>, location: Location) -> bool {
-        let digest = self.record_digest(view);
+    fn points_at(&self, digest: Digest, location: Location) -> bool {
         let partition = self.index.partition(self.index.partition_of(digest)).read();
         matches!(self.index.lookup(&partition, digest), Ok(Some(entry)) if entry.location == location)
     }
@@ -256,11 +252,11 @@ impl Namespace {
         if !self.accounting_ready.load(Ordering::Relaxed) || self.check_writable().is_err() || self.index.is_condemned() {
             return Ok(());
         }
-        let mut image = self.defrag_running.lock();
+        let mut window = self.defrag_running.lock();
         if self.full_scans_running.load(Ordering::Acquire) > 0 {
             return Ok(());
         }
-        let emptied = self.move_live_records_out(low_water_bytes, &mut image)?;
+        let emptied = self.move_live_records_out(low_water_bytes, &mut window)?;
         let waiting = {
             let mut waiting = self.emptied_blocks.lock();
             waiting.extend(emptied);
@@ -271,13 +267,13 @@ impl Namespace {
             // included) durably before they go.
             self.checkpoint(false)?;
         }
-        self.free_emptied_blocks(&image)
+        self.free_emptied_blocks(&window)
     }
 
     /// One round of moves: the blocks whose every live record has been re-appended, each with
     /// the log position the checkpoint that frees it must reach. The caller holds
-    /// `defrag_running` (whose buffer is `image`) and no full scan runs.
-    fn move_live_records_out(&self, low_water_bytes: u64, image: &mut Vec<u8>) -> Result<Vec<EmptiedBlock>> {
+    /// `defrag_running` (whose buffer is `window`) and no full scan runs.
+    fn move_live_records_out(&self, low_water_bytes: u64, window: &mut Vec<u8>) -> Result<Vec<EmptiedBlock>> {
         let sealed = self.log.sealed_blocks();
         let oldest_seq = sealed.first().map(|&(_, seq)| seq);
         // A record counts as live in its block once it is published, and `periodic` and `none`
@@ -295,8 +291,7 @@ impl Namespace {
         candidates.truncate(DEFRAG_BLOCKS_PER_ROUND);
         let mut emptied = Vec::with_capacity(candidates.len());
         for &(slot, seq) in &candidates {
-            let start = self.log.read_block_from(slot, BLOCK_HEADER_BYTES as u64, image)?;
-            let walked = self.move_block_out(slot, seq, &image[start..], Some(seq) == oldest_seq)?;
+            let walked = self.move_block_out(slot, seq, window, Some(seq) == oldest_seq)?;
             if walked.skipped_bytes > 0 {
                 // A damaged record may be the one the index holds for its key: freeing the block
                 // would turn a read reported as damaged into a silent loss. The block stays.
@@ -309,31 +304,12 @@ impl Namespace {
         Ok(emptied)
     }
 
-    /// Re-appends the live records of the block `slot` (whose records, after its header, are
-    /// `records`). The index slots of the records DEFRAG_PREFETCH_DISTANCE_RECORDS ahead are
-    /// loaded while a record is checked: most records of a block under the mark are dead, and
-    /// finding that out is one index lookup each, a memory miss when waited for alone.
-    fn move_block_out(&self, slot: u32, seq: u64, records: &[u8], oldest: bool) -> Result<Walked> {
-        let mut ahead = VecDeque::with_capacity(DEFRAG_PREFETCH_DISTANCE_RECORDS + 1);
-        let move_one = |(offset, view, digest): (u64, RecordView<'_>, Digest)| {
-            let location = Namespace::location_of(slot, BLOCK_HEADER_BYTES as u64 + offset, &view);
-            self.move_if_live(&view, digest, location, oldest)
-        };
-        let mut outcome = Ok(());
-        let walked = walk_records(records, seq, true, |offset, view| {
-            if outcome.is_err() {
-                return;
-            }
-            let digest = self.record_digest(view);
-            self.index.prefetch_entry(digest);
-            ahead.push_back((offset, view.clone(), digest));
-            if ahead.len() > DEFRAG_PREFETCH_DISTANCE_RECORDS {
-                outcome = move_one(ahead.pop_front().expect("just pushed"));
-            }
-        });
-        outcome?;
-        ahead.into_iter().try_for_each(move_one)?;
-        Ok(walked)
+    /// Re-appends the live records of the block `slot`, read through `window`.
+    fn move_block_out(&self, slot: u32, seq: u64, window: &mut Vec<u8>, oldest: bool) -> Result<Walked> {
+        self.walk_block_prefetching(slot, seq, window, |offset, view, digest| {
+            let location = Namespace::location_of(slot, BLOCK_HEADER_BYTES as u64 + offset, view);
+            self.move_if_live(view, digest, location, oldest).map(|()| true)
+        })
     }
 
     /// Frees the emptied blocks that the last checkpoint covers. The caller holds

@@ -241,6 +241,24 @@ impl Namespace {
         }
     }
 
+    /// Walks the records of block `slot` through `window` (see `RecordLog::walk_block`), loading
+    /// each record's index slot a few records before `visit(offset after the block header,
+    /// record, its digest)` looks it up; `visit` returns false to stop.
+    pub(crate) fn walk_block_prefetching(
+        &self,
+        slot: u32,
+        seq: u64,
+        window: &mut Vec<u8>,
+        visit: impl FnMut(u64, &RecordView<'_>, Digest) -> Result<bool>,
+    ) -> Result<crate::log::Walked> {
+        let ahead = |view: &RecordView<'_>| {
+            let digest = self.record_digest(view);
+            self.index.prefetch_entry(digest);
+            digest
+        };
+        self.log.walk_block(slot, seq, window, ahead, visit)
+    }
+
     /// The digest of part `number` of the key whose digest is `owner`.
     pub(crate) fn part_digest(&self, owner: Digest, number: u32) -> Digest {
         Digest::of_part_key(self.seed, &part_key(owner, number))
