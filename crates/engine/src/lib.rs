@@ -22,7 +22,7 @@ mod striped_counter;
 
 pub use config::{
     default_shmem_dir, parse_size_bytes, Config, Durability, NamespaceConfig, GIB, KEY_BYTES_MAX, KIB, MIB,
-    NAMESPACES_MAX,
+    NAMESPACES_MAX, PERIODIC_MS_MAX,
 };
 pub use database::Database;
 pub use error::{EngineError, Result};

@@ -39,6 +39,12 @@ pub struct NamespaceStats {
     /// Appends that had to rotate while the previous sealed block was still being written out,
     /// and waited for its write.
     pub rotations_waited_for_write_out: u64,
+    /// Writes (durability periodic or none) acknowledged only after a flush, because
+    /// PENDING_RECORDS_MAX records were waiting for publication (back-pressure).
+    pub writes_held_for_backlog: u64,
+    /// Records appended and not yet published to the index (the backlog): committers flush
+    /// them from PENDING_RECORDS_EARLY_FLUSH on, writers wait past PENDING_RECORDS_MAX.
+    pub records_awaiting_publication: u64,
     pub gets: u64,
     pub hits: u64,
     pub misses: u64,

@@ -7,7 +7,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 
 use common::*;
-use hybridkv_engine::{Database, Durability, EngineError, Namespace, Tier, MIB};
+use hybridkv_engine::{Database, Durability, EngineError, Namespace, Tier, MIB, PERIODIC_MS_MAX};
 use hybridkv_media::sim::{FaultKind, FaultOn, FaultPlan, SimStore};
 
 /// Puts `key` without waiting; returns its ticket (durability `always` always gives one).
@@ -101,16 +101,21 @@ fn a_flush_failing_at_any_step_calls_its_callbacks_and_refuses_later_writes() {
     }
 }
 
-#[test]
-fn periodic_durability_returns_a_ticket_only_under_back_pressure() {
-    let dir = tempfile::tempdir().unwrap();
+/// A namespace with durability `periodic` whose one write block holds a backlog of 200,000 small
+/// records (a sealed block would wake a committer to flush it).
+fn periodic_namespace_of_big_blocks() -> hybridkv_engine::NamespaceConfig {
     let mut namespace_config = small_namespace("ns", Tier::Pmem, Tier::Ssd, Durability::Periodic);
     namespace_config.data_bytes = 64 * MIB;
     namespace_config.index_bytes = 32 * MIB;
-    // One block holds the whole backlog: a sealed block would wake a committer to flush it.
     namespace_config.write_block_bytes = 16 * MIB;
     namespace_config.checkpoint_interval_bytes = 16 * MIB;
-    let database = Database::open(config_for(dir.path(), vec![namespace_config])).unwrap();
+    namespace_config
+}
+
+#[test]
+fn periodic_durability_returns_a_ticket_only_under_back_pressure() {
+    let dir = tempfile::tempdir().unwrap();
+    let database = Database::open(config_for(dir.path(), vec![periodic_namespace_of_big_blocks()])).unwrap();
     let namespace = database.namespace(0).unwrap();
     let ((), ticket) = namespace.transaction_deferred(&[b"k"], |transaction| transaction.put(b"k", b"v", 0)).unwrap();
     assert_eq!(ticket, None);
@@ -122,7 +127,39 @@ fn periodic_durability_returns_a_ticket_only_under_back_pressure() {
         namespace.transaction_deferred(&[&key], |transaction| transaction.put(&key, b"v", 0)).unwrap().1
     });
     let ticket = first_ticket.expect("a growing backlog makes writers wait");
+    let stats = namespace.stats();
+    assert_eq!(stats.writes_held_for_backlog, 1, "INFO counts the held write");
+    assert!(stats.records_awaiting_publication > 100_000, "{}", stats.records_awaiting_publication);
     namespace.wait_durable(ticket).unwrap();
     let ((), after) = namespace.transaction_deferred(&[b"k"], |transaction| transaction.put(b"k", b"w", 0)).unwrap();
     assert_eq!(after, None, "the flush cleared the backlog");
+}
+
+/// With background maintenance, a backlog of small records (many to a write block, so no block
+/// seals) is flushed and published by a committer before writers would have to wait for it, long
+/// before the periodic flush is due.
+#[test]
+fn a_backlog_of_small_records_is_flushed_in_the_background_before_writers_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut namespace_config = periodic_namespace_of_big_blocks();
+    namespace_config.periodic_ms = PERIODIC_MS_MAX;
+    let mut config = config_for(dir.path(), vec![namespace_config]);
+    config.background_maintenance = true;
+    let database = Database::open(config).unwrap();
+    let namespace = database.namespace(0).unwrap();
+    // Past the early-flush mark (a quarter of the back-pressure limit), short of the limit.
+    for number in 0..40_000u64 {
+        let key = key(number);
+        let ((), ticket) = namespace.transaction_deferred(&[&key], |transaction| transaction.put(&key, b"v", 0)).unwrap();
+        assert_eq!(ticket, None, "write {number} was held");
+    }
+    // A flush started at the mark (25,000) takes everything appended by then: at most the
+    // 15,000 records after the mark may still wait (under the mark, nothing more is flushed).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while namespace.stats().records_awaiting_publication > 15_000 {
+        let waiting = namespace.stats().records_awaiting_publication;
+        assert!(std::time::Instant::now() < deadline, "{waiting} records still wait for publication after 20 s");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(namespace.stats().writes_held_for_backlog, 0);
 }

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use parking_lot::MutexGuard;
 
+use super::write::PENDING_RECORDS_EARLY_FLUSH;
 use super::Namespace;
 use crate::error::Result;
 
@@ -172,9 +173,21 @@ impl Namespace {
         }
     }
 
-    /// Whether a committer should flush now to write out a sealed block's pages.
-    fn sealed_pages_to_write_out(&self) -> bool {
-        self.background_write_out.load(Ordering::Relaxed) && self.log.sealed_pages_waiting()
+    /// Wakes a committer because PENDING_RECORDS_EARLY_FLUSH records wait for publication; once
+    /// until a committer starts a flush (each wake is a futex call and a context switch). Under
+    /// the commit lock, as `wake_committer_after_seal`, so no wake is lost.
+    pub(crate) fn wake_committer_for_backlog(&self) {
+        if self.background_write_out.load(Ordering::Relaxed) && !self.backlog_wake_sent.swap(true, Ordering::Relaxed) {
+            let _commit = self.commit.lock();
+            self.committed.notify_one();
+        }
+    }
+
+    /// Whether a committer should flush now: a sealed block's pages wait to be written out, or
+    /// enough records wait for publication that writers would soon have to wait for them.
+    fn flush_wanted_without_waiters(&self) -> bool {
+        self.background_write_out.load(Ordering::Relaxed)
+            && (self.log.sealed_pages_waiting() || self.log_backlog() >= PENDING_RECORDS_EARLY_FLUSH)
     }
 
     /// Starts the committer threads (stopped with the maintenance thread, `stop_maintenance`).
@@ -202,8 +215,9 @@ fn take_ready_waiters(commit: &mut CommitState, poisoned: bool) -> Vec<DurableCa
     ready.into_iter().map(|(_, callback)| callback).collect()
 }
 
-/// Flushes whenever a callback waits for a position no flush under way covers, or a sealed
-/// block's pages wait to be written out; ends when the namespace stops or is dropped.
+/// Flushes whenever a callback waits for a position no flush under way covers, a sealed
+/// block's pages wait to be written out, or PENDING_RECORDS_EARLY_FLUSH records wait for
+/// publication; ends when the namespace stops or is dropped.
 fn committer_loop(namespace: Weak<Namespace>) {
     loop {
         let Some(namespace) = namespace.upgrade() else { return };
@@ -211,9 +225,10 @@ fn committer_loop(namespace: Weak<Namespace>) {
             return;
         }
         let mut commit = namespace.commit.lock();
-        // A sealed block's pages wait: a flush of everything writes them.
-        let target = if namespace.sealed_pages_to_write_out() { u64::MAX } else { commit.waiters_target_max };
+        // A sealed block's pages or many unpublished records wait: a flush of everything.
+        let target = if namespace.flush_wanted_without_waiters() { u64::MAX } else { commit.waiters_target_max };
         if commit.may_start_flush(target) && namespace.check_writable().is_ok() {
+            namespace.backlog_wake_sent.store(false, Ordering::Relaxed);
             // A failure poisons the namespace and fails the callbacks; nothing more to do here
             // but to let the commit lock go.
             drop(namespace.run_flush(commit, true));

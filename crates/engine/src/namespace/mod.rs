@@ -69,6 +69,9 @@ pub(crate) struct Counters {
     pub(crate) hits: StripedCounter,
     pub(crate) misses: StripedCounter,
     pub(crate) writes: StripedCounter,
+    /// Writes in periodic or none durability that waited for a flush: PENDING_RECORDS_MAX
+    /// records were waiting for publication.
+    pub(crate) writes_held_for_backlog: AtomicU64,
     pub(crate) flushes: AtomicU64,
     pub(crate) log_writes: AtomicU64,
     pub(crate) defragmented_blocks: AtomicU64,
@@ -89,6 +92,9 @@ pub struct Namespace {
     pub(crate) key_count: AtomicI64,
     /// Records appended but not yet published (bounded by flushing early).
     pub(crate) unpublished_records: AtomicUsize,
+    /// A writer woke a committer for the records waiting for publication since a committer
+    /// last started a flush (`wake_committer_for_backlog`).
+    pub(crate) backlog_wake_sent: AtomicBool,
     pub(crate) counters: Counters,
     pub(crate) poisoned: Mutex<Option<String>>,
     pub(crate) last_checkpoint_unix_ms: AtomicU64,
@@ -102,7 +108,8 @@ pub struct Namespace {
     checkpoint_wanted: AtomicBool,
     pub(crate) stopping: Arc<AtomicBool>,
     /// Background maintenance runs (`Config::background_maintenance`): committers then also
-    /// write out sealed blocks' pages as soon as a block is sealed. Without it (deterministic
+    /// write out sealed blocks' pages as soon as a block is sealed, and flush once
+    /// PENDING_RECORDS_EARLY_FLUSH records wait for publication. Without it (deterministic
     /// tests) the next flush or rotation does, on the thread that calls it.
     pub(crate) background_write_out: AtomicBool,
     /// The maintenance thread and the committer threads.
@@ -201,6 +208,7 @@ impl Namespace {
             committed: Condvar::new(),
             key_count: AtomicI64::new(0),
             unpublished_records: AtomicUsize::new(0),
+            backlog_wake_sent: AtomicBool::new(false),
             counters: Counters::default(),
             poisoned: Mutex::new(None),
             last_checkpoint_unix_ms: AtomicU64::new(0),
@@ -625,6 +633,8 @@ impl Namespace {
             journal_writes,
             log_bytes_written: self.log.bytes_appended(),
             rotations_waited_for_write_out: self.log.rotations_waited_for_write_out(),
+            writes_held_for_backlog: counter(&self.counters.writes_held_for_backlog),
+            records_awaiting_publication: self.log_backlog() as u64,
             defrag_blocks_waiting: self.emptied_blocks.lock().len() as u64,
             gets: self.counters.hits.get() + self.counters.misses.get(),
             hits: self.counters.hits.get(),

@@ -52,6 +52,11 @@ pub(crate) struct Publication {
 
 /// Records waiting for publication beyond which writers flush themselves.
 const PENDING_RECORDS_MAX: usize = 100_000;
+/// Records waiting for publication from which a committer flushes them with no writer waiting:
+/// small records (INCR's, over 100,000 to a write block) would otherwise pass
+/// PENDING_RECORDS_MAX before their block seals, and every writer would then wait for a flush.
+pub(crate) const PENDING_RECORDS_EARLY_FLUSH: usize = PENDING_RECORDS_MAX / 4;
+const _: () = assert!(PENDING_RECORDS_EARLY_FLUSH > 0 && PENDING_RECORDS_EARLY_FLUSH < PENDING_RECORDS_MAX);
 
 struct BufferedWrite {
     key: Vec<u8>,
@@ -298,7 +303,15 @@ impl Namespace {
         drop(guards);
         self.wake_committer_after_seal();
         self.counters.writes.add(1);
-        let must_wait = self.durability() == Durability::Always || self.log_backlog() > PENDING_RECORDS_MAX;
+        let backlog = self.log_backlog();
+        if backlog >= PENDING_RECORDS_EARLY_FLUSH {
+            self.wake_committer_for_backlog();
+        }
+        let held_for_backlog = self.durability() != Durability::Always && backlog > PENDING_RECORDS_MAX;
+        if held_for_backlog {
+            self.counters.writes_held_for_backlog.fetch_add(1, Ordering::Relaxed);
+        }
+        let must_wait = self.durability() == Durability::Always || held_for_backlog;
         Ok((result, must_wait.then_some(CommitTicket(end_position))))
     }
 
@@ -309,7 +322,7 @@ impl Namespace {
         }
     }
 
-    fn log_backlog(&self) -> usize {
+    pub(super) fn log_backlog(&self) -> usize {
         self.unpublished_records.load(Ordering::Relaxed)
     }
 
