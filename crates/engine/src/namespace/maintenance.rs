@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use parking_lot::MutexGuard;
 
-use super::write::PENDING_RECORDS_EARLY_FLUSH;
 use super::Namespace;
 use crate::config::Durability;
 use crate::digest::Digest;
@@ -308,12 +307,6 @@ impl Namespace {
     /// Re-appends the live records of the block `slot`, read through `window`.
     fn move_block_out(&self, slot: u32, seq: u64, window: &mut Vec<u8>, oldest: bool) -> Result<Walked> {
         self.walk_block_prefetching(slot, seq, window, |offset, view, digest| {
-            // Moved records wait for publication as written ones do: past the early-flush mark,
-            // publish them before moving more, or a block of small records would take the
-            // writers past PENDING_RECORDS_MAX and make them wait for a flush.
-            if self.log_backlog() >= PENDING_RECORDS_EARLY_FLUSH {
-                self.wait_durable_with(self.log.append_position(), self.durability() != Durability::None)?;
-            }
             let location = Namespace::location_of(slot, BLOCK_HEADER_BYTES as u64 + offset, view);
             self.move_if_live(view, digest, location, oldest).map(|()| true)
         })
