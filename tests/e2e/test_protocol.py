@@ -2,6 +2,7 @@
 error and a closed connection, while the server keeps serving everyone else."""
 
 import socket
+import subprocess
 import time
 
 import pytest
@@ -123,6 +124,26 @@ def test_memory_budget_gives_oom_and_reads_keep_working(make_server):
     assert written > 0
     assert client.get("k0") == value
     assert client.dbsize() == written
+
+
+def test_overwrites_beyond_the_data_tier_wait_for_defragmentation_instead_of_failing(make_server, tmp_path):
+    # 64 blocks of 1 MiB; 2,000 keys of 1 KB live (about 2 MB), rewritten by redis-benchmark
+    # until ten times the tier has been written (about 250 MB/s here, faster than
+    # defragmentation frees blocks): replies wait for it while it lags instead of turning into
+    # -OOM (before, the first -OOM came within 0.3 s).
+    config = tmp_path / "small-tier.toml"
+    config.write_text('[[namespace]]\nname = "small"\ndurability = "periodic"\nindex_bytes = "8MiB"\n'
+                      'data_bytes = "64MiB"\nwrite_block_bytes = "1MiB"\ncheckpoint_interval_bytes = "4MiB"\n')
+    server = make_server("--config", str(config))
+    run = subprocess.run(["redis-benchmark", "-p", str(server.port), "-t", "set", "-n", "600000", "-r", "2000",
+                          "-d", "1000", "-c", "50", "-P", "16", "--csv"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "OOM" not in run.stdout + run.stderr, run.stdout + run.stderr
+    client = server.client()
+    persistence = client.info("persistence")
+    assert persistence["ns_small_log_bytes_written"] > 9 * 64 * 1024 * 1024
+    assert client.dbsize() <= 2000
+    client.set("after", "the load")
+    assert client.get("after") == "the load"
 
 
 def test_max_clients(make_server):

@@ -103,7 +103,8 @@ def test_info_sections(r):
     assert info["keyspace_hits"] >= 1 and info["keyspace_misses"] >= 1
     assert set(r.info("persistence")) >= {"ns_default_flushes", "ns_default_journal_writes", "rdb_last_save_time",
                                           "ns_default_rotations_waited_for_write_out", "ns_default_defrag_blocks_waiting",
-                                          "ns_default_writes_held_for_backlog", "ns_default_records_awaiting_publication"}
+                                          "ns_default_writes_held_for_backlog", "ns_default_records_awaiting_publication",
+                                          "ns_default_writes_held_for_space"}
     # Durability `always`: every write waits for its flush anyway, none is held for a backlog.
     assert r.info("persistence")["ns_default_writes_held_for_backlog"] == 0
     assert "connected_clients" not in r.info("persistence")
@@ -124,6 +125,7 @@ def test_metrics_endpoint(make_server):
     assert 'hybridkv_defragmented_blocks_total{namespace="default"} 0' in body
     assert 'hybridkv_defrag_blocks_waiting{namespace="default"} 0' in body
     assert 'hybridkv_writes_held_for_backlog_total{namespace="default"} 0' in body
+    assert 'hybridkv_writes_held_for_space_total{namespace="default"} 0' in body
     assert 'hybridkv_records_awaiting_publication{namespace="default"}' in body
 
 

@@ -42,6 +42,9 @@ pub struct NamespaceStats {
     /// Writes (durability periodic or none) acknowledged only after a flush, because
     /// PENDING_RECORDS_MAX records were waiting for publication (back-pressure).
     pub writes_held_for_backlog: u64,
+    /// Writes acknowledged only once defragmentation had freed space, or after a hold of
+    /// SPACE_HOLD_MS_MAX (the data tier was short of free blocks it could free).
+    pub writes_held_for_space: u64,
     /// Records appended and not yet published to the index (the backlog): committers flush
     /// them from PENDING_RECORDS_EARLY_FLUSH on, writers wait past PENDING_RECORDS_MAX.
     pub records_awaiting_publication: u64,

@@ -129,6 +129,7 @@ fn persistence_section(shared: &Shared, stats: &[NamespaceStats], text: &mut Str
         writeln!(text, "{prefix}_log_bytes_written:{}\r", namespace.log_bytes_written)?;
         writeln!(text, "{prefix}_rotations_waited_for_write_out:{}\r", namespace.rotations_waited_for_write_out)?;
         writeln!(text, "{prefix}_writes_held_for_backlog:{}\r", namespace.writes_held_for_backlog)?;
+        writeln!(text, "{prefix}_writes_held_for_space:{}\r", namespace.writes_held_for_space)?;
         writeln!(text, "{prefix}_records_awaiting_publication:{}\r", namespace.records_awaiting_publication)?;
         writeln!(text, "{prefix}_defrag_blocks_waiting:{}\r", namespace.defrag_blocks_waiting)?;
         writeln!(text, "{prefix}_last_checkpoint_unix_ms:{}\r", namespace.last_checkpoint_unix_ms)?;
@@ -197,6 +198,7 @@ fn namespace_metrics(stats: &NamespaceStats, text: &mut String) -> std::fmt::Res
         ("log_bytes_written_total", stats.log_bytes_written),
         ("rotations_waited_for_write_out_total", stats.rotations_waited_for_write_out),
         ("writes_held_for_backlog_total", stats.writes_held_for_backlog),
+        ("writes_held_for_space_total", stats.writes_held_for_space),
         ("records_awaiting_publication", stats.records_awaiting_publication),
         ("defragmented_blocks_total", stats.defragmented_blocks),
         ("defrag_blocks_waiting", stats.defrag_blocks_waiting),

@@ -144,7 +144,7 @@ impl SessionState {
     pub fn hold_reply_until_durable(&mut self, namespace: &Arc<Namespace>, ticket: CommitTicket) {
         self.commits_registered += 1;
         match self.pending_commits.iter_mut().find(|(held, _)| Arc::ptr_eq(held, namespace)) {
-            Some((_, held)) => *held = ticket,
+            Some((_, held)) => *held = held.covering(ticket),
             None => self.pending_commits.push((namespace.clone(), ticket)),
         }
     }

@@ -12,5 +12,5 @@ pub(crate) use record::{RecordView, RECORD_HEADER_BYTES};
 pub(crate) use record_log::{
     is_blank_block_start, position, position_offset, position_seq, walk_records, Appended, DeviceReadOutcome, FlushWork, NewRecord, RecordLog, Walked,
     Writer,
-    BLOCK_START_BYTES,
+    BLOCKS_RESERVED_FOR_DEFRAG, BLOCKS_RESERVED_FOR_DELETIONS, BLOCK_START_BYTES,
 };

@@ -12,7 +12,7 @@
 //! append, so that the layer above can publish index entries in log order after a flush.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use hybridkv_media::{AlignedBuffer, DeviceRead, DurabilityPath, Medium, DEVICE_READ_BYTES_MAX, PAGE_BYTES};
@@ -173,6 +173,9 @@ pub(crate) struct RecordLog<P> {
     /// A block was sealed with pages to write out since `take_seal_notice` last looked.
     seal_unannounced: AtomicBool,
     bytes_appended: AtomicU64,
+    /// `AppendState::free_slots.len()`, stored wherever it changes (under the append lock), so
+    /// that writers and the maintenance thread read it without the lock.
+    free_blocks: AtomicUsize,
     /// The emptied publication queue of the last flush, kept with its allocation for the next
     /// one: appends push onto the queue under the append lock, and a queue grown from nothing
     /// every flush reallocated under it (up to 100,000 publications between two flushes) into
@@ -254,6 +257,7 @@ impl<P> RecordLog<P> {
         let copies = buffered.then(|| {
             RwLock::new(BlockCopies { active_slot: u32::MAX, active: AlignedBuffer::zeroed(block_bytes as usize), sealed: None })
         });
+        let free_blocks = AtomicUsize::new(state.free_slots.len());
         let log = RecordLog {
             medium,
             set_aside_slots,
@@ -268,6 +272,7 @@ impl<P> RecordLog<P> {
             sealed_pages_waiting: AtomicBool::new(false),
             seal_unannounced: AtomicBool::new(false),
             bytes_appended: AtomicU64::new(0),
+            free_blocks,
             spare_publications: Mutex::new(Vec::new()),
             rotations_waited_for_write_out: AtomicU64::new(0),
         };
@@ -292,7 +297,7 @@ impl<P> RecordLog<P> {
     }
 
     pub(crate) fn free_block_count(&self) -> usize {
-        self.state.lock().free_slots.len()
+        self.free_blocks.load(Ordering::Relaxed)
     }
 
     pub(crate) fn bytes_appended(&self) -> u64 {
@@ -304,8 +309,7 @@ impl<P> RecordLog<P> {
     }
 
     pub(crate) fn used_bytes(&self) -> u64 {
-        let free = self.state.lock().free_slots.len() as u64;
-        (self.slots.len() as u64 - free) * self.block_bytes
+        (self.slots.len() - self.free_block_count()) as u64 * self.block_bytes
     }
 
     /// The sequence number of the block in `slot`; 0 when free or beyond the log.
@@ -547,6 +551,7 @@ impl<P> RecordLog<P> {
             Self::note_unflushed(&mut state.unflushed_ranges, start, start + BLOCK_HEADER_BYTES as u64);
         }
         state.free_slots.remove(&slot);
+        self.free_blocks.store(state.free_slots.len(), Ordering::Relaxed);
         self.slots[slot as usize].seq.store(header.seq, Ordering::Release);
         self.slots[slot as usize].live_bytes.store(0, Ordering::Relaxed);
         state.next_seq += 1;
@@ -892,7 +897,9 @@ impl<P> RecordLog<P> {
         }
         self.slots[slot as usize].seq.store(0, Ordering::Release);
         self.slots[slot as usize].live_bytes.store(0, Ordering::Relaxed);
-        self.state.lock().free_slots.insert(slot);
+        let mut state = self.state.lock();
+        state.free_slots.insert(slot);
+        self.free_blocks.store(state.free_slots.len(), Ordering::Relaxed);
         Ok(())
     }
 }

@@ -28,11 +28,22 @@ const COMMITTER_IDLE_WAIT: Duration = Duration::from_millis(100);
 /// Called once the position it waits for is durable, or with the error that prevents it.
 pub type DurableCallback = Box<dyn FnOnce(Result<()>) + Send>;
 
-/// A position a writer needs durable before it may acknowledge: returned by
-/// `Namespace::transaction_deferred`, redeemed by `wait_durable` or `on_durable`.
+/// What a writer waits for before it may acknowledge: a position to be durable, and space, when
+/// the write was held for it (`space.rs`). Returned by `Namespace::transaction_deferred`,
+/// redeemed by `wait_durable` or `on_durable`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[must_use = "a write is durable only once its ticket is redeemed"]
-pub struct CommitTicket(pub(crate) u64);
+pub struct CommitTicket {
+    pub(crate) position: u64,
+    pub held_for_space: bool,
+}
+
+impl CommitTicket {
+    /// A ticket that waits for everything `self` and `later` wait for (positions only grow).
+    pub fn covering(self, later: CommitTicket) -> CommitTicket {
+        CommitTicket { position: self.position.max(later.position), held_for_space: self.held_for_space || later.held_for_space }
+    }
+}
 
 pub(crate) struct CommitState {
     /// Everything before it is flushed (durable when the namespace syncs) and published.
@@ -91,16 +102,27 @@ impl Namespace {
         }
     }
 
-    /// Blocks until the ticket's writes are durable.
+    /// Blocks until the ticket's writes are durable (and space is no longer short, or the
+    /// longest hold has passed, for a write held for space).
     pub fn wait_durable(&self, ticket: CommitTicket) -> Result<()> {
-        self.wait_durable_with(ticket.0, true)
+        if ticket.held_for_space {
+            self.wait_for_space();
+        }
+        self.wait_durable_with(ticket.position, true)
     }
 
     /// Calls `callback` once the ticket's writes are durable (at once when they already are),
     /// on a committer thread: the caller does not block.
     pub fn on_durable(&self, ticket: CommitTicket, callback: DurableCallback) {
+        let callback = match ticket.held_for_space {
+            true => match self.hold_for_space(ticket.position, callback) {
+                Some(callback) => callback,
+                None => return,
+            },
+            false => callback,
+        };
         let mut commit = self.commit.lock();
-        if commit.durable_position >= ticket.0 {
+        if commit.durable_position >= ticket.position {
             drop(commit);
             return callback(Ok(()));
         }
@@ -108,11 +130,11 @@ impl Namespace {
             drop(commit);
             return callback(Err(error));
         }
-        commit.waiters_target_max = commit.waiters_target_max.max(ticket.0);
-        commit.waiters.push((ticket.0, callback));
+        commit.waiters_target_max = commit.waiters_target_max.max(ticket.position);
+        commit.waiters.push((ticket.position, callback));
         // A flush under way looks at the waiters again when it ends; wake an idle committer
         // only when it could start a flush now (each wake is a futex call and a context switch).
-        if commit.may_start_flush(ticket.0) {
+        if commit.may_start_flush(ticket.position) {
             self.committed.notify_one();
         }
     }

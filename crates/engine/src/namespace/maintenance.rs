@@ -87,6 +87,9 @@ impl Namespace {
         for handle in std::mem::take(&mut *self.background_threads.lock()) {
             let _ = handle.join();
         }
+        // Nobody decides about space any more: what it held waits for durability alone.
+        self.space_reclaimable.store(false, Ordering::Relaxed);
+        self.release_space_waiters(true);
     }
 
     /// Makes everything durable and checkpoints the index (and the journal, for records in
@@ -292,6 +295,8 @@ impl Namespace {
         let mut emptied = Vec::with_capacity(candidates.len());
         for &(slot, seq) in &candidates {
             let walked = self.move_block_out(slot, seq, window, Some(seq) == oldest_seq)?;
+            // A round takes tens of milliseconds a block: holds for space end on time meanwhile.
+            self.note_space();
             if walked.skipped_bytes > 0 {
                 // A damaged record may be the one the index holds for its key: freeing the block
                 // would turn a read reported as damaged into a silent loss. The block stays.
@@ -410,6 +415,7 @@ fn maintenance_loop(namespace: Weak<Namespace>, stopping: Arc<std::sync::atomic:
     while !stopping.load(Ordering::Relaxed) {
         std::thread::sleep(MAINTENANCE_TICK);
         let Some(namespace) = namespace.upgrade() else { return };
+        namespace.note_space();
         if let Err(error) = namespace.maintain(&mut state) {
             if last_error_report.elapsed() >= Duration::from_secs(10) {
                 last_error_report = Instant::now();

@@ -7,6 +7,7 @@ mod commit;
 mod full_scan;
 mod load_ahead;
 mod maintenance;
+mod space;
 mod write;
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
@@ -72,6 +73,8 @@ pub(crate) struct Counters {
     /// Writes in periodic or none durability that waited for a flush: PENDING_RECORDS_MAX
     /// records were waiting for publication.
     pub(crate) writes_held_for_backlog: AtomicU64,
+    /// Writes whose acknowledgement was held while space was short (`space.rs`).
+    pub(crate) writes_held_for_space: AtomicU64,
     pub(crate) flushes: AtomicU64,
     pub(crate) log_writes: AtomicU64,
     pub(crate) defragmented_blocks: AtomicU64,
@@ -95,6 +98,11 @@ pub struct Namespace {
     /// A writer woke a committer for the records waiting for publication since a committer
     /// last started a flush (`wake_committer_for_backlog`).
     pub(crate) backlog_wake_sent: AtomicBool,
+    /// Dead records fill at least half of the used blocks (`space.rs`; set by the maintenance
+    /// thread).
+    pub(crate) space_reclaimable: AtomicBool,
+    /// Acknowledgements held for space, oldest first.
+    pub(crate) space_waiters: Mutex<Vec<space::SpaceWaiter>>,
     pub(crate) counters: Counters,
     pub(crate) poisoned: Mutex<Option<String>>,
     pub(crate) last_checkpoint_unix_ms: AtomicU64,
@@ -209,6 +217,8 @@ impl Namespace {
             key_count: AtomicI64::new(0),
             unpublished_records: AtomicUsize::new(0),
             backlog_wake_sent: AtomicBool::new(false),
+            space_reclaimable: AtomicBool::new(false),
+            space_waiters: Mutex::new(Vec::new()),
             counters: Counters::default(),
             poisoned: Mutex::new(None),
             last_checkpoint_unix_ms: AtomicU64::new(0),
@@ -634,6 +644,7 @@ impl Namespace {
             log_bytes_written: self.log.bytes_appended(),
             rotations_waited_for_write_out: self.log.rotations_waited_for_write_out(),
             writes_held_for_backlog: counter(&self.counters.writes_held_for_backlog),
+            writes_held_for_space: counter(&self.counters.writes_held_for_space),
             records_awaiting_publication: self.log_backlog() as u64,
             defrag_blocks_waiting: self.emptied_blocks.lock().len() as u64,
             gets: self.counters.hits.get() + self.counters.misses.get(),

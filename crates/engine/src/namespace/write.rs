@@ -279,10 +279,11 @@ impl Namespace {
     }
 
     /// Like `transaction`, without waiting: the writes are visible at once, and the ticket says
-    /// what must be flushed before they may be acknowledged (`wait_durable`, `on_durable`). There
-    /// is one when something was written and either durability is `always` or more than
+    /// what must happen before they may be acknowledged (`wait_durable`, `on_durable`). There
+    /// is one when something was written and either durability is `always`, more than
     /// PENDING_RECORDS_MAX records wait for publication (back-pressure that bounds the pending
-    /// entries: the writer, not its thread, waits for the flush).
+    /// entries: the writer, not its thread, waits for the flush), or the data tier is short of
+    /// space that defragmentation can free (`space.rs`).
     pub fn transaction_deferred<T>(
         &self,
         keys: &[&[u8]],
@@ -299,10 +300,19 @@ impl Namespace {
         }
         self.check_writable()?;
         let Transaction { mut guards, writes, .. } = transaction;
+        // Deletions free space: only writes that store values are held for it.
+        let stores_values = writes.iter().any(|write| write.value.is_some());
         let end_position = self.append_writes(&mut guards, writes)?;
         drop(guards);
         self.wake_committer_after_seal();
         self.counters.writes.add(1);
+        Ok((result, self.ticket_after_append(end_position, stores_values)))
+    }
+
+    /// What the writer of a transaction that appended up to `end_position` waits for: that
+    /// position to be durable under durability `always` or past PENDING_RECORDS_MAX records
+    /// waiting for publication, and space while it is short (`space.rs`).
+    fn ticket_after_append(&self, end_position: u64, stores_values: bool) -> Option<CommitTicket> {
         let backlog = self.log_backlog();
         if backlog >= PENDING_RECORDS_EARLY_FLUSH {
             self.wake_committer_for_backlog();
@@ -311,8 +321,14 @@ impl Namespace {
         if held_for_backlog {
             self.counters.writes_held_for_backlog.fetch_add(1, Ordering::Relaxed);
         }
-        let must_wait = self.durability() == Durability::Always || held_for_backlog;
-        Ok((result, must_wait.then_some(CommitTicket(end_position))))
+        let held_for_space = stores_values && self.holds_writes_for_space();
+        if held_for_space {
+            self.counters.writes_held_for_space.fetch_add(1, Ordering::Relaxed);
+        }
+        let must_be_durable = self.durability() == Durability::Always || held_for_backlog;
+        // Held for space alone, a write waits for no position (0 is always durable).
+        let position = if must_be_durable { end_position } else { 0 };
+        (must_be_durable || held_for_space).then_some(CommitTicket { position, held_for_space })
     }
 
     pub(crate) fn check_writable(&self) -> Result<()> {
