@@ -35,7 +35,7 @@ pub type DurableCallback = Box<dyn FnOnce(Result<()>) + Send>;
 #[must_use = "a write is durable only once its ticket is redeemed"]
 pub struct CommitTicket {
     pub(crate) position: u64,
-    pub held_for_space: bool,
+    pub(crate) held_for_space: bool,
 }
 
 impl CommitTicket {
