@@ -32,7 +32,9 @@ pub(crate) const SPACE_HOLD_MS_MAX: u64 = 100;
 /// How often a blocked writer (`wait_durable`) looks at the space again.
 const SPACE_POLL_INTERVAL: Duration = Duration::from_millis(5);
 
-/// An acknowledgement held for space: once released it waits for `position` as any ticket.
+/// An acknowledgement held for space: once released it waits for `position` as any ticket. At
+/// most one per connection (a session awaits its ticket before it reads more requests), so
+/// `maxclients` bounds them.
 pub(crate) struct SpaceWaiter {
     since: Instant,
     position: u64,
@@ -42,16 +44,28 @@ pub(crate) struct SpaceWaiter {
 impl Namespace {
     /// Whether writes appended now are held: few blocks free, and dead records to free.
     pub(crate) fn holds_writes_for_space(&self) -> bool {
+        self.few_blocks_free() && self.space_reclaimable.load(Ordering::Relaxed)
+    }
+
+    fn few_blocks_free(&self) -> bool {
+        self.fewer_blocks_free_than(SPACE_HOLD_FREE_FRACTION)
+    }
+
+    /// Under 1/`fraction` of the blocks free, or under SPACE_HOLD_FREE_BLOCKS_MIN (at most half
+    /// of them).
+    fn fewer_blocks_free_than(&self, fraction: usize) -> bool {
         let (free, total) = (self.log.free_block_count(), self.log.block_count());
-        let few_free = free * SPACE_HOLD_FREE_FRACTION < total || free < SPACE_HOLD_FREE_BLOCKS_MIN.min(total / 2);
-        few_free && self.space_reclaimable.load(Ordering::Relaxed)
+        free * fraction < total || free < SPACE_HOLD_FREE_BLOCKS_MIN.min(total / 2)
     }
 
     /// Decides whether dead records fill at least half of the used blocks, then releases the
     /// held acknowledgements that may go: all of them once space is not short, else those held
-    /// for SPACE_HOLD_MS_MAX. Called by the maintenance thread.
+    /// for SPACE_HOLD_MS_MAX. Called by the maintenance thread. The decision reads every
+    /// block's live bytes, so it is taken only under twice the free blocks that make space
+    /// short: early enough that it stands when writers fill the rest within a tick.
     pub(crate) fn note_space(&self) {
-        self.space_reclaimable.store(self.dead_bytes_fill_half_the_used_blocks(), Ordering::Relaxed);
+        let reclaimable = self.fewer_blocks_free_than(SPACE_HOLD_FREE_FRACTION / 2) && self.dead_bytes_fill_half_the_used_blocks();
+        self.space_reclaimable.store(reclaimable, Ordering::Relaxed);
         self.release_space_waiters(!self.holds_writes_for_space());
     }
 
@@ -62,11 +76,13 @@ impl Namespace {
         if !self.accounting_ready.load(Ordering::Relaxed) {
             return false;
         }
+        // Free slots read sequence 0; the active block holds the published position, so no
+        // block at or after it is counted.
         let published_seq = position_seq(self.commit.lock().durable_position);
         let block_bytes = self.log.block_bytes();
-        let dead_bytes: u64 = (self.log.sealed_blocks().into_iter())
-            .filter(|&(_, seq)| seq < published_seq)
-            .map(|(slot, _)| block_bytes.saturating_sub(self.log.live_bytes(slot)))
+        let dead_bytes: u64 = (0..self.log.block_count() as u32)
+            .filter(|&slot| (1..published_seq).contains(&self.log.block_seq(slot)))
+            .map(|slot| block_bytes.saturating_sub(self.log.live_bytes(slot)))
             .sum();
         let used_bytes = (self.log.block_count() - self.log.free_block_count()) as u64 * block_bytes;
         dead_bytes * 2 >= used_bytes
