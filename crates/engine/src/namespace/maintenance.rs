@@ -30,7 +30,7 @@ const DEFRAG_BLOCKS_PER_ROUND: usize = 8;
 /// 10 a second under overwrites) took a third of the background thread's time.
 const EMPTIED_BLOCKS_FRACTION_MAX: usize = 16;
 /// Under 1/N of the blocks free, defragmentation runs at every tick.
-const FREE_BLOCKS_LOW_FRACTION: usize = 8;
+pub(super) const FREE_BLOCKS_LOW_FRACTION: usize = 8;
 /// Once 1/N of the blocks are in use the configured low-water mark applies; with fewer in use the
 /// mark is scaled down by their share (at a tenth in use, a fifth of the mark): a block left
 /// alone keeps losing live records to overwrites and deletes, so waiting copies fewer live bytes

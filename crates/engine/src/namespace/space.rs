@@ -19,11 +19,12 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::commit::{CommitTicket, DurableCallback};
+use super::maintenance::FREE_BLOCKS_LOW_FRACTION;
 use super::Namespace;
 use crate::log::{position_seq, BLOCKS_RESERVED_FOR_DEFRAG, BLOCKS_RESERVED_FOR_DELETIONS};
 
-/// Space is short under 1/N of the blocks free (where defragmentation also runs at every tick)...
-const SPACE_HOLD_FREE_FRACTION: usize = 8;
+/// Space is short under 1/N of the blocks free: where defragmentation runs at every tick...
+const SPACE_HOLD_FREE_FRACTION: usize = FREE_BLOCKS_LOW_FRACTION;
 /// ...or under this many (two above the blocks kept for defragmentation and deletions), or
 /// under half of the blocks, whichever is fewer (a tier of a few blocks).
 const SPACE_HOLD_FREE_BLOCKS_MIN: usize = BLOCKS_RESERVED_FOR_DEFRAG + BLOCKS_RESERVED_FOR_DELETIONS + 2;
@@ -84,8 +85,7 @@ impl Namespace {
             .filter(|&slot| (1..published_seq).contains(&self.log.block_seq(slot)))
             .map(|slot| block_bytes.saturating_sub(self.log.live_bytes(slot)))
             .sum();
-        let used_bytes = (self.log.block_count() - self.log.free_block_count()) as u64 * block_bytes;
-        dead_bytes * 2 >= used_bytes
+        dead_bytes * 2 >= self.log.used_bytes()
     }
 
     /// Releases the held acknowledgements (all, or those held long enough) to wait for their
