@@ -19,6 +19,7 @@ mod namespace;
 mod recovery;
 mod stats;
 mod striped_counter;
+mod waiting_lock;
 
 pub use config::{
     default_shmem_dir, parse_size_bytes, Config, Durability, NamespaceConfig, GIB, KEY_BYTES_MAX, KIB, MIB,

@@ -34,12 +34,12 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 
 use hashbrown::HashTable;
-use parking_lot::RwLock;
 
 mod key_table;
 use key_table::{KeyTable, TableMirror};
 
 use crate::striped_counter::StripedCounter;
+use crate::waiting_lock::WaitingRwLock;
 
 /// Independent shards, so that concurrent readers rarely contend (a hit takes its shard's lock
 /// shared; admissions and evictions take it exclusively).
@@ -190,7 +190,7 @@ pub(crate) struct CacheCounters {
 }
 
 pub(crate) struct RecordCache {
-    shards: Box<[RwLock<Shard>]>,
+    shards: Box<[WaitingRwLock<Shard>]>,
     /// Where each shard's table is, for prefetching without the shard's lock.
     table_mirrors: Box<[TableMirror]>,
     budget_bytes: u64,
@@ -233,7 +233,7 @@ impl RecordCache {
     pub(crate) fn new(budget_bytes: u64) -> RecordCache {
         let shard_count = (budget_bytes / SHARD_BYTES_MIN).clamp(1, SHARDS_MAX as u64) as usize;
         RecordCache {
-            shards: (0..shard_count).map(|_| RwLock::new(Shard::default())).collect(),
+            shards: (0..shard_count).map(|_| WaitingRwLock::new(Shard::default())).collect(),
             table_mirrors: (0..shard_count).map(|_| TableMirror::default()).collect(),
             budget_bytes,
             used_bytes: AtomicU64::new(0),
@@ -246,7 +246,7 @@ impl RecordCache {
         ((mixed >> 32) as usize) % self.shards.len()
     }
 
-    fn shard(&self, key_hash: u64) -> &RwLock<Shard> {
+    fn shard(&self, key_hash: u64) -> &WaitingRwLock<Shard> {
         &self.shards[self.shard_number(key_hash)]
     }
 

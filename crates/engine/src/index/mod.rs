@@ -35,12 +35,13 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use hybridkv_media::{DurabilityPath, Medium};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 
 use crate::digest::Digest;
 use crate::error::{EngineError, Result};
 use crate::log::record::u64_at;
 use crate::log::Location;
+use crate::waiting_lock::WaitingRwLock;
 use allocator::{ExtentAllocator, EXTENT_ALIGN_BYTES};
 pub(crate) use entry::{entry_expiry, record_expired, Entry, ENTRY_BYTES, PART_EXPIRY_MARK};
 pub use entry::EXPIRY_UNIX_MS_MAX;
@@ -117,7 +118,7 @@ enum Probe {
 
 pub(crate) struct Index {
     medium: Arc<dyn Medium>,
-    partitions: Box<[RwLock<Partition>]>,
+    partitions: Box<[WaitingRwLock<Partition>]>,
     dirty: Box<[AtomicBool]>,
     /// TABLE_USABLE, TABLE_UNCHECKED or TABLE_DAMAGED, per partition.
     table_states: Box<[AtomicU8]>,
@@ -154,7 +155,7 @@ impl Index {
             let directory = directory_offset(number);
             medium.write_at(directory, &[0u8; DIRECTORY_ENTRY_BYTES as usize])?;
             medium.store_u64(directory, table_word(offset, TABLE_SLOTS_MIN))?;
-            partitions.push(RwLock::new(Partition::empty(number, offset, TABLE_SLOTS_MIN)));
+            partitions.push(WaitingRwLock::new(Partition::empty(number, offset, TABLE_SLOTS_MIN)));
         }
         medium.persist(0, allocator_end(&allocator, region_bytes))?;
         let header = IndexHeader {
@@ -208,7 +209,7 @@ impl Index {
             let counts = DurableCounts::decode(words).unwrap_or(DurableCounts { live: 0, parts: 0, tombstones: 0, changing: true });
             let mut partition = Partition::empty(number, offset, capacity);
             (partition.live, partition.parts, partition.tombstones) = (counts.live, counts.parts, counts.tombstones);
-            partitions.push(RwLock::new(partition));
+            partitions.push(WaitingRwLock::new(partition));
         }
         let Some(allocator) = ExtentAllocator::with_used(HEAP_OFFSET, region_bytes, &mut used) else {
             return Ok(Err("index tables overlap or run past the region".into()));
@@ -244,7 +245,7 @@ impl Index {
     /// index) or none (an attached one, durable as its header says).
     fn assemble(
         medium: Arc<dyn Medium>,
-        partitions: Vec<RwLock<Partition>>,
+        partitions: Vec<WaitingRwLock<Partition>>,
         allocator: ExtentAllocator,
         header: IndexHeader,
         namespace: &str,
@@ -280,7 +281,7 @@ impl Index {
         digest.partition(PARTITION_COUNT)
     }
 
-    pub(crate) fn partition(&self, number: usize) -> &RwLock<Partition> {
+    pub(crate) fn partition(&self, number: usize) -> &WaitingRwLock<Partition> {
         &self.partitions[number]
     }
 

@@ -20,12 +20,11 @@ use std::future::Future;
 use std::os::fd::OwnedFd;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLockReadGuard};
 use std::task::{Context, Poll, Waker};
 
 use hybridkv_media::{CompletedRead, DeviceReadCounts, DeviceReadQueue, Tier};
-
-use parking_lot::{Mutex, RwLockReadGuard};
+use parking_lot::Mutex;
 
 use super::Namespace;
 use crate::cache::{CacheCounters, CacheKey, RecordCache};

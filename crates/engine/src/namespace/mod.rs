@@ -11,11 +11,11 @@ mod space;
 mod write;
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLockReadGuard};
 use std::thread::JoinHandle;
 
 use hybridkv_media::{DurabilityPath, MediaProvider, Medium, Tier};
-use parking_lot::{Condvar, Mutex, RwLockReadGuard};
+use parking_lot::{Condvar, Mutex};
 
 use crate::cache::{CacheKey, RecordCache};
 use crate::config::{Durability, NamespaceConfig, KEY_BYTES_MAX};

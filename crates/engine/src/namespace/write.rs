@@ -9,8 +9,7 @@
 //!    order, which is what makes a record durable before the index entry that points to it.
 
 use std::sync::atomic::Ordering;
-
-use parking_lot::RwLockWriteGuard;
+use std::sync::RwLockWriteGuard;
 
 use super::commit::CommitTicket;
 use super::{Namespace, Value};
