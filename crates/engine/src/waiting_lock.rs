@@ -47,7 +47,7 @@ impl<T> WaitingRwLock<T> {
         spin(|| self.0.try_write()).unwrap_or_else(|| self.0.write().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// The read lock if no writer holds it, without waiting.
+    /// The read lock if it can be had at once (no writer holds it or waits for it).
     pub(crate) fn try_read(&self) -> Option<RwLockReadGuard<'_, T>> {
         match self.0.try_read() {
             Ok(guard) => Some(guard),
