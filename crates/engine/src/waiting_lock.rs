@@ -19,13 +19,21 @@ const SPIN_ATTEMPTS: u32 = 256;
 /// Tries `attempt` up to `SPIN_ATTEMPTS` times; None when the lock stayed taken.
 fn spin<G>(attempt: impl Fn() -> TryLockResult<G>) -> Option<G> {
     for _ in 0..SPIN_ATTEMPTS {
-        match attempt() {
-            Ok(guard) => return Some(guard),
-            Err(TryLockError::Poisoned(poisoned)) => return Some(poisoned.into_inner()),
-            Err(TryLockError::WouldBlock) => std::hint::spin_loop(),
+        if let Some(guard) = taken(attempt()) {
+            return Some(guard);
         }
+        std::hint::spin_loop();
     }
     None
+}
+
+/// The guard of a successful attempt, poisoned or not; None when the lock was taken.
+fn taken<G>(attempt: TryLockResult<G>) -> Option<G> {
+    match attempt {
+        Ok(guard) => Some(guard),
+        Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+        Err(TryLockError::WouldBlock) => None,
+    }
 }
 
 /// `std::sync::RwLock` without poisoning: a panic while the lock is held is a programmer error
@@ -49,11 +57,7 @@ impl<T> WaitingRwLock<T> {
 
     /// The read lock if it can be had at once (no writer holds it or waits for it).
     pub(crate) fn try_read(&self) -> Option<RwLockReadGuard<'_, T>> {
-        match self.0.try_read() {
-            Ok(guard) => Some(guard),
-            Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
-            Err(TryLockError::WouldBlock) => None,
-        }
+        taken(self.0.try_read())
     }
 }
 
