@@ -5,6 +5,7 @@
 //! `log/record_log` (appends, group commit) → `index/` (persistent hash index) → `journal/`
 //! (records in DRAM) → `namespace` (write and read paths) → `recovery` → `database`.
 
+mod background_pace;
 mod cache;
 mod config;
 mod database;

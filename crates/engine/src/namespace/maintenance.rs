@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use parking_lot::MutexGuard;
 
 use super::Namespace;
+use crate::background_pace;
 use crate::config::Durability;
 use crate::digest::Digest;
 use crate::error::Result;
@@ -223,6 +224,7 @@ impl Namespace {
     fn reclaim_expired(&self, state: &mut LoopState) -> Result<()> {
         let now = crate::now_unix_ms();
         for _ in 0..EXPIRY_PARTITIONS_PER_TICK {
+            background_pace::pace();
             let number = state.expiry_cursor;
             state.expiry_cursor = (state.expiry_cursor + 1) % crate::index::PARTITION_COUNT;
             let expiring: Vec<Location> = {
@@ -313,7 +315,9 @@ impl Namespace {
     fn move_block_out(&self, slot: u32, seq: u64, window: &mut Vec<u8>, oldest: bool) -> Result<Walked> {
         self.walk_block_prefetching(slot, seq, window, |offset, view, digest| {
             let location = Namespace::location_of(slot, BLOCK_HEADER_BYTES as u64 + offset, view);
-            self.move_if_live(view, digest, location, oldest).map(|()| true)
+            self.move_if_live(view, digest, location, oldest)?;
+            background_pace::pace();
+            Ok(true)
         })
     }
 
@@ -414,6 +418,7 @@ fn maintenance_loop(namespace: Weak<Namespace>, stopping: Arc<std::sync::atomic:
     let mut last_error_report = Instant::now() - Duration::from_secs(60);
     while !stopping.load(Ordering::Relaxed) {
         std::thread::sleep(MAINTENANCE_TICK);
+        background_pace::mark_background(true);
         let Some(namespace) = namespace.upgrade() else { return };
         namespace.note_space();
         if let Err(error) = namespace.maintain(&mut state) {
