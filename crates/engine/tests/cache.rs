@@ -135,6 +135,28 @@ fn the_full_scan_visits_each_live_record_once() {
 }
 
 #[test]
+fn a_full_scan_stopped_early_counts_the_bytes_it_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let (database, _shmem) = cached_database(dir.path(), Tier::Ssd, MIB, Durability::Periodic);
+    let namespace = database.namespace(0).unwrap();
+    for number in 0..100 {
+        namespace.put(&key(number), &value(number, 0, 300), 0).unwrap();
+    }
+    let whole = namespace.scan_records(|_, _| true).unwrap();
+    assert_eq!((whole.records_visited, whole.blocks_read), (100, 1));
+    let mut visits = 0;
+    let stopped = namespace
+        .scan_records(|_, _| {
+            visits += 1;
+            visits < 3
+        })
+        .unwrap();
+    assert_eq!((stopped.records_visited, stopped.blocks_read), (3, 1));
+    assert!(whole.bytes_read > 100 * 300, "a whole block counts whole: {whole:?}");
+    assert!(stopped.bytes_read >= 3 * 300 && stopped.bytes_read < whole.bytes_read / 2, "{stopped:?} against {whole:?}");
+}
+
+#[test]
 fn records_loaded_ahead_are_then_read_from_the_cache() {
     let dir = tempfile::tempdir().unwrap();
     let (database, _shmem) = cached_database(dir.path(), Tier::Ssd, 4 * MIB, Durability::None);

@@ -73,7 +73,7 @@ struct Args {
     /// Placements of the zipfian runs as INDEX/DATA (comma-separated); the first is the reference
     /// of the ratio column. Records off DRAM get a cache of 1/4 of the data, records in DRAM none
     /// (nor records on pmem on the msync fallback: the namespace runs without one there).
-    #[arg(long, value_delimiter = ',', default_value = "dram/dram,pmem/ssd")]
+    #[arg(long, value_delimiter = ',', default_value = "dram/dram,pmem/ssd", value_parser = placement_arg)]
     zipf_placements: Vec<String>,
     /// Also measure the process's anonymous resident memory (RssAnon) after loading
     /// --cache-rss-keys keys of 64 bytes (index pmem, data ssd) and running the zipfian mix for
@@ -87,7 +87,7 @@ struct Args {
     #[arg(long, default_value = "bench/results/cache-scan.svg")]
     plot: PathBuf,
     /// Placements as INDEX/DATA (comma-separated); default: all nine.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = placement_arg)]
     placements: Vec<String>,
     /// Keys the after-kill loader adds after its load (new keys: overwrites would let
     /// defragmentation checkpoint), just before it is killed: a log tail for the after-kill start
@@ -95,7 +95,7 @@ struct Args {
     #[arg(long, default_value_t = 0)]
     restart_tail_keys: u64,
     /// Restart placements as INDEX/DATA (comma-separated).
-    #[arg(long, value_delimiter = ',', default_value = "pmem/ssd,shmem/pmem,pmem/dram")]
+    #[arg(long, value_delimiter = ',', default_value = "pmem/ssd,shmem/pmem,pmem/dram", value_parser = placement_arg)]
     restart_placements: Vec<String>,
     /// Append the tables and the command line to this markdown file.
     #[arg(long)]
@@ -103,6 +103,17 @@ struct Args {
     /// Internal: load keys into DIR then wait to be killed (the after-kill measurement).
     #[arg(long, hide = true)]
     child_load: Option<String>,
+}
+
+/// A placement argument, INDEX/DATA, checked when the arguments are parsed: a namespace
+/// refuses any other, and the benchmark would find out only once it came to that placement.
+fn placement_arg(text: &str) -> Result<String, String> {
+    let (index, data) = text.split_once('/').ok_or_else(|| format!("{text:?} is not INDEX/DATA"))?;
+    let index_tier = Tier::parse(index).filter(|tier| matches!(tier, Tier::Dram | Tier::Shmem | Tier::Pmem));
+    index_tier.ok_or_else(|| format!("{text:?}: the index goes on dram, shmem or pmem"))?;
+    let data_tier = Tier::parse(data).filter(|tier| matches!(tier, Tier::Dram | Tier::Pmem | Tier::Ssd));
+    data_tier.ok_or_else(|| format!("{text:?}: records go on dram, pmem or ssd"))?;
+    Ok(text.to_string())
 }
 
 fn parse_placement(text: &str) -> (Tier, Tier) {

@@ -21,6 +21,8 @@ const CATCH_UP_ROUNDS_MAX: usize = 16;
 pub struct FullScanReport {
     pub records_visited: u64,
     pub blocks_read: u64,
+    /// Record bytes of the blocks read: whole blocks, and the last one up to where its walk ended
+    /// (a few records past the one at which the visitor stopped the scan, if it did).
     pub bytes_read: u64,
 }
 
@@ -54,9 +56,8 @@ impl Namespace {
             }
             for (slot, seq) in blocks {
                 report.blocks_read += 1;
-                report.bytes_read += block_record_bytes;
                 let mut stopped = false;
-                self.walk_block_prefetching(slot, seq, &mut window, |offset, view, digest| {
+                let walked = self.walk_block_prefetching(slot, seq, &mut window, |offset, view, digest| {
                     let location = Namespace::location_of(slot, BLOCK_HEADER_BYTES as u64 + offset, view);
                     if let Some(value) = self.live_value(view, digest, location) {
                         report.records_visited += 1;
@@ -65,8 +66,10 @@ impl Namespace {
                     Ok(!stopped)
                 })?;
                 if stopped {
+                    report.bytes_read += walked.end;
                     return Ok(report);
                 }
+                report.bytes_read += block_record_bytes;
                 scanned_up_to_seq = seq;
             }
         }
