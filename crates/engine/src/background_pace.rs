@@ -8,7 +8,8 @@
 //! cores that long, and the clients whose requests waited behind it made the 99th percentile.
 //! `pace` yields only while the calling thread is marked (`mark_background`): a network worker
 //! that runs a flush itself must not give its core away (its connections would wait with it),
-//! nor a committer whose flush writers wait for (durability `always`, or writes held back).
+//! nor a committer whose flush writers wait for (durability `always`, writes held back) or that
+//! must catch up with a backlog, nor the maintenance thread while space is getting short.
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};
