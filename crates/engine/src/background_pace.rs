@@ -9,7 +9,8 @@
 //! `pace` yields only while the calling thread is marked (`mark_background`): a network worker
 //! that runs a flush itself must not give its core away (its connections would wait with it),
 //! nor a committer whose flush writers wait for (durability `always`, writes held back) or that
-//! must catch up with a backlog, nor the maintenance thread while space is getting short.
+//! must catch up with a backlog. Defragmentation paces only while few blocks are in use: paced
+//! regardless, it fell behind the writers of big hashes and space ran short.
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};

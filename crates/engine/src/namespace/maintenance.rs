@@ -40,12 +40,11 @@ pub(super) const FREE_BLOCKS_LOW_FRACTION: usize = 8;
 const USED_BLOCKS_FULL_LOW_WATER_FRACTION: u64 = 2;
 /// A checkpoint is taken early when old index tables waiting for one pass 1/N of the region.
 const INDEX_DEFERRED_FRACTION_MAX: u64 = 8;
-/// Background work gives way to foreground threads (`background_pace`) only while at least 1/N
-/// of the blocks are free: with fewer, defragmentation must keep ahead of the writers or space
-/// runs short and their acknowledgements are held for it (redis-benchmark's rounds of SET, GET,
-/// INCR, MSET and HSET on one server, MSET -P 16: paced defragmentation held 8,096 writes and
-/// made a 99th percentile of 87–98 ms, where it held 151 unpaced).
-const PACED_FREE_BLOCKS_FRACTION: usize = 4;
+/// Defragmentation gives way to foreground threads (`background_pace`) only while at most 1/N of
+/// the blocks are in use: then its falling behind costs nothing. With more in use it runs
+/// straight through, or the writers of big hashes outrun it (see docs/design/commit.md,
+/// "Background work in short bursts").
+const DEFRAG_PACED_USED_BLOCKS_FRACTION: usize = 4;
 
 /// When the first checkpoint of a start is taken.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -251,11 +250,6 @@ impl Namespace {
         Ok(())
     }
 
-    /// Whether background work may give way to foreground threads (PACED_FREE_BLOCKS_FRACTION).
-    fn space_plentiful(&self) -> bool {
-        self.log.free_block_count() * PACED_FREE_BLOCKS_FRACTION >= self.log.block_count()
-    }
-
     fn short_of_space(&self) -> bool {
         self.log.free_block_count() * FREE_BLOCKS_LOW_FRACTION < self.log.block_count()
     }
@@ -310,9 +304,6 @@ impl Namespace {
             let walked = self.move_block_out(slot, seq, window, Some(seq) == oldest_seq)?;
             // A round takes tens of milliseconds a block: holds for space end on time meanwhile.
             self.note_space();
-            if !self.space_plentiful() {
-                background_pace::mark_background(false);
-            }
             if walked.skipped_bytes > 0 {
                 // A damaged record may be the one the index holds for its key: freeing the block
                 // would turn a read reported as damaged into a silent loss. The block stays.
@@ -327,10 +318,14 @@ impl Namespace {
 
     /// Re-appends the live records of the block `slot`, read through `window`.
     fn move_block_out(&self, slot: u32, seq: u64, window: &mut Vec<u8>, oldest: bool) -> Result<Walked> {
+        let used_blocks = self.log.block_count() - self.log.free_block_count();
+        let paced = used_blocks * DEFRAG_PACED_USED_BLOCKS_FRACTION <= self.log.block_count();
         self.walk_block_prefetching(slot, seq, window, |offset, view, digest| {
             let location = Namespace::location_of(slot, BLOCK_HEADER_BYTES as u64 + offset, view);
             self.move_if_live(view, digest, location, oldest)?;
-            background_pace::pace();
+            if paced {
+                background_pace::pace();
+            }
             Ok(true)
         })
     }
@@ -434,7 +429,7 @@ fn maintenance_loop(namespace: Weak<Namespace>, stopping: Arc<std::sync::atomic:
         std::thread::sleep(MAINTENANCE_TICK);
         let Some(namespace) = namespace.upgrade() else { return };
         namespace.note_space();
-        background_pace::mark_background(namespace.space_plentiful());
+        background_pace::mark_background(true);
         if let Err(error) = namespace.maintain(&mut state) {
             if last_error_report.elapsed() >= Duration::from_secs(10) {
                 last_error_report = Instant::now();
