@@ -4,8 +4,9 @@
 Starts both servers (each in a temporary directory, on free loopback ports), then runs the same
 redis-benchmark command against each alternately (A B A B ...) for --rounds rounds, with and
 without pipelining, and appends a markdown table of requests/s, p50 and p99 per test (medians,
-and hybridkv's p99 of each round: one slow round shows) and the per-round ratios with their median to bench/results/redis-benchmark.md, which `hybridkv bench
-report` includes verbatim in bench/RESULTS.md.
+and hybridkv's p99 of each round, so that one slow round shows) and the per-round ratios with
+their median to bench/results/redis-benchmark.md, which `hybridkv bench report` includes
+verbatim in bench/RESULTS.md.
 
 Durability is matched as the other benchmarks match it: hybridkv `periodic` against Redis
 `appendonly yes, appendfsync everysec`, or `always` against `appendfsync always`.
