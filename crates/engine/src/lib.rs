@@ -7,6 +7,7 @@
 
 mod background_pace;
 mod cache;
+mod checksum;
 mod config;
 mod database;
 mod digest;

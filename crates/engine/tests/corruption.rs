@@ -493,12 +493,12 @@ fn an_index_region_of_the_previous_format_version_is_rebuilt_cold() {
     let mut rewritten = 0;
     for slot in INDEX_HEADER_SLOT_OFFSETS {
         let header = &index_image[slot..slot + INDEX_HEADER_CHECKSUM_OFFSET + 4];
-        if crc32c::crc32c(&header[..INDEX_HEADER_CHECKSUM_OFFSET]).to_le_bytes() != header[INDEX_HEADER_CHECKSUM_OFFSET..] {
+        if crc_fast::crc32_iscsi(&header[..INDEX_HEADER_CHECKSUM_OFFSET]).to_le_bytes() != header[INDEX_HEADER_CHECKSUM_OFFSET..] {
             continue;
         }
         let mut old = header.to_vec();
         old[INDEX_HEADER_VERSION_OFFSET..][..4].copy_from_slice(&INDEX_FORMAT_VERSION_BEFORE.to_le_bytes());
-        let checksum = crc32c::crc32c(&old[..INDEX_HEADER_CHECKSUM_OFFSET]);
+        let checksum = crc_fast::crc32_iscsi(&old[..INDEX_HEADER_CHECKSUM_OFFSET]);
         old[INDEX_HEADER_CHECKSUM_OFFSET..].copy_from_slice(&checksum.to_le_bytes());
         for (at, (new, old)) in header.iter().zip(&old).enumerate() {
             if new != old {

@@ -68,7 +68,7 @@ impl IndexHeader {
         put(NEXT_LSN_OFFSET, &self.next_lsn.to_le_bytes());
         put(BOOT_ID_OFFSET, &self.boot_id.to_le_bytes());
         put(CHECKPOINT_TIME_OFFSET, &self.checkpoint_unix_ms.to_le_bytes());
-        let checksum = crc32c::crc32c(&bytes[..CHECKSUM_OFFSET]);
+        let checksum = crate::checksum::crc32c(&bytes[..CHECKSUM_OFFSET]);
         bytes[CHECKSUM_OFFSET..].copy_from_slice(&checksum.to_le_bytes());
         bytes
     }
@@ -77,7 +77,7 @@ impl IndexHeader {
         if bytes.len() < HEADER_BYTES
             || u64_at(bytes, MAGIC_OFFSET) != INDEX_MAGIC
             || u32_at(bytes, VERSION_OFFSET) != INDEX_FORMAT_VERSION
-            || crc32c::crc32c(&bytes[..CHECKSUM_OFFSET]) != u32_at(bytes, CHECKSUM_OFFSET)
+            || crate::checksum::crc32c(&bytes[..CHECKSUM_OFFSET]) != u32_at(bytes, CHECKSUM_OFFSET)
         {
             return None;
         }

@@ -898,7 +898,7 @@ impl DurableCounts {
 /// What a directory entry's word 1 holds: the CRC-32C of the table's bytes, then of words 2 and
 /// 3 of `directory_entry` (its counts, as they are when the table is not being changed).
 fn table_checksum(table: &[u8], directory_entry: &[u8]) -> u32 {
-    crc32c::crc32c_append(crc32c::crc32c(table), &directory_entry[LIVE_AND_PARTS_OFFSET as usize..DIRECTORY_ENTRY_BYTES as usize])
+    crate::checksum::crc32c_of_two(table, &directory_entry[LIVE_AND_PARTS_OFFSET as usize..DIRECTORY_ENTRY_BYTES as usize])
 }
 
 fn count_entries(table: &[u8]) -> EntryCounts {

@@ -80,14 +80,14 @@ pub(crate) fn encode_segment_header(number: u64) -> [u8; SEGMENT_HEADER_BYTES] {
     bytes[0..8].copy_from_slice(&SEGMENT_MAGIC.to_le_bytes());
     bytes[8..12].copy_from_slice(&SEGMENT_FORMAT_VERSION.to_le_bytes());
     bytes[16..24].copy_from_slice(&number.to_le_bytes());
-    let checksum = crc32c::crc32c(&bytes[..24]);
+    let checksum = crate::checksum::crc32c(&bytes[..24]);
     bytes[24..28].copy_from_slice(&checksum.to_le_bytes());
     bytes
 }
 
 pub(crate) fn decode_segment_header(bytes: &[u8]) -> SegmentHeader {
     let verifies =
-        bytes.len() >= SEGMENT_HEADER_BYTES && u64_at(bytes, 0) == SEGMENT_MAGIC && crc32c::crc32c(&bytes[..24]) == u32_at(bytes, 24);
+        bytes.len() >= SEGMENT_HEADER_BYTES && u64_at(bytes, 0) == SEGMENT_MAGIC && crate::checksum::crc32c(&bytes[..24]) == u32_at(bytes, 24);
     match verifies.then(|| u32_at(bytes, 8)) {
         None => SegmentHeader::Invalid,
         Some(SEGMENT_FORMAT_VERSION) => SegmentHeader::Valid { number: u64_at(bytes, 16) },
@@ -120,7 +120,7 @@ impl EntryFrame {
         bytes[FRAME_DURABLE_END_OFFSET..FRAME_DATA_CHECKSUM_OFFSET].copy_from_slice(&self.durable_end.to_le_bytes());
         bytes[FRAME_DATA_CHECKSUM_OFFSET..FRAME_KIND_OFFSET].copy_from_slice(&self.data_checksum.to_le_bytes());
         bytes[FRAME_KIND_OFFSET..ENTRY_FRAME_BYTES].copy_from_slice(&kind.to_le_bytes());
-        let checksum = crc32c::crc32c(&bytes[FRAME_LENGTH_OFFSET..]);
+        let checksum = crate::checksum::crc32c(&bytes[FRAME_LENGTH_OFFSET..]);
         bytes[..FRAME_LENGTH_OFFSET].copy_from_slice(&checksum.to_le_bytes());
         bytes
     }
@@ -133,7 +133,7 @@ impl EntryFrame {
             && u64_at(bytes, FRAME_SEGMENT_OFFSET) == segment
             && u32_at(bytes, FRAME_LENGTH_OFFSET) > 0;
         let verifies = plausible
-            && crc32c::crc32c(&bytes[FRAME_LENGTH_OFFSET..ENTRY_FRAME_BYTES]) == u32_at(bytes, FRAME_CHECKSUM_OFFSET);
+            && crate::checksum::crc32c(&bytes[FRAME_LENGTH_OFFSET..ENTRY_FRAME_BYTES]) == u32_at(bytes, FRAME_CHECKSUM_OFFSET);
         verifies.then(|| EntryFrame {
             data_len: u32_at(bytes, FRAME_LENGTH_OFFSET) as usize,
             target: u64_at(bytes, FRAME_TARGET_OFFSET),
@@ -148,7 +148,7 @@ impl EntryFrame {
 pub(crate) fn encode_entry(segment: u64, target: u64, durable_end: u64, data: &[u8], out: &mut Vec<u8>) {
     assert!(!data.is_empty() && data.len() <= u32::MAX as usize, "an entry carries 1 byte to 4 GiB of data");
     let start = out.len();
-    let frame = EntryFrame { data_len: data.len(), target, durable_end, data_checksum: crc32c::crc32c(data) };
+    let frame = EntryFrame { data_len: data.len(), target, durable_end, data_checksum: crate::checksum::crc32c(data) };
     out.extend_from_slice(&frame.encode(segment, HEADER_KIND));
     out.extend_from_slice(data);
     out.resize(start + entry_bytes(data.len()) - ENTRY_FRAME_BYTES, 0);
@@ -216,7 +216,7 @@ pub(crate) fn parse_segment(bytes: &[u8], number: u64) -> ParsedSegment {
         };
         let Some((frame, found_by_trailer)) = found else { break };
         let mut entry = ParsedEntry { start: offset, frame, data_intact: false, found_by_trailer };
-        entry.data_intact = crc32c::crc32c(entry.data(bytes)) == frame.data_checksum;
+        entry.data_intact = crate::checksum::crc32c(entry.data(bytes)) == frame.data_checksum;
         offset = entry.end();
         parsed.entries.push(entry);
     }
@@ -258,7 +258,7 @@ pub(crate) fn encode_image_header(seq: u64, first_segment: u64) -> [u8; IMAGE_HE
     bytes[8..12].copy_from_slice(&IMAGE_FORMAT_VERSION.to_le_bytes());
     bytes[16..24].copy_from_slice(&seq.to_le_bytes());
     bytes[24..32].copy_from_slice(&first_segment.to_le_bytes());
-    let checksum = crc32c::crc32c(&bytes[..32]);
+    let checksum = crate::checksum::crc32c(&bytes[..32]);
     bytes[32..36].copy_from_slice(&checksum.to_le_bytes());
     bytes
 }
@@ -268,7 +268,7 @@ pub(crate) fn decode_image_header(bytes: &[u8]) -> Option<(u64, u64)> {
     let valid = bytes.len() >= 36
         && u64_at(bytes, 0) == IMAGE_MAGIC
         && u32_at(bytes, 8) == IMAGE_FORMAT_VERSION
-        && crc32c::crc32c(&bytes[..32]) == u32_at(bytes, 32);
+        && crate::checksum::crc32c(&bytes[..32]) == u32_at(bytes, 32);
     valid.then(|| (u64_at(bytes, 16), u64_at(bytes, 24)))
 }
 
@@ -359,7 +359,7 @@ mod tests {
         assert_eq!(decode_segment_header(&encode_segment_header(12)), SegmentHeader::Valid { number: 12 });
         let mut old = encode_segment_header(12);
         old[8..12].copy_from_slice(&1u32.to_le_bytes());
-        let checksum = crc32c::crc32c(&old[..24]);
+        let checksum = crate::checksum::crc32c(&old[..24]);
         old[24..28].copy_from_slice(&checksum.to_le_bytes());
         assert_eq!(decode_segment_header(&old), SegmentHeader::OtherVersion { version: 1 });
         assert_eq!(decode_segment_header(&[0u8; 64]), SegmentHeader::Invalid);

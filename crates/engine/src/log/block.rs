@@ -55,7 +55,7 @@ impl BlockHeader {
         bytes[SIZE_OFFSET..SIZE_OFFSET + 8].copy_from_slice(&self.block_bytes.to_le_bytes());
         bytes[FINGERPRINT_OFFSET..FINGERPRINT_OFFSET + 8].copy_from_slice(&self.fingerprint.to_le_bytes());
         bytes[CREATED_OFFSET..CREATED_OFFSET + 8].copy_from_slice(&self.created_unix_ms.to_le_bytes());
-        let checksum = crc32c::crc32c(&bytes[..CHECKSUM_OFFSET]);
+        let checksum = crate::checksum::crc32c(&bytes[..CHECKSUM_OFFSET]);
         bytes[CHECKSUM_OFFSET..].copy_from_slice(&checksum.to_le_bytes());
         bytes
     }
@@ -65,7 +65,7 @@ impl BlockHeader {
         if bytes.len() < BLOCK_HEADER_BYTES
             || u64_at(bytes, MAGIC_OFFSET) != BLOCK_MAGIC
             || u32_at(bytes, VERSION_OFFSET) != BLOCK_FORMAT_VERSION
-            || crc32c::crc32c(&bytes[..CHECKSUM_OFFSET]) != u32_at(bytes, CHECKSUM_OFFSET)
+            || crate::checksum::crc32c(&bytes[..CHECKSUM_OFFSET]) != u32_at(bytes, CHECKSUM_OFFSET)
         {
             return None;
         }

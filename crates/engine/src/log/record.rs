@@ -118,7 +118,7 @@ pub(crate) fn encode(header: &RecordHeader, key: &[u8], value: &[u8], out: &mut 
     debug_assert_eq!(out.len() - start, RECORD_HEADER_BYTES);
     out.extend_from_slice(key);
     out.extend_from_slice(value);
-    let checksum = crc32c::crc32c(&out[start + VALUE_LEN_OFFSET..]);
+    let checksum = crate::checksum::crc32c(&out[start + VALUE_LEN_OFFSET..]);
     out[start..start + 4].copy_from_slice(&checksum.to_le_bytes());
     out.resize(start + record_bytes(key.len(), value.len()), 0);
 }
@@ -176,7 +176,7 @@ pub(crate) fn decode(bytes: &[u8], block_seq_low: u32) -> Result<RecordView<'_>,
         return Err(DecodeError::Truncated);
     }
     let stored = u32_at(bytes, CHECKSUM_OFFSET);
-    if crc32c::crc32c(&bytes[VALUE_LEN_OFFSET..body_end]) != stored {
+    if crate::checksum::crc32c(&bytes[VALUE_LEN_OFFSET..body_end]) != stored {
         return Err(DecodeError::Checksum);
     }
     let key_end = RECORD_HEADER_BYTES + header.key_len as usize;
