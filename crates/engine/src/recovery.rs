@@ -74,7 +74,7 @@ const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
 const REPLAY_PREFETCH_DISTANCE_RECORDS: usize = 16;
 
 enum Decision {
-    Attach(Index, RestartKind),
+    Attach(Box<Index>, RestartKind),
     Rebuild(String),
 }
 
@@ -93,6 +93,16 @@ struct Recovered {
 /// partition: a map is locked only by a thread holding its partition's write lock, so the
 /// parallel scan never contends on it.
 type Tombstones = Box<[Mutex<DigestMap<u64>>]>;
+
+/// How replayed records are applied: by a cold rebuild (tombstones met before the records they
+/// delete are kept apart; every entry is the rebuild's own) or by a tail replay (how far entries
+/// are trusted depends on how the process stopped; the partitions it changes are noted in
+/// `touched`).
+struct ApplyMode<'a> {
+    tombstones: Option<&'a Tombstones>,
+    trust: EntryTrust<'a>,
+    touched: Option<&'a mut BTreeSet<usize>>,
+}
 
 /// Buffers a replay thread reuses from block to block (a block image is megabytes).
 #[derive(Default)]
@@ -124,7 +134,7 @@ pub(crate) fn open_namespace(
     let medium = index_medium.medium.clone();
     let decision = decide(&config, index_medium.existed, medium, fingerprint, &in_use, log.set_aside_slots(), boot_id)?;
     let (index, kind, reason) = match decision {
-        Decision::Attach(index, kind) => (index, kind, String::new()),
+        Decision::Attach(index, kind) => (*index, kind, String::new()),
         Decision::Rebuild(reason) => {
             let index = Index::create(index_medium.medium, fingerprint, &config.name, boot_id)?;
             let kind = if in_use.is_empty() { RestartKind::Fresh } else { RestartKind::Cold };
@@ -208,7 +218,7 @@ fn decide(
     if header.clean && !index.interrupted_changes()?.is_empty() {
         return Ok(Decision::Rebuild("index partition counts damaged".into()));
     }
-    Ok(Decision::Attach(index, if header.clean { RestartKind::Warm } else { RestartKind::AfterCrash }))
+    Ok(Decision::Attach(Box::new(index), if header.clean { RestartKind::Warm } else { RestartKind::AfterCrash }))
 }
 
 /// Which index entries replay may trust to name a valid record of their own key, so that log
@@ -257,13 +267,14 @@ impl Namespace {
         let mut touched = BTreeSet::new();
         let mut last_end = None;
         let mut buffers = ReplayBuffers::default();
+        let mut mode = ApplyMode { tombstones: None, trust, touched: Some(&mut touched) };
         for block in tail.in_use.iter().filter(|block| block.seq >= first_seq) {
             let from = if block.seq == first_seq {
                 position_offset(tail.consistent_position).max(BLOCK_HEADER_BYTES as u64)
             } else {
                 BLOCK_HEADER_BYTES as u64
             };
-            let end = self.replay_block(block, from, None, trust, progress, Some(&mut touched), &mut buffers)?;
+            let end = self.replay_block(block, from, &mut mode, progress, &mut buffers)?;
             last_end = Some((block, end));
         }
         // After a power cut an entry written after the checkpoint may be torn (its location
@@ -302,11 +313,11 @@ impl Namespace {
                     scope.spawn(move || -> Result<()> {
                         let mut last_report = Instant::now();
                         let mut buffers = ReplayBuffers::default();
+                        let mut mode = ApplyMode { tombstones: Some(tombstones), trust: EntryTrust::All, touched: None };
                         loop {
                             let position = next.fetch_add(1, Ordering::Relaxed);
                             let Some(block) = in_use.get(position) else { return Ok(()) };
-                            let trust = EntryTrust::All;
-                            self.replay_block(block, BLOCK_HEADER_BYTES as u64, Some(tombstones), trust, progress, None, &mut buffers)?;
+                            self.replay_block(block, BLOCK_HEADER_BYTES as u64, &mut mode, progress, &mut buffers)?;
                             if worker == 0 && last_report.elapsed() >= PROGRESS_INTERVAL {
                                 last_report = Instant::now();
                                 tracing::info!(
@@ -354,21 +365,18 @@ impl Namespace {
     }
 
     /// Applies the valid records of one block from `from` on; a batch applies only whole.
-    /// Adds the partitions it changes to `touched` when given. Returns the offset after the last
-    /// valid record.
+    /// Returns the offset after the last valid record.
     fn replay_block(
         &self,
         block: &BlockHeader,
         from: u64,
-        tombstones: Option<&Tombstones>,
-        trust: EntryTrust<'_>,
+        mode: &mut ApplyMode<'_>,
         progress: &Progress,
-        touched: Option<&mut BTreeSet<usize>>,
         buffers: &mut ReplayBuffers,
     ) -> Result<u64> {
         let image_start = self.log.read_block_from(block.slot, from, &mut buffers.image)?;
         let (walked, max_lsn) = self.applicable_records(block, from, image_start, buffers);
-        let records = self.apply_all(&buffers.applicable, tombstones, trust, touched)?;
+        let records = self.apply_all(&buffers.applicable, mode)?;
         // Counted per block: shared counters bumped per record would bounce between the threads.
         progress.records.fetch_add(records, Ordering::Relaxed);
         progress.max_lsn.fetch_max(max_lsn, Ordering::Relaxed);
@@ -432,19 +440,13 @@ impl Namespace {
 
     /// Applies `records` in order, loading the index slot of the record
     /// REPLAY_PREFETCH_DISTANCE_RECORDS ahead meanwhile. Returns how many were applied.
-    fn apply_all(
-        &self,
-        records: &[Recovered],
-        tombstones: Option<&Tombstones>,
-        trust: EntryTrust<'_>,
-        mut touched: Option<&mut BTreeSet<usize>>,
-    ) -> Result<u64> {
+    fn apply_all(&self, records: &[Recovered], mode: &mut ApplyMode<'_>) -> Result<u64> {
         let prefetch = |record: &&Recovered| self.index.prefetch_entry(record.digest);
         for_each_prefetching(records.iter(), REPLAY_PREFETCH_DISTANCE_RECORDS, prefetch, |record| {
-            if let Some(touched) = touched.as_deref_mut() {
+            if let Some(touched) = mode.touched.as_deref_mut() {
                 touched.insert(self.index.partition_of(record.digest));
             }
-            self.apply_recovered(record, tombstones, trust)
+            self.apply_recovered(record, mode.tombstones, mode.trust)
         })?;
         Ok(records.len() as u64)
     }

@@ -85,8 +85,8 @@ impl JournaledMemory {
         let prefix = format!("{namespace}.journal.");
         let (image_seq, first_segment) = load_image(&*image, &memory, data_bytes, block_bytes)?;
         let mut replayed_blocks = BTreeSet::new();
-        let last_segment =
-            replay_segments(&*provider, journal_tier, &prefix, first_segment, segment_bytes, &memory, block_bytes, &mut replayed_blocks)?;
+        let mut target = ReplayTarget { memory: &memory, block_bytes, replayed_blocks: &mut replayed_blocks };
+        let last_segment = replay_segments(&*provider, journal_tier, &prefix, first_segment, segment_bytes, &mut target)?;
         let segment_number = last_segment.max(first_segment.saturating_sub(1)) + 1;
         let segment = create_segment(&*provider, journal_tier, &prefix, segment_number, segment_bytes)?;
         let info = MediumInfo { tier: Tier::Dram, path: None, durability: segment.info().durability };
@@ -398,9 +398,7 @@ fn replay_segments(
     prefix: &str,
     first: u64,
     segment_bytes: u64,
-    memory: &MmapRegion,
-    block_bytes: u64,
-    replayed_blocks: &mut BTreeSet<u64>,
+    target: &mut ReplayTarget<'_>,
 ) -> Result<u64> {
     let mut numbers: Vec<u64> =
         provider.list(prefix, tier)?.iter().filter_map(|name| segment_number_of(name, prefix)).collect();
@@ -412,12 +410,12 @@ fn replay_segments(
         let current = read_segment(provider, tier, prefix, number, segment_bytes)?;
         if let Some(previous) = previous.take() {
             let synced_whole = current.parsed.durable_end() >= SEGMENT_HEADER_BYTES as u64;
-            apply_segment(&previous, synced_whole, memory, block_bytes, replayed_blocks)?;
+            apply_segment(&previous, synced_whole, target)?;
         }
         previous = Some(current);
     }
     if let Some(previous) = previous {
-        apply_segment(&previous, false, memory, block_bytes, replayed_blocks)?;
+        apply_segment(&previous, false, target)?;
     }
     Ok(last)
 }
@@ -451,13 +449,15 @@ fn read_segment(provider: &dyn MediaProvider, tier: Tier, prefix: &str, number: 
 
 /// Writes the entries of `segment` into `memory` (see `replay_segments`); `synced_whole`: a later
 /// segment shows that this one was synced to its end.
-fn apply_segment(
-    segment: &SegmentRead,
-    synced_whole: bool,
-    memory: &MmapRegion,
+/// Where journal entries are replayed: the record space, and the blocks that replay wrote.
+struct ReplayTarget<'a> {
+    memory: &'a MmapRegion,
     block_bytes: u64,
-    replayed_blocks: &mut BTreeSet<u64>,
-) -> Result<()> {
+    replayed_blocks: &'a mut BTreeSet<u64>,
+}
+
+fn apply_segment(segment: &SegmentRead, synced_whole: bool, into: &mut ReplayTarget<'_>) -> Result<()> {
+    let ReplayTarget { memory, block_bytes, replayed_blocks } = into;
     let name = &segment.name;
     for &(from, to) in &segment.parsed.skipped_ranges {
         tracing::error!(segment = %name, offset = from, skipped_bytes = to - from, "journal: bytes holding no valid entry skipped (damage, or a write torn by a crash)");
@@ -482,7 +482,7 @@ fn apply_segment(
             continue;
         }
         memory.write_at(target, data)?;
-        replayed_blocks.extend(blocks_of(target, data.len(), block_bytes));
+        replayed_blocks.extend(blocks_of(target, data.len(), *block_bytes));
     }
     Ok(())
 }
