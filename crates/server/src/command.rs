@@ -67,6 +67,8 @@ pub trait KeyStore {
     fn delete_part(&mut self, key: &[u8], number: u32) -> Result<(), EngineError>;
     /// Parts one key may have.
     fn parts_per_key_max(&self) -> u32;
+    /// Keys in the namespace, as this store sees them (a transaction counts its own writes).
+    fn key_count(&mut self) -> Result<u64, EngineError>;
 
     /// What `get` answers for each key, in order.
     fn get_many(&mut self, keys: &[&[u8]]) -> Vec<Result<Option<Value>, EngineError>> {
@@ -101,6 +103,9 @@ impl KeyStore for Transaction<'_> {
     }
     fn parts_per_key_max(&self) -> u32 {
         Transaction::parts_per_key_max(self)
+    }
+    fn key_count(&mut self) -> Result<u64, EngineError> {
+        Transaction::key_count(self)
     }
 }
 
@@ -142,6 +147,9 @@ impl KeyStore for DirectStore<'_> {
     }
     fn parts_per_key_max(&self) -> u32 {
         self.0.parts_per_key_max()
+    }
+    fn key_count(&mut self) -> Result<u64, EngineError> {
+        Ok(self.0.key_count())
     }
 
     /// One batched engine read whose memory misses overlap; key by key when a key is invalid

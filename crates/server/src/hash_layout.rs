@@ -472,6 +472,9 @@ mod tests {
         fn parts_per_key_max(&self) -> u32 {
             unimplemented!("the tests pass their limits")
         }
+        fn key_count(&mut self) -> Result<u64, EngineError> {
+            Ok(self.keys.len() as u64)
+        }
     }
 
     fn set_fields(store: &mut MemoryStore, limits: &HashLimits, fields: impl IntoIterator<Item = (String, usize)>) {

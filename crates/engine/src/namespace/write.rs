@@ -257,6 +257,22 @@ impl Transaction<'_> {
         Ok(())
     }
 
+    /// How many keys the namespace holds as this transaction sees it: `Namespace::key_count`,
+    /// plus the keys its writes create, less those they delete (counted as the commit will count
+    /// them: a key is there while the index has an entry for it).
+    pub fn key_count(&mut self) -> Result<u64> {
+        let mut seen = std::collections::HashSet::new();
+        let mut change = 0i64;
+        let last_writes: Vec<(Digest, bool)> =
+            self.writes.iter().rev().filter(|write| !write.part && seen.insert(write.digest)).map(|write| (write.digest, write.value.is_some())).collect();
+        for (digest, stored) in last_writes {
+            let namespace = self.namespace;
+            let existed = namespace.index.lookup(self.guard(digest)?, digest)?.is_some();
+            change += i64::from(stored) - i64::from(existed);
+        }
+        Ok(u64::try_from(self.namespace.key_count() as i64 + change).unwrap_or(0))
+    }
+
     /// Deletes the key and its parts; true when a live (unexpired) value was there.
     pub fn delete(&mut self, key: &[u8]) -> Result<bool> {
         let existed = self.current(key)?.is_some();
@@ -618,6 +634,32 @@ mod tests {
         assert_eq!((value.bytes.as_slice(), value.expiry_unix_ms), (&b"value"[..], crate::EXPIRY_UNIX_MS_MAX));
         assert_eq!(namespace.key_count(), 1);
         assert_eq!(namespace.part_count(b"old").unwrap(), 0);
+        database.close().unwrap();
+    }
+
+    #[test]
+    fn a_transaction_counts_the_keys_its_own_writes_create_and_delete() {
+        let store = SimStore::new(12);
+        let database = Database::open_with(small_config(Tier::Dram, Tier::Dram), Arc::new(store.clone())).unwrap();
+        let namespace = database.namespace(0).unwrap();
+        namespace.put(b"kept", b"1", 0).unwrap();
+        namespace.put(b"deleted", b"1", 0).unwrap();
+        let keys: [&[u8]; 4] = [b"kept", b"deleted", b"new", b"never"];
+        let counts = namespace
+            .transaction(&keys, |transaction| {
+                let before = transaction.key_count()?;
+                transaction.put(b"new", b"1", 0)?;
+                transaction.put(b"new", b"2", 0)?;
+                transaction.put(b"kept", b"2", 0)?;
+                transaction.delete(b"deleted")?;
+                transaction.put(b"never", b"1", 0)?;
+                transaction.delete(b"never")?;
+                transaction.put_part(b"kept", 0, b"part")?;
+                Ok((before, transaction.key_count()?))
+            })
+            .unwrap();
+        assert_eq!(counts, (2, 2), "one key created, one deleted; rewrites, a key created and deleted again and parts change nothing");
+        assert_eq!(namespace.key_count(), 2, "the commit counts as the transaction did");
         database.close().unwrap();
     }
 }

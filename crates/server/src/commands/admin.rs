@@ -12,7 +12,7 @@ use crate::command::{fail, Call, CommandResult, CommandSpec, ADMIN, READONLY, WR
 use crate::glob::glob_match;
 
 pub fn dbsize(call: &mut Call<'_>) -> CommandResult {
-    Ok(Reply::Integer(call.namespace.key_count() as i64))
+    Ok(Reply::Integer(call.store.key_count()? as i64))
 }
 
 /// FLUSHDB/FLUSHALL take an optional ASYNC or SYNC; both run synchronously here.
