@@ -32,6 +32,12 @@ CASES = {
         ["SET", "f", "10.50"], ["INCRBYFLOAT", "f", "0.1"], ["INCRBYFLOAT", "f", "-5"], ["SET", "f", "5.0e3"],
         ["INCRBYFLOAT", "f", "2.0e2"], ["INCRBYFLOAT", "f", "abc"], ["INCRBYFLOAT", "f", "inf"], ["SET", "f", "x"],
         ["INCRBYFLOAT", "f", "1"], ["INCRBYFLOAT", "fnew", "3"], ["GET", "fnew"],
+        # Redis adds in long double (64-bit significand) and prints 17 decimals.
+        ["SET", "ld", "9223372036854775807"], ["INCRBYFLOAT", "ld", "3"], ["INCRBYFLOAT", "ld", "1.23456789012345678"],
+        ["SET", "ld", "0"], ["INCRBYFLOAT", "ld", "1.23456789012345678"], ["INCRBYFLOAT", "ld", "1e30"],
+        ["INCRBYFLOAT", "ld", "0x10"], ["INCRBYFLOAT", "ld", "1e5000"], ["INCRBYFLOAT", "ld", "-1e-5000"],
+        ["INCRBYFLOAT", "ld", "5."], ["INCRBYFLOAT", "ld", ".5e1"], ["INCRBYFLOAT", "ld", "1e"], ["SET", "ld", "1e400"],
+        ["INCRBYFLOAT", "ld", "1"], ["HSET", "ldh", "x", "1"], ["INCRBYFLOAT", "ldh", "abc"], ["INCRBYFLOAT", "ldh", "1"],
     ],
     "keys": [
         ["MSET", "a", "1", "b", "2", "c", "3"], ["DEL", "a", "b", "zz"], ["DEL", "a"], ["UNLINK", "c"], ["EXISTS", "a"],
@@ -58,7 +64,8 @@ CASES = {
         ["HSETNX", "h", "b", "x"], ["HSETNX", "h", "n", "x"], ["HGET", "h", "n"], ["HINCRBY", "h", "cnt", "5"], ["HINCRBY", "h", "cnt", "-2"],
         ["HINCRBY", "h", "n", "1"], ["HINCRBY", "h", "cnt", "x"], ["HSET", "h", "big", "9223372036854775807"], ["HINCRBY", "h", "big", "1"],
         ["HINCRBYFLOAT", "h", "fl", "1.5"], ["HINCRBYFLOAT", "h", "fl", "0.1"], ["HINCRBYFLOAT", "h", "n", "1"],
-        ["HINCRBYFLOAT", "h", "fl", "x"], ["HMSET", "h2", "x", "1"], ["HMSET", "h2", "x"], ["HGETALL", "h2"],
+        ["HINCRBYFLOAT", "h", "fl", "x"], ["HINCRBYFLOAT", "h", "fl", "inf"], ["HINCRBYFLOAT", "h", "fl", "1.23456789012345678"],
+        ["HINCRBYFLOAT", "s", "fl", "abc"], ["HINCRBYFLOAT", "h", "big", "3"], ["HMSET", "h2", "x", "1"], ["HMSET", "h2", "x"], ["HGETALL", "h2"],
         ["HSCAN", "h2", "0"], ["HSCAN", "h2", "x"], ["HSCAN", "nokey", "0"], ["HSCAN", "h", "0", "MATCH", "c*"],
         ["HSCAN", "h", "0", "COUNT", "0"], ["HSCAN", "h", "0", "BOGUS"], ["SET", "s", "v"], ["HGET", "s", "a"], ["HSET", "s", "a", "1"],
         ["HGETALL", "s"], ["HLEN", "s"], ["HDEL", "s", "a"], ["HINCRBY", "s", "a", "1"], ["HSCAN", "s", "0"], ["GET", "h"],

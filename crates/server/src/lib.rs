@@ -11,6 +11,7 @@ mod config;
 mod glob;
 mod hash_layout;
 mod info;
+mod long_double;
 mod server;
 mod session;
 mod shared;

@@ -6,7 +6,8 @@ use bytes::Bytes;
 use hybridkv_resp::Reply;
 
 use super::keys::{parse_cursor, parse_scan_options};
-use super::{format_float, parse_float, parse_integer};
+use super::{parse_float, parse_integer, NOT_FINITE};
+use crate::long_double::LongDouble;
 use crate::command::{fail, wrong_arity, Call, CommandError, CommandResult};
 use crate::glob::glob_match;
 use crate::hash_layout::{HashLimits, OpenHash};
@@ -150,16 +151,19 @@ pub fn hincrby(call: &mut Call<'_>) -> CommandResult {
 
 pub fn hincrbyfloat(call: &mut Call<'_>) -> CommandResult {
     let delta = parse_float(&call.args[3])?;
+    if !delta.is_finite() {
+        return fail("ERR value is NaN or Infinity");
+    }
     let ((), text) = update_field(call, |current| {
         let current = match current {
             Some(value) => parse_float(value).or_else(|_| fail("ERR hash value is not a float"))?,
-            None => 0.0,
+            None => LongDouble::ZERO,
         };
-        let next = current + delta;
+        let next = current.add(delta);
         if !next.is_finite() {
-            return fail("ERR increment would produce NaN or Infinity");
+            return fail(NOT_FINITE);
         }
-        Ok(((), format_float(next)))
+        Ok(((), next.to_redis_text()))
     })?;
     Ok(Reply::bulk_text(&text))
 }

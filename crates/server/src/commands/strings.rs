@@ -5,7 +5,8 @@ use bytes::Bytes;
 use hybridkv_engine::{now_unix_ms, EXPIRY_UNIX_MS_MAX};
 use hybridkv_resp::Reply;
 
-use super::{format_float, is, parse_float, parse_integer, read_string, value_bytes_max, NOT_INTEGER, SYNTAX_ERROR};
+use super::{is, parse_float, parse_integer, read_string, value_bytes_max, NOT_FINITE, NOT_INTEGER, SYNTAX_ERROR};
+use crate::long_double::LongDouble;
 use crate::command::{fail, Call, CommandResult};
 use crate::values::{encode_string, Stored};
 
@@ -296,16 +297,17 @@ pub fn decrby(call: &mut Call<'_>) -> CommandResult {
 
 pub fn incrbyfloat(call: &mut Call<'_>) -> CommandResult {
     let key = &call.args[1];
-    let increment = parse_float(&call.args[2])?;
+    // Redis's order: the key's type, then its value, then the increment.
     let (current, expiry) = match read_string(call.store, key)? {
         Some((value, expiry)) => (parse_float(&value)?, expiry),
-        None => (0.0, 0),
+        None => (LongDouble::ZERO, 0),
     };
-    let next = current + increment;
+    let increment = parse_float(&call.args[2])?;
+    let next = current.add(increment);
     if !next.is_finite() {
-        return fail("ERR increment would produce NaN or Infinity");
+        return fail(NOT_FINITE);
     }
-    let text = format_float(next);
+    let text = next.to_redis_text();
     call.store.put(key, &encode_string(text.as_bytes()), expiry)?;
     Ok(Reply::bulk_text(&text))
 }
