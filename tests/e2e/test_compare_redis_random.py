@@ -80,7 +80,10 @@ def command(rng: random.Random) -> list[str]:
         lambda: ["PERSIST", key],
         lambda: ["EXPIRE", key, ttl_seconds(rng)] + rng.choice([[], ["NX"], ["XX"], ["GT"], ["LT"]]),
         lambda: ["TTL", key],
-        lambda: ["KEYS", "*"],
+        lambda: ["KEYS", rng.choice(["*", "k*", "?1", "[hk]2", "{*"])],
+        # Pseudo-commands (see `run`): a whole SCAN or HSCAN iteration, compared as a set.
+        lambda: ["SCAN*"] + rng.choice([[], ["MATCH", "k*"], ["TYPE", "hash"], ["TYPE", "string"], ["COUNT", "2"]]),
+        lambda: ["HSCAN*", key] + rng.choice([[], ["MATCH", "f1*"], ["COUNT", "3"]]),
         lambda: ["DBSIZE"],
     ]
     return rng.choice(choices)()
@@ -111,12 +114,30 @@ def raw_client(port: int, protocol: int) -> redis.Redis:
     return client
 
 
+def whole_scan(client: redis.Redis, arguments: list[str]):
+    """Every item a SCAN (`SCAN*` options) or HSCAN (`HSCAN*` key options) iteration returns,
+    sorted: cursors and page sizes are the server's own business."""
+    command, prefix, options = ("SCAN", [], arguments[1:]) if arguments[0] == "SCAN*" else ("HSCAN", arguments[1:2], arguments[2:])
+    cursor, items = "0", []
+    while True:
+        cursor, page = client.execute_command(command, *prefix, cursor, *options)
+        items.extend(page)
+        if str(cursor) == "0":
+            break
+    if command == "HSCAN":
+        return sorted(set(zip(items[::2], items[1::2])))
+    return sorted(set(items))
+
+
 def run(client: redis.Redis, commands: list[list[str]]) -> list:
     replies = []
     queued = []
     for arguments in commands:
         try:
-            reply = client.execute_command(*arguments)
+            if arguments[0].endswith("*"):
+                reply = whole_scan(client, arguments)
+            else:
+                reply = client.execute_command(*arguments)
         except redis.ResponseError as error:
             reply = error
         name = arguments[0]
@@ -130,7 +151,7 @@ def run(client: redis.Redis, commands: list[list[str]]) -> list:
 
 
 # Refused inside MULTI here, queued by Redis (README, "Differences from Redis").
-NOT_IN_MULTI = {"KEYS"}
+NOT_IN_MULTI = {"KEYS", "SCAN*", "HSCAN*"}
 
 
 def transaction_of(rng: random.Random) -> list[list[str]]:
