@@ -34,6 +34,14 @@ def number(rng: random.Random) -> str:
     return rng.choice(["0", "1", "2", "-1", "5", "100", "x", "9223372036854775807"])
 
 
+# Expiry times far in the future, set as absolute times: EXPIRETIME answers them exactly. (A
+# time in the past would leave an expired key that DBSIZE counts until each server's background
+# expiry removes it, at moments of its own.)
+ABSOLUTE_SECONDS = ["4000000000", "4000000100", "4100000000"]
+ABSOLUTE_ANSWERS = {int(seconds) for seconds in ABSOLUTE_SECONDS} | {int(seconds) * 1000 + 123 for seconds in ABSOLUTE_SECONDS}
+ABSOLUTE_ANSWERS |= {int(seconds) * 1000 for seconds in ABSOLUTE_SECONDS} | {int(seconds) // 1000 for seconds in ABSOLUTE_SECONDS}
+
+
 def ttl_seconds(rng: random.Random) -> str:
     """Seconds far apart: a GT or LT between two expiries set a few milliseconds apart from the
     same number of seconds would depend on the milliseconds."""
@@ -79,7 +87,11 @@ def command(rng: random.Random) -> list[str]:
         lambda: [rng.choice(["HKEYS", "HVALS"]), key],
         lambda: ["PERSIST", key],
         lambda: ["EXPIRE", key, ttl_seconds(rng)] + rng.choice([[], ["NX"], ["XX"], ["GT"], ["LT"]]),
-        lambda: ["TTL", key],
+        lambda: [rng.choice(["TTL", "PTTL"]), key],
+        lambda: ["EXPIREAT", key, rng.choice(ABSOLUTE_SECONDS + ["1"])] + rng.choice([[], ["NX"], ["XX"], ["GT"], ["LT"]]),
+        lambda: ["PEXPIREAT", key, rng.choice(ABSOLUTE_SECONDS) + "123"],
+        lambda: ["SET", key, value(rng)] + rng.choice([["EXAT", rng.choice(ABSOLUTE_SECONDS)], ["PXAT", rng.choice(ABSOLUTE_SECONDS) + "000"]]),
+        lambda: [rng.choice(["EXPIRETIME", "PEXPIRETIME"]), key],
         lambda: ["KEYS", rng.choice(["*", "k*", "?1", "[hk]2", "{*"])],
         # Pseudo-commands (see `run`): a whole SCAN or HSCAN iteration, compared as a set.
         lambda: ["SCAN*"] + rng.choice([[], ["MATCH", "k*"], ["TYPE", "hash"], ["TYPE", "string"], ["COUNT", "2"]]),
@@ -92,8 +104,11 @@ def command(rng: random.Random) -> list[str]:
 def normalized(name: str, reply):
     if isinstance(reply, Exception):
         return ("error", str(reply))
-    if name == "TTL" and isinstance(reply, int) and reply > 0:
-        # Seconds left tick down between the two servers' replies: compare that there is one.
+    if name in ("TTL", "PTTL") and isinstance(reply, int) and reply > 0:
+        # Time left ticks down between the two servers' replies: compare that there is some.
+        return "positive"
+    if name in ("EXPIRETIME", "PEXPIRETIME") and isinstance(reply, int) and reply > 0 and reply not in ABSOLUTE_ANSWERS:
+        # An expiry set relative to the clock: the second or millisecond differs between servers.
         return "positive"
     if name == "HGETALL" and isinstance(reply, dict):
         return sorted(reply.items())
