@@ -32,11 +32,55 @@ def test_queue_error_discards_everything(r):
     assert r.exists("x") == 0
 
 
-def test_keyspace_scans_are_refused_inside_multi(r):
+def test_key_listings_inside_multi_see_the_transactions_own_writes(r):
+    r.mset({"a": "1", "b": "2"})
+    with r.pipeline(transaction=True) as pipe:
+        pipe.set("c", "3").delete("a").keys("*").scan(0, count=1000).dbsize().randomkey()
+        _, _, keys, (cursor, scanned), size, some_key = pipe.execute()
+    assert sorted(keys) == ["b", "c"] and sorted(scanned) == ["b", "c"] and cursor == 0
+    assert size == 2 and some_key in ("b", "c")
     r.execute_command("MULTI")
     with pytest.raises(redis.ResponseError, match="Command not allowed inside a transaction"):
-        r.execute_command("KEYS", "*")
+        r.execute_command("FLUSHDB")
     r.execute_command("DISCARD")
+
+
+def test_key_listings_in_transactions_run_beside_writers(shared_server):
+    """An EXEC that lists keys holds every partition: writers on other connections wait for it
+    and go on, and each listing is a consistent snapshot (the writers' pairs are whole)."""
+    stop = threading.Event()
+    errors = []
+
+    def write_pairs(name):
+        client = shared_server.client()
+        number = 0
+        while not stop.is_set():
+            try:
+                client.mset({f"{name}:{number}:x": "1", f"{name}:{number}:y": "1"})
+            except redis.RedisError as error:
+                errors.append(error)
+                return
+            number += 1
+
+    client = shared_server.client()
+    client.flushall()
+    writers = [threading.Thread(target=write_pairs, args=(f"w{index}",)) for index in range(3)]
+    for writer in writers:
+        writer.start()
+    try:
+        for round_number in range(30):
+            with client.pipeline(transaction=True) as pipe:
+                pipe.set(f"mine:{round_number}", "1").keys("*")
+                _, keys = pipe.execute()
+            assert f"mine:{round_number}" in keys
+            pairs = {key.rsplit(":", 1)[0] for key in keys if not key.startswith("mine:")}
+            assert all(f"{pair}:x" in keys and f"{pair}:y" in keys for pair in pairs), "an MSET seen half done"
+    finally:
+        stop.set()
+        for writer in writers:
+            writer.join(timeout=30)
+    assert not errors
+    assert not any(writer.is_alive() for writer in writers)
 
 
 def test_watch_aborts_when_another_client_writes(r, shared_server):

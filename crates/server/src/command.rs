@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use hybridkv_engine::{EngineError, Namespace, Transaction, Value};
+use hybridkv_engine::{EngineError, Namespace, ScanPage, Transaction, Value};
 use hybridkv_resp::Reply;
 
 use crate::session::SessionState;
@@ -69,6 +69,10 @@ pub trait KeyStore {
     fn parts_per_key_max(&self) -> u32;
     /// Keys in the namespace, as this store sees them (a transaction counts its own writes).
     fn key_count(&mut self) -> Result<u64, EngineError>;
+    /// A page of keys from `cursor` on (`Namespace::scan`), as this store sees them.
+    fn scan(&mut self, cursor: u64, count_hint: usize) -> Result<ScanPage, EngineError>;
+    /// Any key, as this store sees them.
+    fn random_key(&mut self) -> Result<Option<Vec<u8>>, EngineError>;
 
     /// What `get` answers for each key, in order.
     fn get_many(&mut self, keys: &[&[u8]]) -> Vec<Result<Option<Value>, EngineError>> {
@@ -106,6 +110,12 @@ impl KeyStore for Transaction<'_> {
     }
     fn key_count(&mut self) -> Result<u64, EngineError> {
         Transaction::key_count(self)
+    }
+    fn scan(&mut self, cursor: u64, count_hint: usize) -> Result<ScanPage, EngineError> {
+        Transaction::scan(self, cursor, count_hint)
+    }
+    fn random_key(&mut self) -> Result<Option<Vec<u8>>, EngineError> {
+        Transaction::random_key(self)
     }
 }
 
@@ -150,6 +160,12 @@ impl KeyStore for DirectStore<'_> {
     }
     fn key_count(&mut self) -> Result<u64, EngineError> {
         Ok(self.0.key_count())
+    }
+    fn scan(&mut self, cursor: u64, count_hint: usize) -> Result<ScanPage, EngineError> {
+        self.0.scan(cursor, count_hint)
+    }
+    fn random_key(&mut self) -> Result<Option<Vec<u8>>, EngineError> {
+        self.0.random_key()
     }
 
     /// One batched engine read whose memory misses overlap; key by key when a key is invalid
@@ -209,37 +225,39 @@ impl KeySpec {
 }
 
 /// The command writes keys: it runs inside a transaction over its keys.
-pub const WRITE: u8 = 1;
+pub const WRITE: u16 = 1;
 /// Served before AUTH.
-pub const BEFORE_AUTH: u8 = 2;
-/// May be queued in MULTI. Commands that scan the keyspace (KEYS, SCAN, FLUSHDB…) cannot run
-/// inside EXEC's transaction, which holds the locks of the queued keys only.
-pub const IN_MULTI: u8 = 4;
+pub const BEFORE_AUTH: u16 = 2;
+/// May be queued in MULTI. Commands that change every key (FLUSHDB, FLUSHALL) cannot run
+/// inside EXEC's transaction.
+pub const IN_MULTI: u16 = 4;
 /// Runs even inside MULTI instead of being queued (EXEC, DISCARD, MULTI, WATCH, QUIT).
-pub const TRANSACTION_CONTROL: u8 = 8;
+pub const TRANSACTION_CONTROL: u16 = 8;
 /// Reads the keyspace (counts as read-only for COMMAND INFO flags).
-pub const READONLY: u8 = 16;
+pub const READONLY: u16 = 16;
 /// Server administration (COMMAND INFO flag "admin").
-pub const ADMIN: u8 = 32;
+pub const ADMIN: u16 = 32;
 /// Writes its keys without reading their values first: nothing to load into the cache ahead.
-pub const BLIND_WRITE: u8 = 64;
+pub const BLIND_WRITE: u16 = 64;
 /// Reads a key's parts as well as its record: runs in a transaction over its key (writing
 /// nothing), so that it never sees the record of one write with the parts of another.
-pub const READS_PARTS: u8 = 128;
+pub const READS_PARTS: u16 = 128;
+/// Lists keys (KEYS, SCAN, RANDOMKEY): inside EXEC, the transaction holds every partition.
+pub const WHOLE_KEYSPACE: u16 = 256;
 
 pub struct CommandSpec {
     pub name: &'static str,
     /// Redis convention: N = exactly N arguments with the name, -N = at least N.
     pub arity: i32,
     pub keys: KeySpec,
-    pub flags: u8,
+    pub flags: u16,
     pub group: &'static str,
     pub summary: &'static str,
     pub handler: Handler,
 }
 
 impl CommandSpec {
-    pub fn has(&self, flag: u8) -> bool {
+    pub fn has(&self, flag: u16) -> bool {
         self.flags & flag != 0
     }
 

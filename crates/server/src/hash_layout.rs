@@ -475,6 +475,12 @@ mod tests {
         fn key_count(&mut self) -> Result<u64, EngineError> {
             Ok(self.keys.len() as u64)
         }
+        fn scan(&mut self, _: u64, _: usize) -> Result<hybridkv_engine::ScanPage, EngineError> {
+            unimplemented!("not used by hash_layout")
+        }
+        fn random_key(&mut self) -> Result<Option<Vec<u8>>, EngineError> {
+            unimplemented!("not used by hash_layout")
+        }
     }
 
     fn set_fields(store: &mut MemoryStore, limits: &HashLimits, fields: impl IntoIterator<Item = (String, usize)>) {

@@ -530,20 +530,17 @@ impl Namespace {
     /// Keys of one or more whole partitions from `cursor` on. Every key present for the whole scan
     /// is returned at least once, as Redis's SCAN promises.
     pub fn scan(&self, cursor: u64, count_hint: usize) -> Result<ScanPage> {
-        let partition_count = crate::index::PARTITION_COUNT as u64;
-        let mut number = cursor;
-        let mut keys = Vec::new();
         let now = crate::now_unix_ms();
-        while number < partition_count && keys.len() < count_hint.max(1) {
-            self.keys_of_partition(number as usize, now, &mut keys)?;
-            number += 1;
-        }
-        Ok(ScanPage { keys, next_cursor: if number >= partition_count { 0 } else { number } })
+        scan_pages(cursor, count_hint, |number, keys| self.keys_of_partition(number, now, keys))
     }
 
     fn keys_of_partition(&self, number: usize, now: u64, keys: &mut Vec<Vec<u8>>) -> Result<()> {
-        let partition = self.index.partition(number).read();
-        for entry in self.index.entries(&partition)? {
+        self.keys_in(&self.index.partition(number).read(), now, keys)
+    }
+
+    /// Appends the unexpired keys of `partition` (locked by the caller) to `keys`.
+    pub(crate) fn keys_in(&self, partition: &Partition, now: u64, keys: &mut Vec<Vec<u8>>) -> Result<()> {
+        for entry in self.index.entries(partition)? {
             if entry.part {
                 continue;
             }
@@ -559,12 +556,18 @@ impl Namespace {
     }
 
     pub fn random_key(&self) -> Result<Option<Vec<u8>>> {
-        let partition_count = crate::index::PARTITION_COUNT;
-        let start = (crate::now_unix_ms() as usize).wrapping_mul(2654435761) % partition_count;
         let now = crate::now_unix_ms();
+        self.random_key_from(now, |number, keys| self.keys_of_partition(number, now, keys))
+    }
+
+    /// A key of the first partition with any, from a partition chosen by the clock on, as
+    /// `keys_of` lists them.
+    pub(crate) fn random_key_from(&self, now: u64, mut keys_of: impl FnMut(usize, &mut Vec<Vec<u8>>) -> Result<()>) -> Result<Option<Vec<u8>>> {
+        let partition_count = crate::index::PARTITION_COUNT;
+        let start = (now as usize).wrapping_mul(2654435761) % partition_count;
         for step in 0..partition_count {
             let mut keys = Vec::new();
-            self.keys_of_partition((start + step) % partition_count, now, &mut keys)?;
+            keys_of((start + step) % partition_count, &mut keys)?;
             if !keys.is_empty() {
                 let choice = (now as usize).wrapping_mul(40503) % keys.len();
                 return Ok(Some(keys.swap_remove(choice)));
@@ -689,6 +692,18 @@ fn verified_header(record: &[u8]) -> RecordHeader {
 
 /// The value of a verified record held in `record`; the value becomes the buffer itself (one
 /// allocation per read).
+/// The page of a scan from `cursor` (a partition number): the keys `keys_of` lists for each
+/// partition in turn until at least `count_hint` (and at least one partition was listed).
+pub(crate) fn scan_pages(cursor: u64, count_hint: usize, mut keys_of: impl FnMut(usize, &mut Vec<Vec<u8>>) -> Result<()>) -> Result<ScanPage> {
+    let partition_count = crate::index::PARTITION_COUNT as u64;
+    let (mut number, mut keys) = (cursor, Vec::new());
+    while number < partition_count && keys.len() < count_hint.max(1) {
+        keys_of(number as usize, &mut keys)?;
+        number += 1;
+    }
+    Ok(ScanPage { keys, next_cursor: if number >= partition_count { 0 } else { number } })
+}
+
 fn value_in_place(mut record: Vec<u8>) -> Value {
     let header = verified_header(&record);
     let key_end = RECORD_HEADER_BYTES + header.key_len as usize;

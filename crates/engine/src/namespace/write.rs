@@ -79,6 +79,7 @@ struct BufferedWrite {
 
 pub struct Transaction<'a> {
     namespace: &'a Namespace,
+    /// In partition order (the order they were locked in).
     guards: Vec<(usize, RwLockWriteGuard<'a, Partition>)>,
     writes: Vec<BufferedWrite>,
 }
@@ -86,8 +87,48 @@ pub struct Transaction<'a> {
 impl Transaction<'_> {
     fn guard(&mut self, digest: Digest) -> Result<&mut Partition> {
         let number = self.namespace.index.partition_of(digest);
-        let position = self.guards.iter().position(|(held, _)| *held == number).ok_or(EngineError::UndeclaredKey)?;
+        let position = self.held(number)?;
         Ok(&mut self.guards[position].1)
+    }
+
+    /// Where partition `number`'s guard is; UndeclaredKey when the transaction does not hold it.
+    fn held(&self, number: usize) -> Result<usize> {
+        self.guards.binary_search_by_key(&number, |(held, _)| *held).map_err(|_| EngineError::UndeclaredKey)
+    }
+
+    /// A page of keys, as `Namespace::scan` lists them, as this transaction sees them (its own
+    /// writes included). Only for a transaction over every partition (`transaction_over_all`).
+    pub fn scan(&mut self, cursor: u64, count_hint: usize) -> Result<super::ScanPage> {
+        let now = crate::now_unix_ms();
+        super::scan_pages(cursor, count_hint, |number, keys| self.keys_of_partition(number, now, keys))
+    }
+
+    /// A key, as `Namespace::random_key` picks one, as this transaction sees them. Only for a
+    /// transaction over every partition.
+    pub fn random_key(&mut self) -> Result<Option<Vec<u8>>> {
+        let now = crate::now_unix_ms();
+        self.namespace.random_key_from(now, |number, keys| self.keys_of_partition(number, now, keys))
+    }
+
+    /// The unexpired keys of partition `number` (held), with the transaction's writes applied.
+    fn keys_of_partition(&self, number: usize, now: u64, keys: &mut Vec<Vec<u8>>) -> Result<()> {
+        let partition = &self.guards[self.held(number)?].1;
+        let first_new = keys.len();
+        self.namespace.keys_in(partition, now, keys)?;
+        let mut seen = std::collections::HashSet::new();
+        let last_writes = self.writes.iter().rev().filter(|write| !write.part && seen.insert(write.digest));
+        for write in last_writes.filter(|write| self.namespace.index.partition_of(write.digest) == number) {
+            let listed = keys[first_new..].iter().position(|key| *key == write.key).map(|at| first_new + at);
+            let stored = write.value.as_ref().is_some_and(|(_, expiry)| !super::record_expired(false, *expiry, now));
+            match (stored, listed) {
+                (true, None) => keys.push(write.key.clone()),
+                (false, Some(at)) => {
+                    keys.remove(at);
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     /// The key's current entry as the transaction sees it (its own writes first).
@@ -319,6 +360,23 @@ impl Namespace {
         let mut numbers: Vec<usize> = keys.iter().map(|key| self.index.partition_of(self.digest(key))).collect();
         numbers.sort_unstable();
         numbers.dedup();
+        self.transaction_over(numbers, body)
+    }
+
+    /// Like `transaction_deferred`, over every partition: for transactions that list or count
+    /// the keys (KEYS, SCAN or RANDOMKEY inside MULTI). Every other writer waits meanwhile.
+    pub fn transaction_over_all<T>(&self, body: impl FnOnce(&mut Transaction<'_>) -> Result<T>) -> Result<(T, Option<CommitTicket>)> {
+        self.transaction_over((0..crate::index::PARTITION_COUNT).collect(), body)
+    }
+
+    /// Runs `body` with partitions `numbers` (sorted, distinct: every transaction locks in
+    /// partition order, so none waits for another in a cycle) locked for writing.
+    fn transaction_over<T>(
+        &self,
+        numbers: Vec<usize>,
+        body: impl FnOnce(&mut Transaction<'_>) -> Result<T>,
+    ) -> Result<(T, Option<CommitTicket>)> {
+        assert!(numbers.windows(2).all(|pair| pair[0] < pair[1]), "partitions are locked in order, once each");
         let guards = numbers.into_iter().map(|number| (number, self.index.partition(number).write())).collect();
         let mut transaction = Transaction { namespace: self, guards, writes: Vec::new() };
         let result = body(&mut transaction)?;

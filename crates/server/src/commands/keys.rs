@@ -203,7 +203,7 @@ pub fn keys(call: &mut Call<'_>) -> CommandResult {
     let mut matched = Vec::new();
     let mut cursor = 0;
     loop {
-        let page = call.namespace.scan(cursor, KEYS_PAGE_HINT)?;
+        let page = call.store.scan(cursor, KEYS_PAGE_HINT)?;
         matched.extend(page.keys.into_iter().filter(|key| glob_match(&pattern, key)).map(|key| Reply::Bulk(Bytes::from(key))));
         if page.next_cursor == 0 {
             return Ok(Reply::Array(matched));
@@ -258,7 +258,7 @@ pub fn parse_cursor(text: &[u8]) -> Result<u64, CommandError> {
 pub fn scan(call: &mut Call<'_>) -> CommandResult {
     let cursor = parse_cursor(&call.args[1])?;
     let options = parse_scan_options(&call.args[2..], true, false)?;
-    let page = call.namespace.scan(cursor, options.count)?;
+    let page = call.store.scan(cursor, options.count)?;
     let mut keys = Vec::with_capacity(page.keys.len());
     for key in page.keys {
         if options.pattern.as_ref().is_some_and(|pattern| !glob_match(pattern, &key)) {
@@ -276,5 +276,5 @@ pub fn scan(call: &mut Call<'_>) -> CommandResult {
 }
 
 pub fn randomkey(call: &mut Call<'_>) -> CommandResult {
-    Ok(call.namespace.random_key()?.map_or(Reply::Null, |key| Reply::Bulk(Bytes::from(key))))
+    Ok(call.store.random_key()?.map_or(Reply::Null, |key| Reply::Bulk(Bytes::from(key))))
 }

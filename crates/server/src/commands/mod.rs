@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 
 use bytes::Bytes;
 
-use crate::command::{fail, Call, CommandError, CommandSpec, KeySpec, KeyStore, ADMIN, BEFORE_AUTH, BLIND_WRITE, IN_MULTI, READONLY, READS_PARTS, TRANSACTION_CONTROL, WRITE};
+use crate::command::{fail, Call, CommandError, CommandSpec, KeySpec, KeyStore, ADMIN, BEFORE_AUTH, BLIND_WRITE, IN_MULTI, READONLY, READS_PARTS, TRANSACTION_CONTROL, WHOLE_KEYSPACE, WRITE};
 use crate::long_double::LongDouble;
 use crate::values::Stored;
 
@@ -21,10 +21,11 @@ pub const NOT_FLOAT: &str = "ERR value is not a valid float";
 pub const NOT_FINITE: &str = "ERR increment would produce NaN or Infinity";
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
-const READ: u8 = READONLY | IN_MULTI;
-const READ_HASH: u8 = READ | READS_PARTS;
-const WRITES: u8 = WRITE | IN_MULTI;
-const BLIND_WRITES: u8 = WRITES | BLIND_WRITE;
+const READ: u16 = READONLY | IN_MULTI;
+const READ_HASH: u16 = READ | READS_PARTS;
+const LISTS_KEYS: u16 = READ | WHOLE_KEYSPACE;
+const WRITES: u16 = WRITE | IN_MULTI;
+const BLIND_WRITES: u16 = WRITES | BLIND_WRITE;
 const PAIRS: KeySpec = KeySpec { first: 1, last: -1, step: 2 };
 const TWO: KeySpec = KeySpec { first: 1, last: 2, step: 1 };
 
@@ -90,9 +91,9 @@ pub static TABLE: &[CommandSpec] = &[
     command!("persist", 2, KeySpec::ONE, WRITES, "keyspace", "Removes a key's expiry.", keys::persist),
     command!("rename", 3, TWO, WRITES, "keyspace", "Renames a key.", keys::rename),
     command!("renamenx", 3, TWO, WRITES, "keyspace", "Renames a key when the new name is free.", keys::renamenx),
-    command!("keys", 2, KeySpec::NONE, READONLY, "keyspace", "Returns the keys matching a pattern.", keys::keys),
-    command!("scan", -2, KeySpec::NONE, READONLY, "keyspace", "Iterates over keys (MATCH COUNT TYPE).", keys::scan),
-    command!("randomkey", 1, KeySpec::NONE, READONLY, "keyspace", "Returns a random key.", keys::randomkey),
+    command!("keys", 2, KeySpec::NONE, LISTS_KEYS, "keyspace", "Returns the keys matching a pattern.", keys::keys),
+    command!("scan", -2, KeySpec::NONE, LISTS_KEYS, "keyspace", "Iterates over keys (MATCH COUNT TYPE).", keys::scan),
+    command!("randomkey", 1, KeySpec::NONE, LISTS_KEYS, "keyspace", "Returns a random key.", keys::randomkey),
     command!("hset", -4, KeySpec::ONE, WRITES, "hash", "Sets fields of a hash.", hashes::hset),
     command!("hmset", -4, KeySpec::ONE, WRITES, "hash", "Sets fields of a hash.", hashes::hmset),
     command!("hsetnx", 4, KeySpec::ONE, WRITES, "hash", "Sets a field only when it does not exist.", hashes::hsetnx),

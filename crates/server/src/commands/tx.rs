@@ -6,10 +6,10 @@
 
 use std::sync::Arc;
 
-use hybridkv_engine::EngineError;
+use hybridkv_engine::{EngineError, Transaction};
 use hybridkv_resp::Reply;
 
-use crate::command::{engine_error_reply, fail, run_in_transaction, Call, CommandResult, KeyStore};
+use crate::command::{engine_error_reply, fail, run_in_transaction, Call, CommandResult, KeyStore, WHOLE_KEYSPACE};
 use crate::session::{MultiState, WatchedKey};
 
 pub fn multi(call: &mut Call<'_>) -> CommandResult {
@@ -79,7 +79,8 @@ pub fn exec(call: &mut Call<'_>) -> CommandResult {
     }
     let namespace = Arc::clone(call.namespace);
     let (session, shared) = (&mut *call.session, call.shared);
-    let outcome = namespace.transaction_deferred(&keys, |transaction| {
+    let whole_keyspace = multi.queued.iter().any(|(spec, _)| spec.has(WHOLE_KEYSPACE));
+    let body = |transaction: &mut Transaction<'_>| {
         for key in watched.iter().filter(|watched| watched.database == database) {
             if KeyStore::get(transaction, &key.key)?.map(|value| value.version) != key.version {
                 return Ok(Reply::NullArray);
@@ -92,7 +93,8 @@ pub fn exec(call: &mut Call<'_>) -> CommandResult {
             replies.push(reply);
         }
         Ok(Reply::Array(replies))
-    });
+    };
+    let outcome = if whole_keyspace { namespace.transaction_over_all(body) } else { namespace.transaction_deferred(&keys, body) };
     match outcome {
         Ok((reply, ticket)) => {
             if let Some(ticket) = ticket {
