@@ -100,24 +100,46 @@ impl Transaction<'_> {
     /// writes included). Only for a transaction over every partition (`transaction_over_all`).
     pub fn scan(&mut self, cursor: u64, count_hint: usize) -> Result<super::ScanPage> {
         let now = crate::now_unix_ms();
-        super::scan_pages(cursor, count_hint, |number, keys| self.keys_of_partition(number, now, keys))
+        let writes = self.key_writes_by_partition();
+        super::scan_pages(cursor, count_hint, |number, keys| self.keys_of_partition(number, &writes, now, keys))
     }
 
     /// A key, as `Namespace::random_key` picks one, as this transaction sees them. Only for a
     /// transaction over every partition.
     pub fn random_key(&mut self) -> Result<Option<Vec<u8>>> {
         let now = crate::now_unix_ms();
-        self.namespace.random_key_from(now, |number, keys| self.keys_of_partition(number, now, keys))
+        let writes = self.key_writes_by_partition();
+        self.namespace.random_key_from(now, |number, keys| self.keys_of_partition(number, &writes, now, keys))
     }
 
-    /// The unexpired keys of partition `number` (held), with the transaction's writes applied.
-    fn keys_of_partition(&self, number: usize, now: u64, keys: &mut Vec<Vec<u8>>) -> Result<()> {
+    /// The last write of each key (not part) the transaction wrote, newest first.
+    fn last_key_writes(&self) -> impl Iterator<Item = &BufferedWrite> {
+        let mut seen = std::collections::HashSet::new();
+        self.writes.iter().rev().filter(move |write| !write.part && seen.insert(write.digest))
+    }
+
+    /// `last_key_writes` by partition number.
+    fn key_writes_by_partition(&self) -> std::collections::BTreeMap<usize, Vec<&BufferedWrite>> {
+        let mut by_partition = std::collections::BTreeMap::<usize, Vec<&BufferedWrite>>::new();
+        for write in self.last_key_writes() {
+            by_partition.entry(self.namespace.index.partition_of(write.digest)).or_default().push(write);
+        }
+        by_partition
+    }
+
+    /// The unexpired keys of partition `number` (held), with the transaction's writes to it
+    /// (`writes`, from `key_writes_by_partition`) applied.
+    fn keys_of_partition(
+        &self,
+        number: usize,
+        writes: &std::collections::BTreeMap<usize, Vec<&BufferedWrite>>,
+        now: u64,
+        keys: &mut Vec<Vec<u8>>,
+    ) -> Result<()> {
         let partition = &self.guards[self.held(number)?].1;
         let first_new = keys.len();
         self.namespace.keys_in(partition, now, keys)?;
-        let mut seen = std::collections::HashSet::new();
-        let last_writes = self.writes.iter().rev().filter(|write| !write.part && seen.insert(write.digest));
-        for write in last_writes.filter(|write| self.namespace.index.partition_of(write.digest) == number) {
+        for write in writes.get(&number).into_iter().flatten() {
             let listed = keys[first_new..].iter().position(|key| *key == write.key).map(|at| first_new + at);
             let stored = write.value.as_ref().is_some_and(|(_, expiry)| !super::record_expired(false, *expiry, now));
             match (stored, listed) {
@@ -302,10 +324,8 @@ impl Transaction<'_> {
     /// plus the keys its writes create, less those they delete (counted as the commit will count
     /// them: a key is there while the index has an entry for it).
     pub fn key_count(&mut self) -> Result<u64> {
-        let mut seen = std::collections::HashSet::new();
         let mut change = 0i64;
-        let last_writes: Vec<(Digest, bool)> =
-            self.writes.iter().rev().filter(|write| !write.part && seen.insert(write.digest)).map(|write| (write.digest, write.value.is_some())).collect();
+        let last_writes: Vec<(Digest, bool)> = self.last_key_writes().map(|write| (write.digest, write.value.is_some())).collect();
         for (digest, stored) in last_writes {
             let namespace = self.namespace;
             let existed = namespace.index.lookup(self.guard(digest)?, digest)?.is_some();
