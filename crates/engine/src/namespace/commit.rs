@@ -251,11 +251,12 @@ fn committer_loop(namespace: Weak<Namespace>) {
         // A sealed block's pages or many unpublished records wait: a flush of everything.
         let target = if namespace.flush_wanted_without_waiters() { u64::MAX } else { commit.waiters_target_max };
         if commit.may_start_flush(target) && namespace.check_writable().is_ok() {
-            // A flush for a sealed block's pages alone gives way to foreground threads; one that
-            // writers wait for, or that must catch up with a backlog before writers have to
-            // wait for it, does not (docs/design/commit.md, "Background work in short bursts").
+            // A flush for a sealed block's pages alone gives way to foreground threads while
+            // most of the tier is free; one that writers wait for, or that must catch up with a
+            // backlog before writers have to wait for it, does not (docs/design/commit.md,
+            // "Background work in short bursts").
             let catching_up = namespace.log_backlog() >= PENDING_RECORDS_EARLY_FLUSH;
-            background_pace::mark_background(commit.waiters.is_empty() && !catching_up);
+            background_pace::mark_background(commit.waiters.is_empty() && !catching_up && namespace.background_may_pace());
             namespace.backlog_wake_sent.store(false, Ordering::Relaxed);
             // A failure poisons the namespace and fails the callbacks; nothing more to do here
             // but to let the commit lock go.

@@ -40,11 +40,13 @@ pub(super) const FREE_BLOCKS_LOW_FRACTION: usize = 8;
 const USED_BLOCKS_FULL_LOW_WATER_FRACTION: u64 = 2;
 /// A checkpoint is taken early when old index tables waiting for one pass 1/N of the region.
 const INDEX_DEFERRED_FRACTION_MAX: u64 = 8;
-/// Defragmentation gives way to foreground threads (`background_pace`) only while at most 1/N of
-/// the blocks are in use: then its falling behind costs nothing. With more in use it runs
-/// straight through, or the writers of big hashes outrun it (see docs/design/commit.md,
-/// "Background work in short bursts").
-const DEFRAG_PACED_USED_BLOCKS_FRACTION: usize = 4;
+/// Background threads give way to foreground threads (`background_pace`) only while at most 1/N
+/// of the blocks are in use: then their falling behind costs nothing. With more in use they run
+/// straight through, or writers outrun them: defragmentation fell behind the writers of big
+/// hashes, and publication (which tells defragmentation and the space hold what is dead) behind
+/// a stream of overwrites that filled a small tier within a quarter of a second, whose writes
+/// then failed with -OOM (see docs/design/commit.md, "Background work in short bursts").
+const PACED_USED_BLOCKS_FRACTION: usize = 4;
 
 /// When the first checkpoint of a start is taken.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -55,6 +57,13 @@ pub(crate) enum OpenCheckpoint {
 }
 
 impl Namespace {
+    /// Whether background work may give way to foreground threads: while at most
+    /// 1/PACED_USED_BLOCKS_FRACTION of the blocks are in use.
+    pub(crate) fn background_may_pace(&self) -> bool {
+        let used_blocks = self.log.block_count() - self.log.free_block_count();
+        used_blocks * PACED_USED_BLOCKS_FRACTION <= self.log.block_count()
+    }
+
     /// Called once recovery is done: the key count (from the partitions' counts), the first
     /// checkpoint (which also marks the index open, i.e. not clean; an index attached after a
     /// crash is not clean already), and whether live-byte accounting must be audited.
@@ -318,8 +327,7 @@ impl Namespace {
 
     /// Re-appends the live records of the block `slot`, read through `window`.
     fn move_block_out(&self, slot: u32, seq: u64, window: &mut Vec<u8>, oldest: bool) -> Result<Walked> {
-        let used_blocks = self.log.block_count() - self.log.free_block_count();
-        let paced = used_blocks * DEFRAG_PACED_USED_BLOCKS_FRACTION <= self.log.block_count();
+        let paced = self.background_may_pace();
         self.walk_block_prefetching(slot, seq, window, |offset, view, digest| {
             let location = Namespace::location_of(slot, BLOCK_HEADER_BYTES as u64 + offset, view);
             self.move_if_live(view, digest, location, oldest)?;
@@ -429,7 +437,7 @@ fn maintenance_loop(namespace: Weak<Namespace>, stopping: Arc<std::sync::atomic:
         std::thread::sleep(MAINTENANCE_TICK);
         let Some(namespace) = namespace.upgrade() else { return };
         namespace.note_space();
-        background_pace::mark_background(true);
+        background_pace::mark_background(namespace.background_may_pace());
         if let Err(error) = namespace.maintain(&mut state) {
             if last_error_report.elapsed() >= Duration::from_secs(10) {
                 last_error_report = Instant::now();
