@@ -9,8 +9,9 @@
 //! `pace` yields only while the calling thread is marked (`mark_background`): a network worker
 //! that runs a flush itself must not give its core away (its connections would wait with it),
 //! nor a committer whose flush writers wait for (durability `always`, writes held back) or that
-//! must catch up with a backlog. Defragmentation paces only while few blocks are in use: paced
-//! regardless, it fell behind the writers of big hashes and space ran short.
+//! must catch up with a backlog. No background thread paces once a quarter of the data tier's
+//! blocks are in use (`Namespace::background_may_pace`): paced regardless, defragmentation fell
+//! behind the writers of big hashes, and publication behind overwrites that filled a small tier.
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};

@@ -690,8 +690,6 @@ fn verified_header(record: &[u8]) -> RecordHeader {
     decode_header(record).expect("verified records have valid headers")
 }
 
-/// The value of a verified record held in `record`; the value becomes the buffer itself (one
-/// allocation per read).
 /// The page of a scan from `cursor` (a partition number): the keys `keys_of` lists for each
 /// partition in turn until at least `count_hint` (and at least one partition was listed).
 pub(crate) fn scan_pages(cursor: u64, count_hint: usize, mut keys_of: impl FnMut(usize, &mut Vec<Vec<u8>>) -> Result<()>) -> Result<ScanPage> {
@@ -704,6 +702,8 @@ pub(crate) fn scan_pages(cursor: u64, count_hint: usize, mut keys_of: impl FnMut
     Ok(ScanPage { keys, next_cursor: if number >= partition_count { 0 } else { number } })
 }
 
+/// The value of a verified record held in `record`; the value becomes the buffer itself (one
+/// allocation per read).
 fn value_in_place(mut record: Vec<u8>) -> Value {
     let header = verified_header(&record);
     let key_end = RECORD_HEADER_BYTES + header.key_len as usize;

@@ -7,10 +7,10 @@ use hybridkv_resp::Reply;
 
 use super::keys::{parse_cursor, parse_scan_options};
 use super::{parse_float, parse_integer, NOT_FINITE};
-use crate::long_double::LongDouble;
 use crate::command::{fail, wrong_arity, Call, CommandError, CommandResult};
 use crate::glob::glob_match;
 use crate::hash_layout::{HashLimits, OpenHash};
+use crate::long_double::LongDouble;
 
 fn limits(call: &Call<'_>) -> HashLimits {
     HashLimits::new(call.namespace.config().value_bytes_max, call.store.parts_per_key_max())

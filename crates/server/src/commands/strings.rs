@@ -6,8 +6,8 @@ use hybridkv_engine::{now_unix_ms, EXPIRY_UNIX_MS_MAX};
 use hybridkv_resp::Reply;
 
 use super::{is, parse_float, parse_integer, read_string, value_bytes_max, NOT_FINITE, NOT_INTEGER, SYNTAX_ERROR};
-use crate::long_double::LongDouble;
 use crate::command::{fail, Call, CommandResult};
+use crate::long_double::LongDouble;
 use crate::values::{encode_string, Stored};
 
 fn bulk_or_null(value: Option<Bytes>) -> Reply {
