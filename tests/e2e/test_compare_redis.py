@@ -92,6 +92,12 @@ CASES = {
         ["MULTI"], ["WATCH", "a"], ["DISCARD"], ["MULTI"], ["HSET", "h", "f", "v"], ["HGET", "h", "f"], ["DEL", "h"], ["EXEC"],
         ["EXEC"], ["MULTI"], ["EXEC"],
     ],
+    "session commands in transactions": [
+        ["CLIENT", "SETNAME", "before"], ["MULTI"], ["SET", "a", "1"], ["CLIENT", "SETNAME", "inside"], ["CLIENT", "GETNAME"],
+        ["CONFIG", "GET", "maxclients"], ["GET", "a"], ["CLIENT", "NOSUCH"], ["CONFIG", "NOSUCH"], ["EXEC"],
+        ["CLIENT", "GETNAME"], ["MULTI"], ["SET", "b", "1"], ["SAVE"], ["EXEC"], ["GET", "b"],
+        ["MULTI"], ["CLIENT"], ["EXEC"], ["MULTI"], ["CONFIG", "GET"], ["EXEC"], ["MULTI"], ["CLIENT", "GETNAME", "extra"], ["EXEC"],
+    ],
 }
 
 

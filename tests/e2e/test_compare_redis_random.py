@@ -99,6 +99,10 @@ def command(rng: random.Random) -> list[str]:
         lambda: ["DBSIZE"],
         lambda: ["SCAN", "0", "COUNT", "1000"] + rng.choice([[], ["MATCH", "h*"], ["TYPE", "string"]]),
         lambda: ["RANDOMKEY"],
+        # Session commands: queued in MULTI too, where a bad subcommand discards the transaction.
+        lambda: ["CLIENT", "SETNAME", rng.choice(["alpha", "beta"])],
+        lambda: ["CLIENT", rng.choice(["GETNAME", "GETNAME", "NOSUCH"])] + rng.choice([[], [], ["extra"]]),
+        lambda: ["CONFIG", "GET"] + rng.choice([["maxclients"], []]),
     ]
     return rng.choice(choices)()
 

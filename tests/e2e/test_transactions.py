@@ -1,6 +1,7 @@
 """MULTI/EXEC/WATCH semantics, with a second client changing watched keys."""
 
 import threading
+from datetime import datetime
 
 import pytest
 import redis
@@ -43,6 +44,38 @@ def test_key_listings_inside_multi_see_the_transactions_own_writes(r):
     with pytest.raises(redis.ResponseError, match="Command not allowed inside a transaction"):
         r.execute_command("FLUSHDB")
     r.execute_command("DISCARD")
+
+
+def test_session_and_server_commands_are_queued_and_run_after_the_transaction(r):
+    """INFO, CONFIG, CLIENT, COMMAND and LASTSAVE are queued as Redis queues them; EXEC runs them
+    once its writes have committed, outside the partition locks (here beside KEYS, whose EXEC
+    holds every partition), and their replies keep their places."""
+    r.execute_command("CLIENT", "SETNAME", "before")
+    with r.pipeline(transaction=True) as pipe:
+        pipe.set("a", "1").execute_command("CLIENT", "SETNAME", "inside").execute_command("CLIENT", "GETNAME")
+        pipe.keys("*").info("keyspace").config_get("maxclients").command_count()
+        pipe.execute_command("LASTSAVE").get("a")
+        replies = pipe.execute()
+    stored, renamed, name, keys, keyspace, config, count, last_save, value = replies
+    assert stored is True and renamed == "OK" and name == "inside" and keys == ["a"]
+    assert keyspace["db0"]["keys"] == 1, "INFO runs after the transaction's writes"
+    assert config == {"maxclients": "10000"} and count > 50 and isinstance(last_save, datetime) and value == "1"
+    assert r.execute_command("CLIENT", "GETNAME") == "inside"
+    for refused in (["SELECT", "0"], ["FLUSHALL"], ["SAVE"], ["SHUTDOWN"], ["MEMORY", "PURGE"]):
+        r.execute_command("MULTI")
+        with pytest.raises(redis.ResponseError, match="^Command not allowed inside a transaction"):
+            r.execute_command(*refused)
+        r.execute_command("DISCARD")
+
+
+def test_a_session_command_is_not_run_when_a_watched_key_changed(r, shared_server):
+    r.execute_command("CLIENT", "SETNAME", "unchanged")
+    r.execute_command("WATCH", "w")
+    shared_server.client().set("w", "changed by another client")
+    r.execute_command("MULTI")
+    r.execute_command("CLIENT", "SETNAME", "changed")
+    assert r.execute_command("EXEC") is None
+    assert r.execute_command("CLIENT", "GETNAME") == "unchanged"
 
 
 def test_key_listings_in_transactions_run_beside_writers(shared_server):

@@ -244,6 +244,10 @@ pub const BLIND_WRITE: u16 = 64;
 pub const READS_PARTS: u16 = 128;
 /// Lists keys (KEYS, SCAN, RANDOMKEY): inside EXEC, the transaction holds every partition.
 pub const WHOLE_KEYSPACE: u16 = 256;
+/// Reads or changes the session or the server, never a key (INFO, CONFIG, CLIENT…): may be
+/// queued in MULTI, and EXEC runs it after its transaction has committed, outside every
+/// partition lock (such a command may take them itself, and EXEC's body holds them).
+pub const AFTER_TRANSACTION: u16 = 512;
 
 pub struct CommandSpec {
     pub name: &'static str,
@@ -262,10 +266,16 @@ impl CommandSpec {
     }
 
     pub fn arity_ok(&self, argument_count: usize) -> bool {
-        let count = argument_count as i64;
-        let arity = i64::from(self.arity);
-        if arity >= 0 { count == arity } else { count >= -arity }
+        arity_allows(self.arity, argument_count)
     }
+}
+
+/// Whether a command (or subcommand) of `arity` takes `argument_count` arguments, its name
+/// included: exactly N for N, at least N for -N.
+pub fn arity_allows(arity: i32, argument_count: usize) -> bool {
+    let count = argument_count as i64;
+    let arity = i64::from(arity);
+    if arity >= 0 { count == arity } else { count >= -arity }
 }
 
 pub fn wrong_arity(name: &str) -> CommandError {

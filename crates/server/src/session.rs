@@ -168,6 +168,10 @@ pub fn execute(args: Vec<Bytes>, session: &mut SessionState, shared: &Shared) ->
         session.fail_multi();
         return wrong_arity(spec.name).into_reply();
     }
+    if let Err(error) = commands::check_subcommand(spec, &args) {
+        session.fail_multi();
+        return error.into_reply();
+    }
     if !session.authenticated && !spec.has(BEFORE_AUTH) {
         return Reply::error("NOAUTH Authentication required.");
     }

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use hybridkv_engine::Durability;
 use hybridkv_resp::Reply;
 
-use super::{is, parse_integer, SYNTAX_ERROR, TABLE};
+use super::{is, parse_integer, unknown_subcommand, SYNTAX_ERROR, TABLE};
 use crate::command::{fail, Call, CommandResult, CommandSpec, ADMIN, READONLY, WRITE};
 use crate::glob::glob_match;
 
@@ -76,12 +76,11 @@ pub fn bgsave(call: &mut Call<'_>) -> CommandResult {
 /// MEMORY PURGE: Redis releases allocator pages; hybridkv empties its record caches, which is
 /// what a COLD measurement needs.
 pub fn memory(call: &mut Call<'_>) -> CommandResult {
-    let subcommand = &call.args[1];
-    if is(subcommand, "PURGE") && call.args.len() == 2 {
-        call.shared.database.clear_caches();
-        return Ok(Reply::Simple("OK".into()));
+    if !is(&call.args[1], "PURGE") {
+        return Err(unknown_subcommand("memory", &call.args[1]));
     }
-    fail(format!("ERR unknown subcommand '{}'. Try MEMORY HELP.", String::from_utf8_lossy(subcommand)))
+    call.shared.database.clear_caches();
+    Ok(Reply::Simple("OK".into()))
 }
 
 pub fn lastsave(call: &mut Call<'_>) -> CommandResult {
@@ -141,19 +140,19 @@ fn config_values(call: &Call<'_>) -> Vec<(&'static str, String)> {
 pub fn config(call: &mut Call<'_>) -> CommandResult {
     let subcommand = String::from_utf8_lossy(&call.args[1]).to_ascii_lowercase();
     match subcommand.as_str() {
-        "get" if call.args.len() >= 3 => {
+        "get" => {
             let values = config_values(call);
             let matching = values.into_iter().filter(|(name, _)| call.args[2..].iter().any(|pattern| glob_match(&pattern.to_ascii_lowercase(), name.as_bytes())));
             Ok(Reply::Map(matching.map(|(name, value)| (Reply::bulk_text(name), Reply::bulk_text(&value))).collect()))
         }
-        "set" if call.args.len() >= 4 && call.args.len().is_multiple_of(2) => config_set(call),
-        "resetstat" if call.args.len() == 2 => {
+        "set" if call.args.len().is_multiple_of(2) => config_set(call),
+        "resetstat" => {
             call.shared.stats.reset();
             Ok(Reply::ok())
         }
-        "rewrite" if call.args.len() == 2 => fail("ERR The server is running without a config file"),
-        "get" | "set" | "resetstat" | "rewrite" => fail(format!("ERR wrong number of arguments for 'config|{subcommand}' command")),
-        _ => fail(format!("ERR unknown subcommand '{}'. Try CONFIG HELP.", String::from_utf8_lossy(&call.args[1]))),
+        "rewrite" => fail("ERR The server is running without a config file"),
+        "set" => fail("ERR wrong number of arguments for 'config|set' command"),
+        _ => Err(unknown_subcommand("config", &call.args[1])),
     }
 }
 
@@ -238,7 +237,7 @@ pub fn command(call: &mut Call<'_>) -> CommandResult {
                 .filter_map(|(name, spec)| spec.map(|spec| (Reply::Bulk(name), command_docs(spec))))
                 .collect(),
         )),
-        "getkeys" if call.args.len() >= 3 => {
+        "getkeys" => {
             let Some(spec) = super::lookup(&call.args[2]) else { return fail("ERR Invalid command specified") };
             if !spec.arity_ok(call.args.len() - 2) {
                 return fail("ERR Invalid number of arguments specified for command");
@@ -249,6 +248,6 @@ pub fn command(call: &mut Call<'_>) -> CommandResult {
             }
             Ok(Reply::Array(keys.into_iter().map(|key| Reply::Bulk(Bytes::copy_from_slice(key))).collect()))
         }
-        _ => fail(format!("ERR unknown subcommand '{}'. Try COMMAND HELP.", String::from_utf8_lossy(&call.args[1]))),
+        _ => Err(unknown_subcommand("command", &call.args[1])),
     }
 }

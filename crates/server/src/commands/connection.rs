@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 use hybridkv_resp::{ProtocolVersion, Reply};
 
-use super::{is, parse_integer, NOT_INTEGER, SYNTAX_ERROR};
+use super::{is, parse_integer, unknown_subcommand, NOT_INTEGER, SYNTAX_ERROR};
 use crate::command::{fail, Call, CommandError, CommandResult};
 use crate::info::REDIS_COMPATIBLE_VERSION;
 
@@ -133,23 +133,12 @@ fn set_client_name(call: &mut Call<'_>, name: &Bytes) -> Result<(), CommandError
     Ok(())
 }
 
-fn subcommand_arity(call: &Call<'_>, exact: usize, name: &str) -> Result<(), CommandError> {
-    if call.args.len() != exact {
-        return fail(format!("ERR wrong number of arguments for 'client|{name}' command"));
-    }
-    Ok(())
-}
-
 pub fn client(call: &mut Call<'_>) -> CommandResult {
     let subcommand = String::from_utf8_lossy(&call.args[1]).to_ascii_lowercase();
     match subcommand.as_str() {
-        "id" => subcommand_arity(call, 2, "id").map(|_| Reply::Integer(call.session.client.id as i64)),
-        "getname" => {
-            subcommand_arity(call, 2, "getname")?;
-            Ok(call.session.client.name.lock().as_deref().map_or(Reply::Null, Reply::bulk_text))
-        }
+        "id" => Ok(Reply::Integer(call.session.client.id as i64)),
+        "getname" => Ok(call.session.client.name.lock().as_deref().map_or(Reply::Null, Reply::bulk_text)),
         "setname" => {
-            subcommand_arity(call, 3, "setname")?;
             let name = call.args[2].clone();
             set_client_name(call, &name).map(|_| Reply::ok())
         }
@@ -158,12 +147,11 @@ pub fn client(call: &mut Call<'_>) -> CommandResult {
         "info" => Ok(Reply::Bulk(Bytes::from(call.session.client.describe()))),
         "kill" => client_kill(call),
         "no-evict" | "no-touch" => Ok(Reply::ok()),
-        _ => fail(format!("ERR unknown subcommand '{}'. Try CLIENT HELP.", String::from_utf8_lossy(&call.args[1]))),
+        _ => Err(unknown_subcommand("client", &call.args[1])),
     }
 }
 
 fn client_setinfo(call: &mut Call<'_>) -> CommandResult {
-    subcommand_arity(call, 4, "setinfo")?;
     let (attribute, value) = (call.args[2].to_ascii_lowercase(), call.args[3].clone());
     let attribute = String::from_utf8_lossy(&attribute).into_owned();
     if attribute != "lib-name" && attribute != "lib-ver" {

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 
 use bytes::Bytes;
 
-use crate::command::{fail, Call, CommandError, CommandSpec, KeySpec, KeyStore, ADMIN, BEFORE_AUTH, BLIND_WRITE, IN_MULTI, READONLY, READS_PARTS, TRANSACTION_CONTROL, WHOLE_KEYSPACE, WRITE};
+use crate::command::{arity_allows, fail, Call, CommandError, CommandSpec, KeySpec, KeyStore, ADMIN, AFTER_TRANSACTION, BEFORE_AUTH, BLIND_WRITE, IN_MULTI, READONLY, READS_PARTS, TRANSACTION_CONTROL, WHOLE_KEYSPACE, WRITE};
 use crate::long_double::LongDouble;
 use crate::values::Stored;
 
@@ -26,6 +26,7 @@ const READ_HASH: u16 = READ | READS_PARTS;
 const LISTS_KEYS: u16 = READ | WHOLE_KEYSPACE;
 const WRITES: u16 = WRITE | IN_MULTI;
 const BLIND_WRITES: u16 = WRITES | BLIND_WRITE;
+const SESSION_OR_SERVER: u16 = IN_MULTI | AFTER_TRANSACTION;
 const PAIRS: KeySpec = KeySpec { first: 1, last: -1, step: 2 };
 const TWO: KeySpec = KeySpec { first: 1, last: 2, step: 1 };
 
@@ -43,18 +44,18 @@ pub static TABLE: &[CommandSpec] = &[
     command!("hello", -1, KeySpec::NONE, BEFORE_AUTH, "connection", "Handshakes with the server (protocol version, AUTH, SETNAME).", connection::hello),
     command!("auth", -2, KeySpec::NONE, BEFORE_AUTH, "connection", "Authenticates the connection.", connection::auth),
     command!("select", 2, KeySpec::NONE, 0, "connection", "Changes the selected database (namespace).", connection::select),
-    command!("client", -2, KeySpec::NONE, 0, "connection", "Client connection commands (ID SETNAME GETNAME SETINFO LIST INFO KILL).", connection::client),
+    command!("client", -2, KeySpec::NONE, SESSION_OR_SERVER, "connection", "Client connection commands (ID SETNAME GETNAME SETINFO LIST INFO KILL).", connection::client),
     command!("dbsize", 1, KeySpec::NONE, READ, "server", "Returns the number of keys in the database.", admin::dbsize),
     command!("flushdb", -1, KeySpec::NONE, WRITE, "server", "Removes all keys from the current database.", admin::flushdb),
     command!("flushall", -1, KeySpec::NONE, WRITE, "server", "Removes all keys from all databases.", admin::flushall),
-    command!("info", -1, KeySpec::NONE, 0, "server", "Returns information and statistics about the server.", admin::info),
-    command!("config", -2, KeySpec::NONE, ADMIN, "server", "Configuration commands (GET SET RESETSTAT).", admin::config),
-    command!("command", -1, KeySpec::NONE, 0, "server", "Returns detailed information about commands.", admin::command),
+    command!("info", -1, KeySpec::NONE, SESSION_OR_SERVER, "server", "Returns information and statistics about the server.", admin::info),
+    command!("config", -2, KeySpec::NONE, ADMIN | SESSION_OR_SERVER, "server", "Configuration commands (GET SET RESETSTAT).", admin::config),
+    command!("command", -1, KeySpec::NONE, SESSION_OR_SERVER, "server", "Returns detailed information about commands.", admin::command),
     command!("time", 1, KeySpec::NONE, IN_MULTI, "server", "Returns the server time.", admin::time),
     command!("shutdown", -1, KeySpec::NONE, ADMIN, "server", "Makes everything durable, closes the database cleanly and exits.", admin::shutdown),
     command!("save", 1, KeySpec::NONE, ADMIN, "server", "Checkpoints every namespace synchronously.", admin::save),
     command!("bgsave", -1, KeySpec::NONE, ADMIN, "server", "Checkpoints every namespace in the background.", admin::bgsave),
-    command!("lastsave", 1, KeySpec::NONE, 0, "server", "Returns the Unix time of the last checkpoint.", admin::lastsave),
+    command!("lastsave", 1, KeySpec::NONE, SESSION_OR_SERVER, "server", "Returns the Unix time of the last checkpoint.", admin::lastsave),
     command!("memory", -2, KeySpec::NONE, ADMIN, "server", "MEMORY PURGE empties the record caches (a COLD start without restarting).", admin::memory),
     command!("get", 2, KeySpec::ONE, READ, "string", "Returns the string value of a key.", strings::get),
     command!("set", -3, KeySpec::ONE, BLIND_WRITES, "string", "Sets the string value of a key (EX PX EXAT PXAT NX XX GET KEEPTTL).", strings::set),
@@ -115,6 +116,36 @@ pub static TABLE: &[CommandSpec] = &[
     command!("watch", -2, KeySpec::ALL, TRANSACTION_CONTROL, "transactions", "Makes the next EXEC conditional on keys not changing.", tx::watch),
     command!("unwatch", 1, KeySpec::NONE, TRANSACTION_CONTROL, "transactions", "Forgets the watched keys.", tx::unwatch),
 ];
+
+/// The subcommands of the commands that have them, each with Redis's arity (counting the
+/// command and the subcommand, as `CommandSpec::arity` does). `check_subcommand` applies it before
+/// a command runs or is queued in MULTI, so an unknown subcommand or a wrong argument count
+/// fails the transaction at once, as in Redis; the handlers dispatch only on names listed here.
+static SUBCOMMANDS: &[(&str, &[(&str, i32)])] = &[
+    ("client", &[("id", 2), ("getname", 2), ("setname", 3), ("setinfo", 4), ("list", -2), ("info", 2), ("kill", -3), ("no-evict", 3), ("no-touch", 3)]),
+    ("config", &[("get", -3), ("set", -4), ("resetstat", 2), ("rewrite", 2)]),
+    ("command", &[("count", 2), ("list", -2), ("info", -2), ("docs", -2), ("getkeys", -4)]),
+    ("memory", &[("purge", 2)]),
+];
+
+/// Redis's error for a subcommand `command` does not have.
+pub fn unknown_subcommand(command: &str, subcommand: &[u8]) -> CommandError {
+    CommandError::Redis(format!("ERR unknown subcommand '{}'. Try {} HELP.", String::from_utf8_lossy(subcommand), command.to_ascii_uppercase()).into())
+}
+
+/// Whether `args` name a subcommand of `spec` with an argument count it takes (commands without
+/// subcommands, and COMMAND without one, always pass).
+pub fn check_subcommand(spec: &CommandSpec, args: &[Bytes]) -> Result<(), CommandError> {
+    let Some((_, subcommands)) = SUBCOMMANDS.iter().find(|(name, _)| *name == spec.name) else { return Ok(()) };
+    let Some(subcommand) = args.get(1) else { return Ok(()) };
+    let Some((name, arity)) = subcommands.iter().find(|(name, _)| subcommand.eq_ignore_ascii_case(name.as_bytes())) else {
+        return Err(unknown_subcommand(spec.name, subcommand));
+    };
+    if !arity_allows(*arity, args.len()) {
+        return fail(format!("ERR wrong number of arguments for '{}|{name}' command", spec.name));
+    }
+    Ok(())
+}
 
 /// Longest command name in the table; longer names cannot match.
 const COMMAND_NAME_BYTES_MAX: usize = 16;
@@ -191,6 +222,36 @@ pub fn read_string(store: &mut dyn KeyStore, key: &[u8]) -> Result<Option<(Bytes
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn words(text: &str) -> Vec<Bytes> {
+        text.split(' ').map(|word| Bytes::copy_from_slice(word.as_bytes())).collect()
+    }
+
+    fn subcommand_error(text: &str) -> Option<String> {
+        let args = words(text);
+        let spec = lookup(&args[0]).expect("a known command");
+        match check_subcommand(spec, &args) {
+            Ok(()) => None,
+            Err(CommandError::Redis(text)) => Some(text.into_owned()),
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn subcommands_are_checked_by_name_and_argument_count_as_redis_does() {
+        assert_eq!(subcommand_error("client GetName"), None);
+        assert_eq!(subcommand_error("CLIENT GETNAME extra").as_deref(), Some("ERR wrong number of arguments for 'client|getname' command"));
+        assert_eq!(subcommand_error("CLIENT NOSUCH").as_deref(), Some("ERR unknown subcommand 'NOSUCH'. Try CLIENT HELP."));
+        assert_eq!(subcommand_error("CONFIG GET").as_deref(), Some("ERR wrong number of arguments for 'config|get' command"));
+        assert_eq!(subcommand_error("CONFIG GET a b c"), None, "at least three");
+        assert_eq!(subcommand_error("COMMAND"), None, "COMMAND alone lists every command");
+        assert_eq!(subcommand_error("COMMAND GETKEYS GET").as_deref(), Some("ERR wrong number of arguments for 'command|getkeys' command"));
+        assert_eq!(subcommand_error("GET key"), None, "no subcommands");
+        for (command, subcommands) in SUBCOMMANDS {
+            assert!(lookup(command.as_bytes()).is_some(), "{command} is in the command table");
+            assert!(subcommands.iter().all(|(name, arity)| *name == name.to_ascii_lowercase() && arity.abs() >= 2), "{command}");
+        }
+    }
 
     #[test]
     fn every_command_is_found_case_insensitively() {

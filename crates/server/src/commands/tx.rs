@@ -1,15 +1,17 @@
 //! Transactions: MULTI EXEC DISCARD WATCH UNWATCH.
 //!
-//! EXEC runs every queued command inside ONE engine transaction over the union of their keys and
-//! the watched keys: the watched versions are compared under the same locks the commands run
-//! under, and all the writes commit as one atomic, durable batch.
+//! EXEC runs every queued command that reads or writes keys inside ONE engine transaction over
+//! the union of their keys and the watched keys: the watched versions are compared under the
+//! same locks the commands run under, and all the writes commit as one atomic, durable batch.
+//! The queued session and server commands (INFO, CONFIG, CLIENT…: `AFTER_TRANSACTION`) run
+//! once it has committed, in their queued order, and their replies take their places.
 
 use std::sync::Arc;
 
 use hybridkv_engine::{EngineError, Transaction};
 use hybridkv_resp::Reply;
 
-use crate::command::{engine_error_reply, fail, run_in_transaction, Call, CommandResult, KeyStore, WHOLE_KEYSPACE};
+use crate::command::{engine_error_reply, fail, run, run_in_transaction, Call, CommandResult, KeyStore, AFTER_TRANSACTION, WHOLE_KEYSPACE};
 use crate::session::{MultiState, WatchedKey};
 
 pub fn multi(call: &mut Call<'_>) -> CommandResult {
@@ -83,27 +85,35 @@ pub fn exec(call: &mut Call<'_>) -> CommandResult {
     let body = |transaction: &mut Transaction<'_>| {
         for key in watched.iter().filter(|watched| watched.database == database) {
             if KeyStore::get(transaction, &key.key)?.map(|value| value.version) != key.version {
-                return Ok(Reply::NullArray);
+                return Ok(None);
             }
         }
         let mut replies = Vec::with_capacity(multi.queued.len());
         for (spec, args) in &multi.queued {
+            if spec.has(AFTER_TRANSACTION) {
+                replies.push(None);
+                continue;
+            }
             let mut queued_call = Call { args: args.as_slice(), session, shared, namespace: &namespace, store: transaction };
             let reply = run_in_transaction(spec.handler, &mut queued_call)?.unwrap_or_else(|error| error.into_reply());
-            replies.push(reply);
+            replies.push(Some(reply));
         }
-        Ok(Reply::Array(replies))
+        Ok(Some(replies))
     };
     let outcome = if whole_keyspace { namespace.transaction_over_all(body) } else { namespace.transaction_deferred(&keys, body) };
-    match outcome {
-        Ok((reply, ticket)) => {
+    let replies = match outcome {
+        Ok((None, _)) => return Ok(Reply::NullArray),
+        Ok((Some(replies), ticket)) => {
             if let Some(ticket) = ticket {
                 call.session.hold_reply_until_durable(&namespace, ticket);
             }
-            Ok(reply)
+            replies
         }
-        Err(error) => Ok(exec_failed(&error)),
-    }
+        Err(error) => return Ok(exec_failed(&error)),
+    };
+    // The session and server commands run now, in their queued order, outside the locks.
+    let queued = multi.queued.iter().zip(replies);
+    Ok(Reply::Array(queued.map(|((spec, args), reply)| reply.unwrap_or_else(|| run(spec, args, call.session, call.shared))).collect()))
 }
 
 /// An engine error aborts the whole transaction (nothing was written): EXEC answers with it.
