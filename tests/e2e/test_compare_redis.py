@@ -92,6 +92,15 @@ CASES = {
         ["MULTI"], ["WATCH", "a"], ["DISCARD"], ["MULTI"], ["HSET", "h", "f", "v"], ["HGET", "h", "f"], ["DEL", "h"], ["EXEC"],
         ["EXEC"], ["MULTI"], ["EXEC"],
     ],
+    "watch": [
+        ["WATCH", "w"], ["SET", "w", "1"], ["DEL", "w"], ["MULTI"], ["PING"], ["EXEC"],
+        ["WATCH", "w"], ["SET", "w", "1", "XX"], ["DEL", "w"], ["EXPIRE", "w", "100"], ["MULTI"], ["PING"], ["EXEC"],
+        ["SET", "y", "1"], ["WATCH", "y"], ["SET", "y", "1", "NX"], ["MULTI"], ["PING"], ["EXEC"],
+        ["WATCH", "y"], ["SET", "y", "1"], ["MULTI"], ["PING"], ["EXEC"], ["WATCH", "y"], ["FLUSHALL"], ["MULTI"], ["PING"], ["EXEC"],
+        ["WATCH", "z"], ["FLUSHDB"], ["MULTI"], ["PING"], ["EXEC"], ["WATCH", "z"], ["UNWATCH"], ["SET", "z", "1"], ["MULTI"], ["EXEC"],
+        ["HSET", "h", "f", "v"], ["WATCH", "h"], ["HSET", "h", "f", "v"], ["MULTI"], ["EXEC"],
+        ["WATCH", "h"], ["HDEL", "h", "nofield"], ["MULTI"], ["EXEC"], ["WATCH", "r"], ["RENAME", "h", "r"], ["MULTI"], ["EXEC"],
+    ],
     "session commands in transactions": [
         ["CLIENT", "SETNAME", "before"], ["MULTI"], ["SET", "a", "1"], ["CLIENT", "SETNAME", "inside"], ["CLIENT", "GETNAME"],
         ["CONFIG", "GET", "maxclients"], ["GET", "a"], ["CLIENT", "NOSUCH"], ["CONFIG", "NOSUCH"], ["EXEC"],

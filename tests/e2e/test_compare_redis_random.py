@@ -182,13 +182,19 @@ NOT_IN_MULTI = {"SCAN*", "HSCAN*"}
 
 
 def transaction_of(rng: random.Random) -> list[list[str]]:
-    """MULTI, a few commands, then EXEC or DISCARD (EXEC's reply holds every queued reply)."""
+    """MULTI, a few commands, then EXEC or DISCARD (EXEC's reply holds every queued reply). Often
+    WATCH first, with commands between it and MULTI that may change a watched key (a change by
+    the watching client itself aborts EXEC too; a command that changes nothing does not)."""
+    watching = []
+    if rng.random() < 0.5:
+        watching = [["WATCH"] + rng.sample(KEYS, rng.randint(1, 2))] + [command(rng) for _ in range(rng.randint(0, 2))]
+        watching += [["UNWATCH"]] if rng.random() < 0.1 else []
     queued = []
     while len(queued) < rng.randint(1, 4):
         candidate = command(rng)
         if candidate[0] not in NOT_IN_MULTI:
             queued.append(candidate)
-    return [["MULTI"]] + queued + [[rng.choice(["EXEC", "EXEC", "DISCARD"])]]
+    return watching + [["MULTI"]] + queued + [[rng.choice(["EXEC", "EXEC", "DISCARD"])]]
 
 
 def sequence(seed: int) -> list[list[str]]:

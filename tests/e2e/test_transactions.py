@@ -68,6 +68,26 @@ def test_session_and_server_commands_are_queued_and_run_after_the_transaction(r)
         r.execute_command("DISCARD")
 
 
+def test_a_watched_key_absent_at_watch_and_at_exec_still_aborts_exec_if_written_between(r, shared_server):
+    """Created and deleted again by another client: the key has no version either time, so only
+    the write's touch tells EXEC (crate::watch)."""
+    other = shared_server.client()
+    r.execute_command("WATCH", "absent")
+    other.set("absent", "briefly")
+    other.delete("absent")
+    r.execute_command("MULTI")
+    r.execute_command("SET", "result", "ran")
+    assert r.execute_command("EXEC") is None
+    assert r.exists("result") == 0
+    r.execute_command("WATCH", "absent")
+    other.set("absent", "1", xx=True)
+    other.delete("absent")
+    other.hdel("absent", "field")
+    r.execute_command("MULTI")
+    r.execute_command("SET", "result", "ran")
+    assert r.execute_command("EXEC") == ["OK"], "writes that change nothing do not abort EXEC"
+
+
 def test_a_session_command_is_not_run_when_a_watched_key_changed(r, shared_server):
     r.execute_command("CLIENT", "SETNAME", "unchanged")
     r.execute_command("WATCH", "w")

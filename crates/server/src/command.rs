@@ -299,10 +299,13 @@ pub fn run(spec: &CommandSpec, args: &[Bytes], session: &mut SessionState, share
     };
     let namespace = namespace.clone();
     let keys = spec.keys.keys(args);
+    let database = session.database;
     let result = if spec.has(WRITE | READS_PARTS) && !keys.is_empty() {
         let outcome = namespace.transaction_deferred(&keys, |transaction| {
             let mut call = Call { args, session, shared, namespace: &namespace, store: transaction };
-            run_in_transaction(spec.handler, &mut call)
+            let result = run_in_transaction(spec.handler, &mut call);
+            shared.watches.touch(database, transaction.changed_keys());
+            result
         });
         match outcome {
             Ok((result, ticket)) => {
@@ -337,12 +340,14 @@ pub type ReadyCommand = (&'static CommandSpec, Vec<Bytes>);
 pub fn run_grouped(commands: &[ReadyCommand], session: &mut SessionState, shared: &Shared) -> Option<Vec<Reply>> {
     let namespace = shared.database.namespace(session.database)?.clone();
     let keys: Vec<&[u8]> = commands.iter().flat_map(|(spec, args)| spec.keys.keys(args)).collect();
+    let database = session.database;
     let outcome = namespace.transaction_deferred(&keys, |transaction| {
         let mut results = Vec::with_capacity(commands.len());
         for (spec, args) in commands {
             let mut call = Call { args, session: &mut *session, shared, namespace: &namespace, store: &mut *transaction };
             results.push(run_in_transaction(spec.handler, &mut call)?);
         }
+        shared.watches.touch(database, transaction.changed_keys());
         Ok(results)
     });
     let (results, ticket) = outcome.ok()?;

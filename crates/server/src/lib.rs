@@ -2,7 +2,7 @@
 //!
 //! Reading order: `config` → `server` (listener, shutdown) → `session` (one connection: decode,
 //! execute, reply) → `command` (dispatch, the store a command runs on) → `commands/` (handlers)
-//! → `values` (how Redis types are stored in engine values) → `hash_layout` (a hash over one
+//! → `watch` (WATCH's keys and the writes that touch them) → `values` (how Redis types are stored in engine values) → `hash_layout` (a hash over one
 //! record or a root and buckets) → `info` (INFO and metrics).
 
 mod command;
@@ -16,6 +16,7 @@ mod server;
 mod session;
 mod shared;
 mod values;
+mod watch;
 
 pub use config::{EngineCallMode, ServerConfig, MAX_CLIENTS_DEFAULT, MULTI_QUEUED_COMMANDS_MAX_DEFAULT, QUERY_BUFFER_BYTES_MAX_DEFAULT};
 pub use server::{close_database, run, serve, RunError, ServerError};

@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 use std::ops::Range;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -21,6 +21,7 @@ use crate::command::{
 use crate::commands;
 use crate::config::{EngineCallMode, READ_CHUNK_BYTES, REPLY_FLUSH_BYTES};
 use crate::shared::{ClientHandle, Shared};
+use crate::watch::{WatchRegistry, WatchedKeys};
 
 /// Requests decoded ahead before they are executed as one batch (one engine-call hand-off).
 const BATCH_COMMANDS_MAX: usize = 1024;
@@ -44,68 +45,6 @@ pub struct MultiState {
     pub failed: bool,
 }
 
-/// A session's watched keys. A session counts in `Shared::watching_sessions` from before WATCH
-/// reads its first version until it lets its keys go (UNWATCH, EXEC, DISCARD, disconnection),
-/// so that a write which could leave its key's version as it was (a hash whose root is
-/// unchanged) rewrites the version while anyone watches (`Shared::keys_watched`). EXEC takes
-/// the keys with `take`, which keeps them counted until it has compared their versions.
-pub struct WatchedKeys {
-    keys: Vec<WatchedKey>,
-    counted: bool,
-    watching_sessions: Arc<AtomicUsize>,
-}
-
-impl WatchedKeys {
-    pub fn new(watching_sessions: Arc<AtomicUsize>) -> WatchedKeys {
-        WatchedKeys { keys: Vec::new(), counted: false, watching_sessions }
-    }
-
-    pub fn keys(&self) -> &[WatchedKey] {
-        &self.keys
-    }
-
-    /// Counts the session as watching: before WATCH reads a version, so that a write which saw
-    /// no watcher ran wholly before that read (both hold the key's partition lock).
-    pub fn count_as_watching(&mut self) {
-        if !self.counted {
-            self.counted = true;
-            self.watching_sessions.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
-    pub fn push(&mut self, key: WatchedKey) {
-        assert!(self.counted, "a session counts as watching before it reads a version to watch");
-        self.keys.push(key);
-    }
-
-    /// Hands the keys over, still counted until the returned set is dropped.
-    pub fn take(&mut self) -> WatchedKeys {
-        let keys = std::mem::take(&mut self.keys);
-        let counted = std::mem::replace(&mut self.counted, false);
-        WatchedKeys { keys, counted, watching_sessions: Arc::clone(&self.watching_sessions) }
-    }
-
-    pub fn clear(&mut self) {
-        self.keys.clear();
-        if std::mem::replace(&mut self.counted, false) {
-            self.watching_sessions.fetch_sub(1, Ordering::SeqCst);
-        }
-    }
-}
-
-impl Drop for WatchedKeys {
-    fn drop(&mut self) {
-        self.clear();
-    }
-}
-
-pub struct WatchedKey {
-    pub database: usize,
-    pub key: Bytes,
-    /// The key's version when WATCH ran; None when it was absent.
-    pub version: Option<u64>,
-}
-
 /// Per-connection protocol state that commands read and change.
 pub struct SessionState {
     pub client: Arc<ClientHandle>,
@@ -125,14 +64,14 @@ pub struct SessionState {
 }
 
 impl SessionState {
-    pub fn new(client: Arc<ClientHandle>, password_required: bool, watching_sessions: Arc<AtomicUsize>) -> SessionState {
+    pub fn new(client: Arc<ClientHandle>, password_required: bool, watches: Arc<WatchRegistry>) -> SessionState {
         SessionState {
             client,
             database: 0,
             protocol: ProtocolVersion::Resp2,
             authenticated: !password_required,
             multi: None,
-            watched: WatchedKeys::new(watching_sessions),
+            watched: WatchedKeys::new(watches),
             close_after_reply: false,
             suppress_reply: false,
             pending_commits: Vec::new(),
@@ -315,7 +254,7 @@ pub async fn serve_connection(stream: TcpStream, shared: Arc<Shared>, client: Ar
         decoder: RequestDecoder::new(),
         pending: VecDeque::new(),
         protocol_error: None,
-        state: SessionState::new(client.clone(), password_required, Arc::clone(&shared.watching_sessions)),
+        state: SessionState::new(client.clone(), password_required, Arc::clone(&shared.watches)),
         durable_reply_spans: Vec::new(),
     };
     if let Err(error) = connection.run().await {
@@ -538,29 +477,5 @@ mod tests {
         assert_eq!(read_reserve_bytes(100_000_000, 200_000), 200_000);
         assert_eq!(read_reserve_bytes(100_000_000, 50_000_000), READ_RESERVE_BYTES_MAX);
         assert_eq!(read_reserve_bytes(40_000, 200_000), 40_000);
-    }
-
-    #[test]
-    fn a_session_counts_as_watching_once_until_its_keys_are_let_go() {
-        let watching = Arc::new(AtomicUsize::new(0));
-        let count = || watching.load(Ordering::SeqCst);
-        let watched_key = |key: &'static [u8]| WatchedKey { database: 0, key: Bytes::from_static(key), version: None };
-        let mut watched = WatchedKeys::new(Arc::clone(&watching));
-        watched.count_as_watching();
-        watched.push(watched_key(b"a"));
-        watched.count_as_watching();
-        watched.push(watched_key(b"b"));
-        assert_eq!(count(), 1, "one session, counted once");
-        let taken = watched.take();
-        assert_eq!((count(), taken.keys().len(), watched.keys().len()), (1, 2, 0), "EXEC's keys stay counted");
-        drop(taken);
-        assert_eq!(count(), 0);
-        watched.count_as_watching();
-        watched.clear();
-        watched.clear();
-        assert_eq!(count(), 0, "UNWATCH lets go once");
-        watched.count_as_watching();
-        drop(watched);
-        assert_eq!(count(), 0, "a session that ends lets go");
     }
 }

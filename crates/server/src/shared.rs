@@ -12,6 +12,7 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::{watch, Notify};
 
 use crate::config::ServerConfig;
+use crate::watch::WatchRegistry;
 
 pub struct Shared {
     pub database: Arc<Database>,
@@ -28,8 +29,8 @@ pub struct Shared {
     pub started: Instant,
     /// 40 hex characters, new on every start (INFO run_id), as Redis.
     pub run_id: String,
-    /// Sessions that watch keys (`session::WatchedKeys`).
-    pub watching_sessions: Arc<AtomicUsize>,
+    /// The keys sessions watch, and the flags writes set (`crate::watch`).
+    pub watches: Arc<WatchRegistry>,
     /// A BGSAVE is running.
     pub background_save: Arc<AtomicBool>,
     /// Per namespace: a task takes its completed device reads (`server::drive_device_reads`),
@@ -54,7 +55,7 @@ impl Shared {
             shutting_down: AtomicBool::new(false),
             started: Instant::now(),
             run_id: run_id[run_id.len() - 40..].to_string(),
-            watching_sessions: Arc::new(AtomicUsize::new(0)),
+            watches: Arc::new(WatchRegistry::default()),
             background_save: Arc::new(AtomicBool::new(false)),
             device_reads_driven: database.namespaces().iter().map(|_| AtomicBool::new(false)).collect(),
             device_read_submissions: database.namespaces().iter().map(|_| Notify::new()).collect(),
@@ -65,11 +66,6 @@ impl Shared {
     pub fn request_shutdown(&self) {
         self.shutting_down.store(true, Ordering::Relaxed);
         self.shutdown.send_replace(true);
-    }
-
-    /// Whether some session watches keys: then every write must change its key's version.
-    pub fn keys_watched(&self) -> bool {
-        self.watching_sessions.load(Ordering::SeqCst) > 0
     }
 
     pub fn is_shutting_down(&self) -> bool {

@@ -75,6 +75,9 @@ struct BufferedWrite {
     /// None for a deletion.
     value: Option<(Vec<u8>, u64)>,
     part: bool,
+    /// The write changes what readers of the key see: a put, or the deletion of a live key (not
+    /// of an absent or expired one). `Transaction::changed_keys` lists these.
+    visible: bool,
 }
 
 pub struct Transaction<'a> {
@@ -212,7 +215,7 @@ impl Transaction<'_> {
         let expiry_unix_ms = expiry_unix_ms.min(EXPIRY_UNIX_MS_MAX);
         let digest = self.namespace.digest(key);
         self.guard(digest)?;
-        self.writes.push(BufferedWrite { key: key.to_vec(), digest, value: Some((value.to_vec(), expiry_unix_ms)), part: false });
+        self.writes.push(BufferedWrite { key: key.to_vec(), digest, value: Some((value.to_vec(), expiry_unix_ms)), part: false, visible: true });
         Ok(())
     }
 
@@ -251,7 +254,7 @@ impl Transaction<'_> {
         let digest = self.namespace.part_digest(owner, number);
         self.guard(digest)?;
         let key = part_key(owner, number).to_vec();
-        self.writes.push(BufferedWrite { key, digest, value: Some((value.to_vec(), PART_EXPIRY_MARK)), part: true });
+        self.writes.push(BufferedWrite { key, digest, value: Some((value.to_vec(), PART_EXPIRY_MARK)), part: true, visible: true });
         Ok(())
     }
 
@@ -265,7 +268,7 @@ impl Transaction<'_> {
 
     fn push_part_deletion(&mut self, owner: Digest, number: u32) {
         let digest = self.namespace.part_digest(owner, number);
-        self.writes.push(BufferedWrite { key: part_key(owner, number).to_vec(), digest, value: None, part: true });
+        self.writes.push(BufferedWrite { key: part_key(owner, number).to_vec(), digest, value: None, part: true, visible: true });
     }
 
     /// Deletes every part of the key whose digest is `owner`.
@@ -314,7 +317,7 @@ impl Transaction<'_> {
         let partition = self.guard(digest)?;
         let current = namespace.index.lookup(partition, digest)?;
         if current.is_some_and(|entry| entry.location == expired) && namespace.log.block_seq(expired.slot()) == block_seq {
-            self.writes.push(BufferedWrite { key: key.to_vec(), digest, value: None, part: false });
+            self.writes.push(BufferedWrite { key: key.to_vec(), digest, value: None, part: false, visible: false });
             self.delete_parts_of(digest)?;
         }
         Ok(())
@@ -334,11 +337,17 @@ impl Transaction<'_> {
         Ok(u64::try_from(self.namespace.key_count() as i64 + change).unwrap_or(0))
     }
 
+    /// The keys whose values this transaction's writes change, as readers see them (not parts;
+    /// a key written twice is listed twice): what WATCH must hear about.
+    pub fn changed_keys(&self) -> impl Iterator<Item = &[u8]> {
+        self.writes.iter().filter(|write| write.visible && !write.part).map(|write| write.key.as_slice())
+    }
+
     /// Deletes the key and its parts; true when a live (unexpired) value was there.
     pub fn delete(&mut self, key: &[u8]) -> Result<bool> {
         let existed = self.current(key)?.is_some();
         let digest = self.namespace.digest(key);
-        self.writes.push(BufferedWrite { key: key.to_vec(), digest, value: None, part: false });
+        self.writes.push(BufferedWrite { key: key.to_vec(), digest, value: None, part: false, visible: existed });
         self.delete_parts_of(digest)?;
         Ok(existed)
     }
@@ -687,6 +696,25 @@ mod tests {
     use crate::namespace::tests::small_config;
     use crate::{Database, Tier};
 
+    #[test]
+    fn changed_keys_are_puts_and_deletions_of_live_keys_without_parts() {
+        let store = SimStore::new(12);
+        let database = Database::open_with(small_config(Tier::Dram, Tier::Dram), Arc::new(store)).unwrap();
+        let namespace = database.namespace(0).unwrap();
+        namespace.put(b"live", b"v", 0).unwrap();
+        let keys: [&[u8]; 4] = [b"new", b"absent", b"live", b"hash"];
+        let changed = namespace
+            .transaction(&keys, |transaction| {
+                transaction.put(b"new", b"v", 0)?;
+                assert!(!transaction.delete(b"absent")?);
+                assert!(transaction.delete(b"live")?);
+                transaction.put_part(b"hash", 0, b"bucket")?;
+                Ok(transaction.changed_keys().map(<[u8]>::to_vec).collect::<Vec<_>>())
+            })
+            .unwrap();
+        assert_eq!(changed, [b"new".to_vec(), b"live".to_vec()]);
+    }
+
     /// Builds before parts existed clamped a key's expiry to `2^48 - 1`, which is now the part
     /// mark: such a record still reads as the key it is once the index is rebuilt from records.
     #[test]
@@ -701,7 +729,7 @@ mod tests {
             .transaction(&[b"old"], |transaction| {
                 let digest = transaction.namespace.digest(b"old");
                 let value = Some((b"value".to_vec(), old_largest_expiry));
-                transaction.writes.push(BufferedWrite { key: b"old".to_vec(), digest, value, part: false });
+                transaction.writes.push(BufferedWrite { key: b"old".to_vec(), digest, value, part: false, visible: true });
                 Ok(())
             })
             .unwrap();

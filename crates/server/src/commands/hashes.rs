@@ -22,7 +22,7 @@ fn open_or_new(call: &mut Call<'_>) -> Result<OpenHash, CommandError> {
 
 fn save(call: &mut Call<'_>, hash: OpenHash) -> Result<(), CommandError> {
     let limits = limits(call);
-    hash.save(call.store, &limits, call.shared.keys_watched())
+    hash.save(call.store, &limits, call.shared.watches.any())
 }
 
 /// HSET and HMSET: field/value pairs after the key.

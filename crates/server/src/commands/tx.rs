@@ -12,7 +12,8 @@ use hybridkv_engine::{EngineError, Transaction};
 use hybridkv_resp::Reply;
 
 use crate::command::{engine_error_reply, fail, run, run_in_transaction, Call, CommandResult, KeyStore, AFTER_TRANSACTION, WHOLE_KEYSPACE};
-use crate::session::{MultiState, WatchedKey};
+use crate::session::MultiState;
+use crate::watch::WatchedKey;
 
 pub fn multi(call: &mut Call<'_>) -> CommandResult {
     if call.session.multi.is_some() {
@@ -36,12 +37,8 @@ pub fn watch(call: &mut Call<'_>) -> CommandResult {
     }
     let database = call.session.database;
     for key in &call.args[1..] {
-        if call.session.watched.keys().iter().any(|watched| watched.database == database && watched.key == key) {
-            continue;
-        }
-        call.session.watched.count_as_watching();
-        let version = call.namespace.get(key)?.map(|value| value.version);
-        call.session.watched.push(WatchedKey { database, key: key.clone(), version });
+        let namespace = call.namespace;
+        call.session.watched.watch(database, key, || namespace.get(key).map(|value| value.map(|value| value.version)))?;
     }
     Ok(Reply::ok())
 }
@@ -66,8 +63,8 @@ fn other_database_changed(call: &Call<'_>, watched: &[WatchedKey]) -> Result<boo
 pub fn exec(call: &mut Call<'_>) -> CommandResult {
     let Some(multi) = call.session.multi.take() else { return fail("ERR EXEC without MULTI") };
     // Counted as watching until this function returns, after the versions were compared.
-    let watched = call.session.watched.take();
-    let watched = watched.keys();
+    let watched_set = call.session.watched.take();
+    let watched = watched_set.keys();
     if multi.failed {
         return fail("EXECABORT Transaction discarded because of previous errors.");
     }
@@ -82,7 +79,12 @@ pub fn exec(call: &mut Call<'_>) -> CommandResult {
     let namespace = Arc::clone(call.namespace);
     let (session, shared) = (&mut *call.session, call.shared);
     let whole_keyspace = multi.queued.iter().any(|(spec, _)| spec.has(WHOLE_KEYSPACE));
+    let touched = || watched_set.touched();
     let body = |transaction: &mut Transaction<'_>| {
+        // A write since WATCH set the flag under the lock this body holds now (`crate::watch`).
+        if touched() {
+            return Ok(None);
+        }
         for key in watched.iter().filter(|watched| watched.database == database) {
             if KeyStore::get(transaction, &key.key)?.map(|value| value.version) != key.version {
                 return Ok(None);
@@ -98,6 +100,7 @@ pub fn exec(call: &mut Call<'_>) -> CommandResult {
             let reply = run_in_transaction(spec.handler, &mut queued_call)?.unwrap_or_else(|error| error.into_reply());
             replies.push(Some(reply));
         }
+        shared.watches.touch(database, transaction.changed_keys());
         Ok(Some(replies))
     };
     let outcome = if whole_keyspace { namespace.transaction_over_all(body) } else { namespace.transaction_deferred(&keys, body) };
