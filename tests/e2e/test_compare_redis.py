@@ -92,6 +92,12 @@ CASES = {
         ["MULTI"], ["WATCH", "a"], ["DISCARD"], ["MULTI"], ["HSET", "h", "f", "v"], ["HGET", "h", "f"], ["DEL", "h"], ["EXEC"],
         ["EXEC"], ["MULTI"], ["EXEC"],
     ],
+    "option checks in order": [
+        ["SET", "s", "v"], ["HSET", "h", "f", "v"], ["GETEX", "m", "EX", "0"], ["GETEX", "m", "EX", "abc"], ["GETEX", "s", "EX", "abc"],
+        ["GETEX", "s", "EX", "0"], ["GETEX", "h", "EX", "abc"], ["GETEX", "h", "BOGUS"], ["GETEX", "m", "EX", "1", "PX", "1"],
+        ["SET", "k", "v", "EX", "abc", "PX", "5"], ["SET", "k", "v", "EX", "0", "BOGUS"], ["SET", "k", "v", "EX", "abc"],
+        ["TOUCH", "s", "s", "m", "h"], ["TOUCH"],
+    ],
     "watch": [
         ["WATCH", "w"], ["SET", "w", "1"], ["DEL", "w"], ["MULTI"], ["PING"], ["EXEC"],
         ["WATCH", "w"], ["SET", "w", "1", "XX"], ["DEL", "w"], ["EXPIRE", "w", "100"], ["MULTI"], ["PING"], ["EXEC"],

@@ -99,6 +99,14 @@ def command(rng: random.Random) -> list[str]:
         lambda: ["DBSIZE"],
         lambda: ["SCAN", "0", "COUNT", "1000"] + rng.choice([[], ["MATCH", "h*"], ["TYPE", "string"]]),
         lambda: ["RANDOMKEY"],
+        lambda: ["PSETEX", key, rng.choice([ttl_seconds(rng) + "000", "0", "-5", "x"]), value(rng)],
+        lambda: ["PEXPIRE", key, rng.choice([ttl_seconds(rng) + "000", "0", "x"])] + rng.choice([[], ["NX"], ["GT"]]),
+        lambda: ["SET", key, value(rng), "PX", rng.choice([ttl_seconds(rng) + "000", "0", "-1"])] + rng.choice([[], ["NX"], ["GET"]]),
+        lambda: ["GETEX", key] + rng.choice([["PX", ttl_seconds(rng) + "000"], ["EXAT", rng.choice(ABSOLUTE_SECONDS)], ["PXAT", rng.choice(ABSOLUTE_SECONDS) + "000"], ["EX", "0"], ["PERSIST", "EX", "5"]]),
+        lambda: ["HMSET", key, field, value(rng), rng.choice(FIELDS), value(rng)],
+        lambda: ["HSCAN", key, "0", "COUNT", "1000"] + rng.choice([[], ["MATCH", "f[1-4]"]]),
+        lambda: ["EXISTS"] + rng.sample(KEYS, rng.randint(1, 4)),
+        lambda: ["TOUCH" if rng.random() < 0.2 else "TYPE", key],
         # Session commands: queued in MULTI too, where a bad subcommand discards the transaction.
         lambda: ["CLIENT", "SETNAME", rng.choice(["alpha", "beta"])],
         lambda: ["CLIENT", rng.choice(["GETNAME", "GETNAME", "NOSUCH"])] + rng.choice([[], [], ["extra"]]),
@@ -122,6 +130,9 @@ def normalized(name: str, reply):
         return sorted(zip(reply[::2], reply[1::2]))
     if name in UNORDERED and isinstance(reply, list):
         return sorted(reply)
+    if name == "HSCAN" and isinstance(reply, list) and len(reply) == 2:
+        # One call with a COUNT above the number of fields: all of them, in the server's order.
+        return [str(reply[0]), sorted(zip(reply[1][::2], reply[1][1::2]))]
     if name == "SCAN" and isinstance(reply, list) and len(reply) == 2:
         # One call with a COUNT above the number of keys: all of them, in the server's order.
         return [str(reply[0]), sorted(reply[1])]

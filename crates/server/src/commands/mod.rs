@@ -80,6 +80,7 @@ pub static TABLE: &[CommandSpec] = &[
     command!("del", -2, KeySpec::ALL, WRITES, "keyspace", "Deletes keys.", keys::del),
     command!("unlink", -2, KeySpec::ALL, WRITES, "keyspace", "Deletes keys.", keys::del),
     command!("exists", -2, KeySpec::ALL, READ, "keyspace", "Counts the keys that exist.", keys::exists),
+    command!("touch", -2, KeySpec::ALL, READ, "keyspace", "Counts the keys that exist (Redis also updates their last access time, which hybridkv does not keep).", keys::exists),
     command!("type", 2, KeySpec::ONE, READ, "keyspace", "Returns the type of a key.", keys::type_),
     command!("expire", -3, KeySpec::ONE, WRITES, "keyspace", "Sets an expiry in seconds (NX XX GT LT).", keys::expire),
     command!("pexpire", -3, KeySpec::ONE, WRITES, "keyspace", "Sets an expiry in milliseconds.", keys::pexpire),

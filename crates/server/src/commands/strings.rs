@@ -26,7 +26,16 @@ struct ExpiryOptions {
     return_old: bool,
     keep_ttl: bool,
     persist: bool,
-    expire_at_unix_ms: Option<u64>,
+    /// The expiry option and its argument, as given: Redis checks the argument only after the
+    /// whole option syntax (SET), or after the key's type (GETEX).
+    expiry: Option<(Bytes, Bytes)>,
+}
+
+impl ExpiryOptions {
+    /// The absolute expiry the options ask for, checked (`parse_expiry`).
+    fn expire_at_unix_ms(&self, command: &str) -> Result<Option<u64>, crate::command::CommandError> {
+        self.expiry.as_ref().map(|(unit, amount)| parse_expiry(unit, amount, command)).transpose()
+    }
 }
 
 /// Parses `EX s | PX ms | EXAT s | PXAT ms` given the option name and its argument.
@@ -47,12 +56,12 @@ fn parse_expiry(unit: &[u8], amount: &[u8], command: &str) -> Result<u64, crate:
 }
 
 /// Redis's option grammar for SET (`for_set`) and GETEX: conflicting options are a syntax error.
-fn parse_expiry_options(args: &[Bytes], start: usize, for_set: bool, command: &str) -> Result<ExpiryOptions, crate::command::CommandError> {
+fn parse_expiry_options(args: &[Bytes], start: usize, for_set: bool) -> Result<ExpiryOptions, crate::command::CommandError> {
     let mut options = ExpiryOptions::default();
     let mut position = start;
     while position < args.len() {
         let option = args[position].as_ref();
-        let has_expiry = options.expire_at_unix_ms.is_some() || options.keep_ttl || options.persist;
+        let has_expiry = options.expiry.is_some() || options.keep_ttl || options.persist;
         let is_expiry_unit = ["EX", "PX", "EXAT", "PXAT"].iter().any(|unit| is(option, unit));
         if for_set && is(option, "NX") && !options.only_if_present {
             options.only_if_absent = true;
@@ -65,7 +74,7 @@ fn parse_expiry_options(args: &[Bytes], start: usize, for_set: bool, command: &s
         } else if !for_set && is(option, "PERSIST") && !has_expiry {
             options.persist = true;
         } else if is_expiry_unit && !has_expiry && position + 1 < args.len() {
-            options.expire_at_unix_ms = Some(parse_expiry(option, &args[position + 1], command)?);
+            options.expiry = Some((args[position].clone(), args[position + 1].clone()));
             position += 1;
         } else {
             return fail(SYNTAX_ERROR);
@@ -76,7 +85,8 @@ fn parse_expiry_options(args: &[Bytes], start: usize, for_set: bool, command: &s
 }
 
 pub fn set(call: &mut Call<'_>) -> CommandResult {
-    let options = parse_expiry_options(call.args, 3, true, "set")?;
+    let options = parse_expiry_options(call.args, 3, true)?;
+    let expire_at_unix_ms = options.expire_at_unix_ms("set")?;
     let key = &call.args[1];
     let old = if options.return_old { read_string(call.store, key)? } else { None };
     // Whether the key exists (and its expiry) matters only to NX, XX, GET and KEEPTTL.
@@ -91,7 +101,7 @@ pub fn set(call: &mut Call<'_>) -> CommandResult {
     if refused {
         return Ok(if options.return_old { old_reply() } else { Reply::Null });
     }
-    let expiry = match options.expire_at_unix_ms {
+    let expiry = match expire_at_unix_ms {
         Some(at) => at,
         None if options.keep_ttl => current.unwrap_or(0),
         None => 0,
@@ -179,10 +189,10 @@ pub fn getdel(call: &mut Call<'_>) -> CommandResult {
 }
 
 pub fn getex(call: &mut Call<'_>) -> CommandResult {
-    let options = parse_expiry_options(call.args, 2, false, "getex")?;
+    let options = parse_expiry_options(call.args, 2, false)?;
     let key = &call.args[1];
     let Some((value, expiry)) = read_string(call.store, key)? else { return Ok(Reply::Null) };
-    let new_expiry = match options.expire_at_unix_ms {
+    let new_expiry = match options.expire_at_unix_ms("getex")? {
         Some(at) => Some(at),
         None if options.persist && expiry != 0 => Some(0),
         None => None,
