@@ -2,7 +2,8 @@
 texts included, must be the same. The fixed cases of test_compare_redis.py check each command's
 edge cases one by one; these check how commands combine: a key that changes type, a hash that
 grows past the small-hash limit into buckets and shrinks back, counters written as strings,
-renames onto keys of another type, transactions that mix them.
+renames onto keys of another type, transactions that mix them, and two connections, so that
+one writes the keys the other watches.
 
 Seeded: a failure names its seed and the command that diverged, and reruns the same way."""
 
@@ -167,10 +168,12 @@ def whole_scan(client: redis.Redis, arguments: list[str]):
     return sorted(set(items))
 
 
-def run(client: redis.Redis, commands: list[list[str]]) -> list:
+def run(clients: list[redis.Redis], commands: list[tuple[int, list[str]]]) -> list:
+    """Each command on its connection (an index into `clients`); the replies in order."""
     replies = []
-    queued = []
-    for arguments in commands:
+    queued = {connection: [] for connection in range(len(clients))}
+    for connection, arguments in commands:
+        client = clients[connection]
         try:
             if arguments[0].endswith("*"):
                 reply = whole_scan(client, arguments)
@@ -181,10 +184,10 @@ def run(client: redis.Redis, commands: list[list[str]]) -> list:
         name = arguments[0]
         if name == "EXEC" and isinstance(reply, list):
             # Each of EXEC's replies is normalized as its own command's.
-            replies.append([normalized(command[0], item) for command, item in zip(queued, reply)])
+            replies.append([normalized(command[0], item) for command, item in zip(queued[connection], reply)])
         else:
             replies.append(normalized(name, reply))
-        queued = [] if name in ("MULTI", "EXEC", "DISCARD") else queued + [arguments]
+        queued[connection] = [] if name in ("MULTI", "EXEC", "DISCARD") else queued[connection] + [arguments]
     return replies
 
 
@@ -192,27 +195,34 @@ def run(client: redis.Redis, commands: list[list[str]]) -> list:
 NOT_IN_MULTI = {"SCAN*", "HSCAN*"}
 
 
-def transaction_of(rng: random.Random) -> list[list[str]]:
-    """MULTI, a few commands, then EXEC or DISCARD (EXEC's reply holds every queued reply). Often
-    WATCH first, with commands between it and MULTI that may change a watched key (a change by
-    the watching client itself aborts EXEC too; a command that changes nothing does not)."""
+CONNECTIONS = 2
+
+
+def transaction_of(rng: random.Random) -> list[tuple[int, list[str]]]:
+    """MULTI, a few commands, then EXEC or DISCARD, on one connection (EXEC's reply holds every
+    queued reply). Often WATCH first, with commands of either connection between it and MULTI
+    that may change a watched key (a change by the watching client itself aborts EXEC too; a
+    command that changes nothing does not)."""
+    connection = rng.randrange(CONNECTIONS)
     watching = []
     if rng.random() < 0.5:
-        watching = [["WATCH"] + rng.sample(KEYS, rng.randint(1, 2))] + [command(rng) for _ in range(rng.randint(0, 2))]
-        watching += [["UNWATCH"]] if rng.random() < 0.1 else []
+        watching = [(connection, ["WATCH"] + rng.sample(KEYS, rng.randint(1, 2)))]
+        watching += [(rng.randrange(CONNECTIONS), command(rng)) for _ in range(rng.randint(0, 2))]
+        watching += [(connection, ["UNWATCH"])] if rng.random() < 0.1 else []
     queued = []
     while len(queued) < rng.randint(1, 4):
         candidate = command(rng)
         if candidate[0] not in NOT_IN_MULTI:
-            queued.append(candidate)
-    return watching + [["MULTI"]] + queued + [[rng.choice(["EXEC", "EXEC", "DISCARD"])]]
+            queued.append((connection, candidate))
+    ending = [(connection, [rng.choice(["EXEC", "EXEC", "DISCARD"])])]
+    return watching + [(connection, ["MULTI"])] + queued + ending
 
 
-def sequence(seed: int) -> list[list[str]]:
+def sequence(seed: int) -> list[tuple[int, list[str]]]:
     rng = random.Random(seed)
     commands = []
     while len(commands) < COMMANDS_PER_SEED:
-        commands.extend(transaction_of(rng) if rng.random() < 0.05 else [command(rng)])
+        commands.extend(transaction_of(rng) if rng.random() < 0.05 else [(rng.randrange(CONNECTIONS), command(rng))])
     return commands
 
 
@@ -222,23 +232,25 @@ def shown(arguments: list[str]) -> str:
 
 def first_divergence(commands, expected, actual):
     """The first command whose replies differ, with the commands of its transaction."""
-    transaction_start = None
-    for at, (arguments, want, got) in enumerate(zip(commands, expected, actual)):
+    transaction_start = {}
+    for at, ((connection, arguments), want, got) in enumerate(zip(commands, expected, actual)):
         if arguments[0] == "MULTI":
-            transaction_start = at
+            transaction_start[connection] = at
         if want != got:
-            context = commands[transaction_start:at] if arguments[0] == "EXEC" and transaction_start is not None else []
-            queued = "".join(f"{shown(command)}; " for command in context)
-            return f"{queued}{shown(arguments)}: redis {str(want)[:200]!r} hybridkv {str(got)[:200]!r}"
+            start = transaction_start.get(connection)
+            context = commands[start:at] if arguments[0] == "EXEC" and start is not None else []
+            queued = "".join(f"[{other}] {shown(command)}; " for other, command in context)
+            return f"{queued}[{connection}] {shown(arguments)}: redis {str(want)[:200]!r} hybridkv {str(got)[:200]!r}"
     return None
 
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_random_sequences_match_redis(shared_server, reference_redis, seed):
     protocol = 3 if seed % 2 else 2
-    ours, theirs = raw_client(shared_server.port, protocol), raw_client(reference_redis, protocol)
-    ours.flushall()
-    theirs.flushall()
+    ours = [raw_client(shared_server.port, protocol) for _ in range(CONNECTIONS)]
+    theirs = [raw_client(reference_redis, protocol) for _ in range(CONNECTIONS)]
+    ours[0].flushall()
+    theirs[0].flushall()
     commands = sequence(seed)
     expected = run(theirs, commands)
     actual = run(ours, commands)
@@ -246,6 +258,6 @@ def test_random_sequences_match_redis(shared_server, reference_redis, seed):
     assert divergence is None, f"seed {seed}: {divergence}"
     # The end states agree too, key by key.
     final = [["KEYS", "*"]] + [[name, key] for key in KEYS for name in ("TYPE", "GET", "HGETALL")]
-    types = {key: theirs.execute_command("TYPE", key) for key in KEYS}
-    final = [arguments for arguments in final if arguments[0] not in ("GET", "HGETALL") or types[arguments[1]] == ("string" if arguments[0] == "GET" else "hash")]
+    types = {key: theirs[0].execute_command("TYPE", key) for key in KEYS}
+    final = [(0, arguments) for arguments in final if arguments[0] not in ("GET", "HGETALL") or types[arguments[1]] == ("string" if arguments[0] == "GET" else "hash")]
     assert run(ours, final) == run(theirs, final), f"seed {seed}: final states differ"
