@@ -171,6 +171,24 @@ def test_command_introspection(r):
     assert len(r.command()) == count
 
 
+def test_help_lists_the_subcommands_that_the_unknown_subcommand_error_points_to(r):
+    for command in ("CLIENT", "CONFIG", "COMMAND", "MEMORY"):
+        with pytest.raises(redis.ResponseError, match=rf"^unknown subcommand 'NOSUCH'\. Try {command} HELP\."):
+            raw_command(r, command, "NOSUCH")
+        lines = raw_command(r, command, "HELP")
+        assert lines[0] == f"{command} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"
+        assert lines[-2:] == ["HELP", "    Print this help."]
+        names = [line.split()[0] for line in lines[1::2]]
+        assert all(line.startswith("    ") for line in lines[2::2]) and len(names) >= 2
+        for name in names:
+            try:
+                raw_command(r, command, name)
+            except redis.ResponseError as error:
+                assert "unknown subcommand" not in str(error), f"{command} HELP lists {name}"
+    with pytest.raises(redis.ResponseError, match=r"^wrong number of arguments for 'client\|help' command"):
+        raw_command(r, "CLIENT", "HELP", "extra")
+
+
 def test_time_save_bgsave_lastsave(r):
     seconds, micros = r.time()
     assert abs(seconds - time.time()) < 5 and 0 <= micros < 1_000_000

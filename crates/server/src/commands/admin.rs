@@ -7,7 +7,7 @@ use bytes::Bytes;
 use hybridkv_engine::Durability;
 use hybridkv_resp::Reply;
 
-use super::{is, parse_integer, unknown_subcommand, SYNTAX_ERROR, TABLE};
+use super::{is, parse_integer, subcommand_help, unknown_subcommand, SYNTAX_ERROR, TABLE};
 use crate::command::{fail, Call, CommandResult, CommandSpec, ADMIN, READONLY, WRITE};
 use crate::glob::glob_match;
 
@@ -76,6 +76,9 @@ pub fn bgsave(call: &mut Call<'_>) -> CommandResult {
 /// MEMORY PURGE: Redis releases allocator pages; hybridkv empties its record caches, which is
 /// what a COLD measurement needs.
 pub fn memory(call: &mut Call<'_>) -> CommandResult {
+    if is(&call.args[1], "HELP") {
+        return Ok(subcommand_help("memory"));
+    }
     if !is(&call.args[1], "PURGE") {
         return Err(unknown_subcommand("memory", &call.args[1]));
     }
@@ -151,6 +154,7 @@ pub fn config(call: &mut Call<'_>) -> CommandResult {
             Ok(Reply::ok())
         }
         "rewrite" => fail("ERR The server is running without a config file"),
+        "help" => Ok(subcommand_help("config")),
         "set" => fail("ERR wrong number of arguments for 'config|set' command"),
         _ => Err(unknown_subcommand("config", &call.args[1])),
     }
@@ -248,6 +252,7 @@ pub fn command(call: &mut Call<'_>) -> CommandResult {
             }
             Ok(Reply::Array(keys.into_iter().map(|key| Reply::Bulk(Bytes::copy_from_slice(key))).collect()))
         }
+        "help" => Ok(subcommand_help("command")),
         _ => Err(unknown_subcommand("command", &call.args[1])),
     }
 }

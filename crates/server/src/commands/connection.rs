@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 use hybridkv_resp::{ProtocolVersion, Reply};
 
-use super::{is, parse_integer, unknown_subcommand, NOT_INTEGER, SYNTAX_ERROR};
+use super::{is, parse_integer, subcommand_help, unknown_subcommand, NOT_INTEGER, SYNTAX_ERROR};
 use crate::command::{fail, Call, CommandError, CommandResult};
 use crate::info::REDIS_COMPATIBLE_VERSION;
 
@@ -147,6 +147,7 @@ pub fn client(call: &mut Call<'_>) -> CommandResult {
         "info" => Ok(Reply::Bulk(Bytes::from(call.session.client.describe()))),
         "kill" => client_kill(call),
         "no-evict" | "no-touch" => Ok(Reply::ok()),
+        "help" => Ok(subcommand_help("client")),
         _ => Err(unknown_subcommand("client", &call.args[1])),
     }
 }

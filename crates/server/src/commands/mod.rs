@@ -10,6 +10,7 @@ mod tx;
 use std::sync::OnceLock;
 
 use bytes::Bytes;
+use hybridkv_resp::Reply;
 
 use crate::command::{arity_allows, fail, Call, CommandError, CommandSpec, KeySpec, KeyStore, ADMIN, AFTER_TRANSACTION, BEFORE_AUTH, BLIND_WRITE, IN_MULTI, READONLY, READS_PARTS, TRANSACTION_CONTROL, WHOLE_KEYSPACE, WRITE};
 use crate::long_double::LongDouble;
@@ -118,16 +119,72 @@ pub static TABLE: &[CommandSpec] = &[
     command!("unwatch", 1, KeySpec::NONE, TRANSACTION_CONTROL, "transactions", "Forgets the watched keys.", tx::unwatch),
 ];
 
-/// The subcommands of the commands that have them, each with Redis's arity (counting the
-/// command and the subcommand, as `CommandSpec::arity` does). `check_subcommand` applies it before
-/// a command runs or is queued in MULTI, so an unknown subcommand or a wrong argument count
-/// fails the transaction at once, as in Redis; the handlers dispatch only on names listed here.
-static SUBCOMMANDS: &[(&str, &[(&str, i32)])] = &[
-    ("client", &[("id", 2), ("getname", 2), ("setname", 3), ("setinfo", 4), ("list", -2), ("info", 2), ("kill", -3), ("no-evict", 3), ("no-touch", 3)]),
-    ("config", &[("get", -3), ("set", -4), ("resetstat", 2), ("rewrite", 2)]),
-    ("command", &[("count", 2), ("list", -2), ("info", -2), ("docs", -2), ("getkeys", -4)]),
-    ("memory", &[("purge", 2)]),
+/// One subcommand: its name, Redis's arity (counting the command and the subcommand, as
+/// `CommandSpec::arity` does), its arguments and what it does (HELP lists them).
+struct Subcommand {
+    name: &'static str,
+    arity: i32,
+    arguments: &'static str,
+    summary: &'static str,
+}
+
+const fn subcommand(name: &'static str, arity: i32, arguments: &'static str, summary: &'static str) -> Subcommand {
+    Subcommand { name, arity, arguments, summary }
+}
+
+/// The subcommands of the commands that have them. `check_subcommand` applies it before a
+/// command runs or is queued in MULTI, so an unknown subcommand or a wrong argument count fails
+/// the transaction at once, as in Redis; the handlers dispatch only on names listed here, and
+/// `subcommand_help` answers HELP from it.
+#[rustfmt::skip]
+static SUBCOMMANDS: &[(&str, &[Subcommand])] = &[
+    ("client", &[
+        subcommand("id", 2, "", "Return the ID of the current connection."),
+        subcommand("getname", 2, "", "Return the name of the current connection."),
+        subcommand("setname", 3, "<name>", "Assign the name <name> to the current connection."),
+        subcommand("setinfo", 4, "<LIB-NAME|LIB-VER> <value>", "Set the client library's name or version."),
+        subcommand("list", -2, "", "Return information about client connections."),
+        subcommand("info", 2, "", "Return information about the current client connection."),
+        subcommand("kill", -3, "<ip:port> | <filter> <value> ...", "Kill connections by address, or by ID, ADDR and SKIPME filters."),
+        subcommand("no-evict", 3, "<ON|OFF>", "Accepted for compatibility; changes nothing."),
+        subcommand("no-touch", 3, "<ON|OFF>", "Accepted for compatibility; changes nothing."),
+        subcommand("help", 2, "", "Print this help."),
+    ]),
+    ("config", &[
+        subcommand("get", -3, "<pattern> ...", "Return parameters matching the glob-like <pattern> and their values."),
+        subcommand("set", -4, "<directive> <value> ...", "Set the configuration <directive> to <value> (maxclients, requirepass)."),
+        subcommand("resetstat", 2, "", "Reset statistics reported by the INFO command."),
+        subcommand("rewrite", 2, "", "Rewrite the configuration file (the server has none to rewrite)."),
+        subcommand("help", 2, "", "Print this help."),
+    ]),
+    ("command", &[
+        subcommand("count", 2, "", "Return the number of commands in this server."),
+        subcommand("list", -2, "", "Return the names of all commands."),
+        subcommand("info", -2, "[<command-name> ...]", "Return details about the named commands, or all of them."),
+        subcommand("docs", -2, "[<command-name> ...]", "Return documentation about the named commands, or all of them."),
+        subcommand("getkeys", -4, "<full-command>", "Return the keys in a full command."),
+        subcommand("help", 2, "", "Print this help."),
+    ]),
+    ("memory", &[
+        subcommand("purge", 2, "", "Empty the record caches (a COLD start without a restart)."),
+        subcommand("help", 2, "", "Print this help."),
+    ]),
 ];
+
+fn subcommands_of(command: &str) -> &'static [Subcommand] {
+    SUBCOMMANDS.iter().find(|(name, _)| *name == command).map_or(&[], |(_, subcommands)| subcommands)
+}
+
+/// The reply to `<command> HELP`: each subcommand with its arguments, then what it does.
+pub fn subcommand_help(command: &str) -> Reply {
+    let mut lines = vec![Reply::Simple(format!("{} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", command.to_ascii_uppercase()).into())];
+    for subcommand in subcommands_of(command) {
+        let usage = format!("{} {}", subcommand.name.to_ascii_uppercase(), subcommand.arguments);
+        lines.push(Reply::Simple(usage.trim_end().to_string().into()));
+        lines.push(Reply::Simple(format!("    {}", subcommand.summary).into()));
+    }
+    Reply::Array(lines)
+}
 
 /// Redis's error for a subcommand `command` does not have.
 pub fn unknown_subcommand(command: &str, subcommand: &[u8]) -> CommandError {
@@ -137,13 +194,13 @@ pub fn unknown_subcommand(command: &str, subcommand: &[u8]) -> CommandError {
 /// Whether `args` name a subcommand of `spec` with an argument count it takes (commands without
 /// subcommands, and COMMAND without one, always pass).
 pub fn check_subcommand(spec: &CommandSpec, args: &[Bytes]) -> Result<(), CommandError> {
-    let Some((_, subcommands)) = SUBCOMMANDS.iter().find(|(name, _)| *name == spec.name) else { return Ok(()) };
-    let Some(subcommand) = args.get(1) else { return Ok(()) };
-    let Some((name, arity)) = subcommands.iter().find(|(name, _)| subcommand.eq_ignore_ascii_case(name.as_bytes())) else {
+    let subcommands = subcommands_of(spec.name);
+    let Some(subcommand) = args.get(1).filter(|_| !subcommands.is_empty()) else { return Ok(()) };
+    let Some(known) = subcommands.iter().find(|known| subcommand.eq_ignore_ascii_case(known.name.as_bytes())) else {
         return Err(unknown_subcommand(spec.name, subcommand));
     };
-    if !arity_allows(*arity, args.len()) {
-        return fail(format!("ERR wrong number of arguments for '{}|{name}' command", spec.name));
+    if !arity_allows(known.arity, args.len()) {
+        return fail(format!("ERR wrong number of arguments for '{}|{}' command", spec.name, known.name));
     }
     Ok(())
 }
@@ -250,7 +307,8 @@ mod tests {
         assert_eq!(subcommand_error("GET key"), None, "no subcommands");
         for (command, subcommands) in SUBCOMMANDS {
             assert!(lookup(command.as_bytes()).is_some(), "{command} is in the command table");
-            assert!(subcommands.iter().all(|(name, arity)| *name == name.to_ascii_lowercase() && arity.abs() >= 2), "{command}");
+            assert!(subcommands.iter().all(|known| known.name == known.name.to_ascii_lowercase() && known.arity.abs() >= 2), "{command}");
+            assert!(subcommands.iter().any(|known| known.name == "help"), "{command} HELP");
         }
     }
 
