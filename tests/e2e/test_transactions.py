@@ -88,6 +88,20 @@ def test_a_watched_key_absent_at_watch_and_at_exec_still_aborts_exec_if_written_
     assert r.execute_command("EXEC") == ["OK"], "writes that change nothing do not abort EXEC"
 
 
+def test_a_connection_watches_a_bounded_number_of_keys(r):
+    limit = 10_000
+    r.execute_command("WATCH", *[f"w{number}" for number in range(limit - 1)])
+    with pytest.raises(redis.ResponseError, match=f"^this connection watches {limit - 1} keys and may watch at most {limit}"):
+        r.execute_command("WATCH", "a", "b")
+    r.execute_command("WATCH", "a")
+    r.execute_command("MULTI")
+    r.execute_command("SET", "a", "1")
+    assert r.execute_command("EXEC") == ["OK"], "the refused WATCH watched none of its keys"
+    r.execute_command("WATCH", *[f"w{number}" for number in range(limit)])
+    r.execute_command("UNWATCH")
+    r.execute_command("WATCH", "a")
+
+
 def test_a_session_command_is_not_run_when_a_watched_key_changed(r, shared_server):
     r.execute_command("CLIENT", "SETNAME", "unchanged")
     r.execute_command("WATCH", "w")

@@ -23,6 +23,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
+/// Keys one session may watch at once (each holds a registry entry until UNWATCH, EXEC, DISCARD
+/// or disconnection); a WATCH that would pass it is refused whole.
+pub const WATCHED_KEYS_PER_SESSION_MAX: usize = 10_000;
+
 /// Per database and key, the flags of the sessions watching it.
 type WatchersByKey = HashMap<usize, HashMap<Bytes, Vec<Arc<AtomicBool>>>>;
 

@@ -13,7 +13,7 @@ use hybridkv_resp::Reply;
 
 use crate::command::{engine_error_reply, fail, run, run_in_transaction, Call, CommandResult, KeyStore, AFTER_TRANSACTION, WHOLE_KEYSPACE};
 use crate::session::MultiState;
-use crate::watch::WatchedKey;
+use crate::watch::{WatchedKey, WATCHED_KEYS_PER_SESSION_MAX};
 
 pub fn multi(call: &mut Call<'_>) -> CommandResult {
     if call.session.multi.is_some() {
@@ -34,6 +34,12 @@ pub fn discard(call: &mut Call<'_>) -> CommandResult {
 pub fn watch(call: &mut Call<'_>) -> CommandResult {
     if call.session.multi.is_some() {
         return fail("ERR WATCH inside MULTI is not allowed");
+    }
+    let watched = call.session.watched.keys().len();
+    if watched + call.args.len() - 1 > WATCHED_KEYS_PER_SESSION_MAX {
+        return fail(format!(
+            "ERR this connection watches {watched} keys and may watch at most {WATCHED_KEYS_PER_SESSION_MAX}: EXEC, DISCARD or UNWATCH first"
+        ));
     }
     let database = call.session.database;
     for key in &call.args[1..] {
