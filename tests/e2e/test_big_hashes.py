@@ -291,7 +291,7 @@ def test_hscan_returns_every_field_present_throughout_while_the_hash_grows_or_sh
     client.close()
 
 
-def test_rename_of_a_hash_bigger_than_a_write_block_is_a_clear_error(make_server, tmp_path):
+def test_rename_or_copy_of_a_hash_bigger_than_a_write_block_is_a_clear_error(make_server, tmp_path):
     config = tmp_path / "small-blocks.toml"
     config.write_text('[[namespace]]\nname = "small"\nindex_bytes = "16MiB"\ndata_bytes = "64MiB"\nwrite_block_bytes = "64KiB"\n')
     server = make_server("--config", str(config))
@@ -300,6 +300,10 @@ def test_rename_of_a_hash_bigger_than_a_write_block_is_a_clear_error(make_server
         client.hset("fits", f"field:{number}", "x" * 1000)
     assert client.rename("fits", "moved") is True
     assert client.hlen("moved") == 20 and client.exists("fits") == 0
+    assert client.copy("moved", "copied") is True
+    assert client.hgetall("copied") == client.hgetall("moved") and client.hlen("copied") == 20
+    client.hdel("copied", "field:0")
+    assert client.hlen("moved") == 20, "the copy's buckets are its own"
     # 200 KB of fields: about 50 buckets, which one 64 KiB write block cannot hold.
     pipe = client.pipeline(transaction=False)
     for number in range(200):
@@ -310,11 +314,13 @@ def test_rename_of_a_hash_bigger_than_a_write_block_is_a_clear_error(make_server
     for command in (lambda: client.rename("big", "target"), lambda: client.renamenx("big", "fresh")):
         with pytest.raises(redis.ResponseError, match=r"cannot rename a key whose \d+ parts take \d+ bytes.*write block of 65472 bytes"):
             command()
+    with pytest.raises(redis.ResponseError, match=r"cannot copy a key whose \d+ parts take \d+ bytes.*write block of 65472 bytes"):
+        client.copy("big", "target", replace=True)
     # Nothing moved.
     assert client.hgetall("big") == expected
     assert client.hgetall("target") == {"old": "value"}
     assert client.exists("fresh") == 0
-    assert sorted(client.keys("*")) == ["big", "moved", "target"]
+    assert sorted(client.keys("*")) == ["big", "copied", "moved", "target"]
     client.close()
 
 

@@ -98,6 +98,14 @@ CASES = {
         ["SET", "k", "v", "EX", "abc", "PX", "5"], ["SET", "k", "v", "EX", "0", "BOGUS"], ["SET", "k", "v", "EX", "abc"],
         ["TOUCH", "s", "s", "m", "h"], ["TOUCH"],
     ],
+    "copy": [
+        ["COPY", "a", "b"], ["SET", "a", "1"], ["COPY", "a", "a"], ["COPY", "a", "b"], ["COPY", "a", "b"], ["COPY", "a", "b", "REPLACE"],
+        ["COPY", "a", "b", "DB", "0"], ["COPY", "a", "b", "DB", "x"], ["COPY", "a", "b", "DB", "-1"], ["COPY", "a", "b", "DB", "99"],
+        ["COPY", "a", "b", "BOGUS"], ["COPY", "a", "b", "DB"], ["COPY", "a", "a", "DB", "0"], ["COPY", "x", "y", "DB", "99"],
+        ["HSET", "h", "f", "v", "g", "w"], ["COPY", "h", "h2"], ["HGETALL", "h2"], ["HSET", "h", "f", "changed"], ["HGET", "h2", "f"],
+        ["SET", "e", "v", "EXAT", "4000000000"], ["COPY", "e", "e2"], ["EXPIRETIME", "e2"], ["COPY", "h", "e2", "REPLACE"],
+        ["TYPE", "e2"], ["EXPIRETIME", "e2"], ["COPY", "e", "h2", "REPLACE"], ["GET", "h2"], ["DBSIZE"],
+    ],
     "watch": [
         ["WATCH", "w"], ["SET", "w", "1"], ["DEL", "w"], ["MULTI"], ["PING"], ["EXEC"],
         ["WATCH", "w"], ["SET", "w", "1", "XX"], ["DEL", "w"], ["EXPIRE", "w", "100"], ["MULTI"], ["PING"], ["EXEC"],

@@ -74,6 +74,7 @@ def command(rng: random.Random) -> list[str]:
         lambda: ["GETSET", key, value(rng)],
         lambda: ["GETDEL", key],
         lambda: [rng.choice(["RENAME", "RENAMENX"]), key, other],
+        lambda: ["COPY", key, other] + rng.choice([[], ["REPLACE"], ["DB", "0"], ["DB", "0", "REPLACE"]]),
         lambda: ["HSET", key, field, value(rng)] + ([rng.choice(FIELDS), value(rng)] if rng.random() < 0.3 else []),
         lambda: ["HSETNX", key, field, value(rng)],
         lambda: ["HGET", key, field],

@@ -12,8 +12,8 @@ pub enum EngineError {
     ValueTooLarge { len_bytes: usize, limit_bytes: usize },
     #[error("batch of {len_bytes} bytes does not fit in one write block of {limit_bytes} bytes")]
     BatchTooLarge { len_bytes: usize, limit_bytes: usize },
-    #[error("cannot rename a key whose {parts} parts take {len_bytes} bytes: a rename rewrites them in one batch, at most one write block of {limit_bytes} bytes (write_block_bytes)")]
-    RenameTooLarge { parts: u32, len_bytes: usize, limit_bytes: usize },
+    #[error("cannot {operation} a key whose {parts} parts take {len_bytes} bytes: a {operation} rewrites them in one batch, at most one write block of {limit_bytes} bytes (write_block_bytes)")]
+    PartsTooLarge { operation: &'static str, parts: u32, len_bytes: usize, limit_bytes: usize },
     #[error("namespace '{namespace}': data tier full ({capacity_bytes} bytes); delete keys or enlarge data_bytes")]
     DataFull { namespace: String, capacity_bytes: u64 },
     #[error("namespace '{namespace}': index region full ({capacity_bytes} bytes); enlarge index_bytes")]

@@ -186,12 +186,28 @@ fn a_key_whose_parts_do_not_fit_in_one_batch_is_not_renamed() {
     let result = namespace.transaction(&[b"big", b"target"], |t| t.rename(b"big", b"target"));
     let block_space = (64 * 1024 - 64) as usize;
     assert!(
-        matches!(result, Err(EngineError::RenameTooLarge { parts: 10, len_bytes, limit_bytes }) if len_bytes > limit_bytes && limit_bytes == block_space),
+        matches!(result, Err(EngineError::PartsTooLarge { operation: "rename", parts: 10, len_bytes, limit_bytes }) if len_bytes > limit_bytes && limit_bytes == block_space),
         "{result:?}"
     );
     // Nothing moved.
     assert_keys_and_parts(namespace, &[(b"big", 10), (b"target", 0)], "after the refused rename");
     assert_eq!(namespace.get(b"target").unwrap().unwrap().bytes, b"old");
+}
+
+#[test]
+fn a_copy_has_its_own_parts_and_leaves_the_source_as_it_was() {
+    let database = simulated_dram_database(7);
+    let namespace = database.namespace(0).unwrap();
+    write_with_parts(namespace, b"source", 1, 3);
+    write_with_parts(namespace, b"target", 9, 5);
+    assert!(namespace.transaction(&[b"source", b"target"], |t| t.copy(b"source", b"target")).unwrap());
+    assert_keys_and_parts(namespace, &[(b"source", 3), (b"target", 3)], "the target's five old parts gave way to three");
+    assert_eq!(parts_of(namespace, b"target"), parts_of(namespace, b"source"));
+    assert_eq!(namespace.get(b"target").unwrap().unwrap().bytes, version_value(1, 3));
+    namespace.delete(b"source").unwrap();
+    assert_keys_and_parts(namespace, &[(b"target", 3)], "deleting the source keeps the copy's parts");
+    assert!(!namespace.transaction(&[b"missing", b"other"], |t| t.copy(b"missing", b"other")).unwrap());
+    assert_keys_and_parts(namespace, &[(b"target", 3)], "copying nothing writes nothing");
 }
 
 /// After a power cut, every key's record and parts are of one write: the record's version is

@@ -55,13 +55,15 @@ impl CommandError {
 
 /// Reads and writes of keys, either straight on the namespace or inside a transaction.
 /// A key may be split into parts (see `Transaction::get_part`): `put` and `delete` drop them,
-/// `put_keeping_parts` and `rename` keep them.
+/// `put_keeping_parts`, `rename` and `copy` keep them.
 pub trait KeyStore {
     fn get(&mut self, key: &[u8]) -> Result<Option<Value>, EngineError>;
     fn put(&mut self, key: &[u8], value: &[u8], expiry_unix_ms: u64) -> Result<(), EngineError>;
     fn put_keeping_parts(&mut self, key: &[u8], value: &[u8], expiry_unix_ms: u64) -> Result<(), EngineError>;
     fn delete(&mut self, key: &[u8]) -> Result<bool, EngineError>;
     fn rename(&mut self, source: &[u8], target: &[u8]) -> Result<bool, EngineError>;
+    /// Writes `source`'s value, expiry and parts under `target` (two different keys).
+    fn copy(&mut self, source: &[u8], target: &[u8]) -> Result<bool, EngineError>;
     fn get_part(&mut self, key: &[u8], number: u32) -> Result<Option<Vec<u8>>, EngineError>;
     fn put_part(&mut self, key: &[u8], number: u32, value: &[u8]) -> Result<(), EngineError>;
     fn delete_part(&mut self, key: &[u8], number: u32) -> Result<(), EngineError>;
@@ -95,6 +97,9 @@ impl KeyStore for Transaction<'_> {
     }
     fn rename(&mut self, source: &[u8], target: &[u8]) -> Result<bool, EngineError> {
         Transaction::rename(self, source, target)
+    }
+    fn copy(&mut self, source: &[u8], target: &[u8]) -> Result<bool, EngineError> {
+        Transaction::copy(self, source, target)
     }
     fn get_part(&mut self, key: &[u8], number: u32) -> Result<Option<Vec<u8>>, EngineError> {
         Transaction::get_part(self, key, number)
@@ -145,6 +150,9 @@ impl KeyStore for DirectStore<'_> {
     }
     fn rename(&mut self, source: &[u8], target: &[u8]) -> Result<bool, EngineError> {
         self.0.transaction(&[source, target], |transaction| transaction.rename(source, target))
+    }
+    fn copy(&mut self, source: &[u8], target: &[u8]) -> Result<bool, EngineError> {
+        self.0.transaction(&[source, target], |transaction| transaction.copy(source, target))
     }
     fn get_part(&mut self, key: &[u8], number: u32) -> Result<Option<Vec<u8>>, EngineError> {
         self.one_key(key, |transaction| transaction.get_part(key, number))

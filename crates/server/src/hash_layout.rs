@@ -457,6 +457,9 @@ mod tests {
         fn rename(&mut self, _: &[u8], _: &[u8]) -> Result<bool, EngineError> {
             unimplemented!("not used by hash_layout")
         }
+        fn copy(&mut self, _: &[u8], _: &[u8]) -> Result<bool, EngineError> {
+            unimplemented!("not used by hash_layout")
+        }
         fn get_part(&mut self, key: &[u8], number: u32) -> Result<Option<Vec<u8>>, EngineError> {
             Ok(self.parts.get(&(key.to_vec(), number)).cloned())
         }

@@ -284,13 +284,31 @@ impl Transaction<'_> {
     /// Moves the key's value, expiry and parts to `target` (replacing what `target` held); false
     /// when `source` does not exist. All the parts are rewritten in this one batch (a crash
     /// keeps the rename whole or not at all), so a key whose parts do not fit in one write block
-    /// cannot be renamed (RenameTooLarge, checked before anything is written).
+    /// cannot be renamed (PartsTooLarge, checked before anything is written).
     pub fn rename(&mut self, source: &[u8], target: &[u8]) -> Result<bool> {
+        if source == target {
+            return Ok(self.current(source)?.is_some());
+        }
+        if !self.write_copy(source, target, "rename")? {
+            return Ok(false);
+        }
+        self.delete(source)?;
+        Ok(true)
+    }
+
+    /// Copies the key's value, expiry and parts to `target` (replacing what `target` held); false
+    /// when `source` does not exist. As `rename`, the copy is one batch, so a key whose parts do
+    /// not fit in one write block cannot be copied (PartsTooLarge).
+    pub fn copy(&mut self, source: &[u8], target: &[u8]) -> Result<bool> {
+        assert!(source != target, "a key is not copied onto itself");
+        self.write_copy(source, target, "copy")
+    }
+
+    /// Writes `source`'s value, expiry and parts under `target`; false when `source` does not
+    /// exist. `operation` names the caller in PartsTooLarge.
+    fn write_copy(&mut self, source: &[u8], target: &[u8], operation: &'static str) -> Result<bool> {
         let Some(value) = self.current(source)? else { return Ok(false) };
         Namespace::check_key(target)?;
-        if source == target {
-            return Ok(true);
-        }
         let mut parts = Vec::new();
         while let Some(part) = self.get_part(source, parts.len() as u32)? {
             parts.push(part);
@@ -298,9 +316,8 @@ impl Transaction<'_> {
         let part_bytes: usize = parts.iter().map(|part| record_bytes(PART_KEY_BYTES, part.len())).sum();
         let limit_bytes = self.namespace.log.block_bytes() as usize - BLOCK_HEADER_BYTES;
         if part_bytes > limit_bytes {
-            return Err(EngineError::RenameTooLarge { parts: parts.len() as u32, len_bytes: part_bytes, limit_bytes });
+            return Err(EngineError::PartsTooLarge { operation, parts: parts.len() as u32, len_bytes: part_bytes, limit_bytes });
         }
-        self.delete(source)?;
         self.put(target, &value.bytes, value.expiry_unix_ms)?;
         for (number, part) in parts.iter().enumerate() {
             self.put_part(target, number as u32, part)?;

@@ -1,5 +1,5 @@
 //! Key commands: DEL UNLINK EXISTS TYPE EXPIRE PEXPIRE EXPIREAT PEXPIREAT TTL PTTL PERSIST RENAME
-//! RENAMENX KEYS SCAN RANDOMKEY EXPIRETIME PEXPIRETIME TOUCH.
+//! RENAMENX COPY KEYS SCAN RANDOMKEY EXPIRETIME PEXPIRETIME TOUCH.
 
 use bytes::Bytes;
 use hybridkv_engine::{now_unix_ms, EXPIRY_UNIX_MS_MAX};
@@ -196,6 +196,41 @@ pub fn rename(call: &mut Call<'_>) -> CommandResult {
 
 pub fn renamenx(call: &mut Call<'_>) -> CommandResult {
     rename_generic(call, true)
+}
+
+/// COPY source destination [DB destination-db] [REPLACE]: the value with its expiry and parts,
+/// within the current database (a copy to another one would lock two namespaces at once).
+pub fn copy(call: &mut Call<'_>) -> CommandResult {
+    let (source, target) = (&call.args[1], &call.args[2]);
+    let mut replace = false;
+    let mut database = call.session.database;
+    let mut options = call.args[3..].iter();
+    while let Some(option) = options.next() {
+        match options.as_slice().first() {
+            Some(number) if is(option, "DB") => {
+                database = usize::try_from(parse_integer(number)?).or_else(|_| fail("ERR DB index is out of range"))?;
+                options.next();
+            }
+            _ if is(option, "REPLACE") => replace = true,
+            _ => return fail(SYNTAX_ERROR),
+        }
+    }
+    if call.shared.database.namespace(database).is_none() {
+        return fail("ERR DB index is out of range");
+    }
+    if source == target && database == call.session.database {
+        return fail("ERR source and destination objects are the same");
+    }
+    if call.store.get(source)?.is_none() {
+        return Ok(Reply::Integer(0));
+    }
+    if database != call.session.database {
+        return fail("ERR COPY to another database is not supported (a copy locks one namespace)");
+    }
+    if !replace && call.store.get(target)?.is_some() {
+        return Ok(Reply::Integer(0));
+    }
+    Ok(Reply::Integer(i64::from(call.store.copy(source, target)?)))
 }
 
 pub fn keys(call: &mut Call<'_>) -> CommandResult {
