@@ -239,6 +239,30 @@ def hscan_pages(client, key, count, between_calls=lambda: None, **options):
         between_calls()
 
 
+def test_hrandfield_samples_a_big_hash_by_buckets(r):
+    """Distinct picks are distinct and come from the hash; repeated picks are exactly as many as
+    asked; WITHVALUES pairs each field with its own value; all of a hash when asked for more."""
+    fields = {f"field:{number}": f"value:{number}:" + "v" * 300 for number in range(2000)}
+    pipe = r.pipeline(transaction=False)
+    for field, value in fields.items():
+        pipe.hset("big", field, value)
+    pipe.execute()
+    assert r.type("big") == "hash" and r.hlen("big") == 2000
+    assert r.hrandfield("big") in fields
+    distinct = r.hrandfield("big", 50)
+    assert len(distinct) == 50 and len(set(distinct)) == 50 and set(distinct) <= fields.keys()
+    repeated = r.hrandfield("big", -300)
+    assert len(repeated) == 300 and set(repeated) <= fields.keys()
+    pairs = r.hrandfield("big", 20, withvalues=True)
+    assert len(pairs) == 40 and all(fields[field] == value for field, value in zip(pairs[::2], pairs[1::2]))
+    most = r.hrandfield("big", 1500)
+    assert len(most) == 1500 and len(set(most)) == 1500 and set(most) <= fields.keys(), "over a third: from the whole hash"
+    assert sorted(r.hrandfield("big", 5000)) == sorted(fields), "more than there are: all of them"
+    with pytest.raises(redis.ResponseError, match="^HRANDFIELD picks at most 1048576 fields with repetition"):
+        r.hrandfield("big", -(2**20 + 1))
+    assert r.hrandfield("missing", -(2**20)) == []
+
+
 def test_hscan_walks_a_big_hash_with_a_cursor(pair):
     ours, theirs = pair
     both(pair, lambda c: fill(c, "big", FIELDS))

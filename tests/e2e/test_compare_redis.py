@@ -98,6 +98,15 @@ CASES = {
         ["SET", "k", "v", "EX", "abc", "PX", "5"], ["SET", "k", "v", "EX", "0", "BOGUS"], ["SET", "k", "v", "EX", "abc"],
         ["TOUCH", "s", "s", "m", "h"], ["TOUCH"],
     ],
+    "hrandfield": [
+        ["HSET", "h", "a", "1"], ["HRANDFIELD", "h"], ["HRANDFIELD", "h", "0"], ["HRANDFIELD", "h", "3"], ["HRANDFIELD", "h", "-3"],
+        ["HRANDFIELD", "h", "-2", "WITHVALUES"], ["HRANDFIELD", "h", "1", "withvalues"], ["HRANDFIELD", "nokey"],
+        ["HRANDFIELD", "nokey", "3"], ["HRANDFIELD", "nokey", "-3", "WITHVALUES"], ["HRANDFIELD", "h", "x"], ["HRANDFIELD", "h", "1", "BOGUS"],
+        ["HRANDFIELD", "h", "1", "WITHVALUES", "x"], ["SET", "s", "v"], ["HRANDFIELD", "s"], ["HRANDFIELD", "s", "x"], ["HRANDFIELD", "s", "1"],
+        ["HRANDFIELD", "h", "-9223372036854775808"], ["HRANDFIELD", "h", "9223372036854775807", "WITHVALUES"],
+        ["HRANDFIELD", "h", "-4611686018427387904", "WITHVALUES"], ["HRANDFIELD", "h", "0", "WITHVALUES"],
+        ["HSET", "m", "a", "1", "b", "2", "c", "3"], ("sorted", ["HRANDFIELD", "m", "3"]), ("sorted", ["HRANDFIELD", "m", "10", "WITHVALUES"]),
+    ],
     "copy": [
         ["COPY", "a", "b"], ["SET", "a", "1"], ["COPY", "a", "a"], ["COPY", "a", "b"], ["COPY", "a", "b"], ["COPY", "a", "b", "REPLACE"],
         ["COPY", "a", "b", "DB", "0"], ["COPY", "a", "b", "DB", "x"], ["COPY", "a", "b", "DB", "-1"], ["COPY", "a", "b", "DB", "99"],

@@ -22,7 +22,7 @@ SEEDS = range(40)
 COMMANDS_PER_SEED = 400
 
 # Replies whose order Redis does not specify: compared as sorted lists (HGETALL as sorted pairs).
-UNORDERED = {"KEYS", "HKEYS", "HVALS"}
+UNORDERED = {"KEYS", "HKEYS", "HVALS", "HRANDFIELD"}
 
 
 def value(rng: random.Random) -> str:
@@ -108,6 +108,8 @@ def command(rng: random.Random) -> list[str]:
         lambda: ["HMSET", key, field, value(rng), rng.choice(FIELDS), value(rng)],
         lambda: ["HSCAN", key, "0", "COUNT", "1000"] + rng.choice([[], ["MATCH", "f[1-4]"]]),
         lambda: ["EXISTS"] + rng.sample(KEYS, rng.randint(1, 4)),
+        # More fields than any hash here has: all of them, so the reply is not random.
+        lambda: ["HRANDFIELD", key, rng.choice(["100", "0", "x"])],
         lambda: ["TOUCH" if rng.random() < 0.2 else "TYPE", key],
         # Session commands: queued in MULTI too, where a bad subcommand discards the transaction.
         lambda: ["CLIENT", "SETNAME", rng.choice(["alpha", "beta"])],

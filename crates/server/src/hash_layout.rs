@@ -26,6 +26,7 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
+use rand::Rng;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 use crate::command::{fail, CommandError, KeyStore};
@@ -40,6 +41,8 @@ pub const BUCKET_BYTES_TARGET_MIN: u64 = 1024;
 /// Field bytes the average bucket holds at most whatever the hash's size (at most a quarter of
 /// the value limit).
 pub const BUCKET_BYTES_TARGET_MAX: u64 = 4 * 1024;
+/// Random buckets HRANDFIELD reads per field it must pick before it reads the whole hash instead.
+pub const SAMPLE_ATTEMPTS_PER_PICK: usize = 16;
 /// Splits one write makes toward a target under `BUCKET_BYTES_TARGET_MAX` (splits that keep the
 /// average under the maximum are not counted).
 pub const SOFT_SPLITS_PER_WRITE_MAX: u32 = 4;
@@ -208,6 +211,61 @@ impl OpenHash {
                 Ok(all)
             }
         }
+    }
+
+    /// `picks` fields chosen at random, with their values, as HRANDFIELD wants them: distinct
+    /// fields when `distinct` (every field when the hash has no more than `picks`), else exactly
+    /// `picks` choices that may repeat (none from an empty hash). A bucketed hash is sampled a
+    /// random bucket at a time, then a random field of it, so a pick reads one bucket, not the
+    /// hash (a field of a smaller bucket is a little more likely); distinct picks of more than a
+    /// third of it, or a sampling that keeps missing, read it all, as HGETALL does.
+    pub fn random_fields(mut self, store: &mut dyn KeyStore, picks: usize, distinct: bool, random: &mut impl Rng) -> Result<Vec<(Bytes, Bytes)>, CommandError> {
+        let len = self.len() as usize;
+        if len == 0 || picks == 0 {
+            return Ok(Vec::new());
+        }
+        if !distinct || picks.saturating_mul(3) <= len {
+            if let Some(chosen) = self.sample_buckets(store, picks, distinct, random)? {
+                return Ok(chosen);
+            }
+        }
+        let mut fields = self.into_fields(store)?;
+        if fields.is_empty() {
+            return Ok(Vec::new());
+        }
+        if !distinct {
+            return Ok((0..picks).map(|_| fields[random.gen_range(0..fields.len())].clone()).collect());
+        }
+        if picks < fields.len() {
+            let chosen = rand::seq::index::sample(random, fields.len(), picks);
+            return Ok(chosen.into_iter().map(|at| std::mem::take(&mut fields[at])).collect());
+        }
+        Ok(fields)
+    }
+
+    /// `random_fields` by random buckets; None for a small hash, or when
+    /// `SAMPLE_ATTEMPTS_PER_PICK` attempts per pick did not find enough (empty buckets, or
+    /// counts that disagree with the buckets).
+    fn sample_buckets(&mut self, store: &mut dyn KeyStore, picks: usize, distinct: bool, random: &mut impl Rng) -> Result<Option<Vec<(Bytes, Bytes)>>, CommandError> {
+        let key = self.key.clone();
+        let Layout::Bucketed { root, buckets, .. } = &mut self.layout else { return Ok(None) };
+        let mut chosen = Vec::with_capacity(picks);
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..picks.saturating_mul(SAMPLE_ATTEMPTS_PER_PICK) {
+            if chosen.len() == picks {
+                return Ok(Some(chosen));
+            }
+            let number = random.gen_range(0..root.bucket_count);
+            let fields = &load(store, &key, buckets, number)?.fields.fields;
+            if fields.is_empty() {
+                continue;
+            }
+            let (field, value) = &fields[random.gen_range(0..fields.len())];
+            if !distinct || seen.insert(field.clone()) {
+                chosen.push((field.clone(), value.clone()));
+            }
+        }
+        Ok((chosen.len() == picks).then_some(chosen))
     }
 
     /// One HSCAN step from `cursor`: the fields of the buckets visited (at least one, then more
@@ -524,6 +582,31 @@ mod tests {
             Stored::BucketedHash(root) => Some(root),
             _ => None,
         }
+    }
+
+    #[test]
+    fn random_fields_sample_a_bucketed_hash_and_fall_back_to_reading_it_whole() {
+        use rand::SeedableRng;
+        let limits = HashLimits::new(1 << 20, 32_767);
+        let mut store = MemoryStore::default();
+        set_fields(&mut store, &limits, (0..300).map(|n| (format!("field:{n}"), 400)));
+        assert!(root(&store).bucket_count > 1);
+        let key = Bytes::from_static(b"hash");
+        let mut random = rand::rngs::StdRng::seed_from_u64(3);
+        let mut pick = |store: &mut MemoryStore, picks: usize, distinct: bool| {
+            let hash = OpenHash::open(store, &key).unwrap().unwrap();
+            hash.random_fields(store, picks, distinct, &mut random).unwrap().into_iter().map(|(field, _)| field).collect::<Vec<_>>()
+        };
+        let distinct = pick(&mut store, 40, true);
+        assert_eq!(distinct.iter().collect::<std::collections::HashSet<_>>().len(), 40);
+        assert_eq!(pick(&mut store, 500, false).len(), 500);
+        assert_eq!(pick(&mut store, 1000, true).len(), 300, "more than there are: all of them");
+        // A root that counts more fields than its buckets hold: sampling gives up, reading the
+        // whole hash answers with what there is.
+        let mut wrong = root(&store);
+        wrong.field_count = 100_000;
+        store.put_keeping_parts(&key, &wrong.encode(), 0).unwrap();
+        assert_eq!(pick(&mut store, 400, true).len(), 300);
     }
 
     /// Replacing a value with one of its size leaves the root as it was: it is written again

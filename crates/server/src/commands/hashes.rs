@@ -1,12 +1,12 @@
 //! Hash commands: HSET HMSET HGET HMGET HGETALL HDEL HEXISTS HLEN HKEYS HVALS HINCRBY
-//! HINCRBYFLOAT HSETNX HSTRLEN HSCAN, over the layouts of `crate::hash_layout` (one record, or a
+//! HINCRBYFLOAT HSETNX HSTRLEN HSCAN HRANDFIELD, over the layouts of `crate::hash_layout` (one record, or a
 //! root and buckets). Every write keeps the key's expiry.
 
 use bytes::Bytes;
-use hybridkv_resp::Reply;
+use hybridkv_resp::{ProtocolVersion, Reply};
 
 use super::keys::{parse_cursor, parse_scan_options};
-use super::{parse_float, parse_integer, NOT_FINITE};
+use super::{is, parse_float, parse_integer, NOT_FINITE, SYNTAX_ERROR};
 use crate::command::{fail, wrong_arity, Call, CommandError, CommandResult};
 use crate::glob::glob_match;
 use crate::hash_layout::{HashLimits, OpenHash};
@@ -166,6 +166,47 @@ pub fn hincrbyfloat(call: &mut Call<'_>) -> CommandResult {
         Ok(((), next.to_redis_text()))
     })?;
     Ok(Reply::bulk_text(&text))
+}
+
+/// Repeated picks (a negative count) one HRANDFIELD makes at most: the reply holds every one.
+pub const RANDOM_FIELD_REPEATED_PICKS_MAX: u64 = 1 << 20;
+
+/// HRANDFIELD key [count [WITHVALUES]]: Redis's checks in Redis's order (the count, the
+/// options, then the key). A positive count picks distinct fields, a negative one picks that
+/// many that may repeat (at most `RANDOM_FIELD_REPEATED_PICKS_MAX`).
+pub fn hrandfield(call: &mut Call<'_>) -> CommandResult {
+    let Some(count) = call.args.get(2) else {
+        let hash = OpenHash::open(call.store, &call.args[1])?;
+        let picked = match hash {
+            Some(hash) => hash.random_fields(call.store, 1, true, &mut rand::thread_rng())?.pop(),
+            None => None,
+        };
+        return Ok(picked.map_or(Reply::Null, |(field, _)| Reply::Bulk(field)));
+    };
+    let count = parse_integer(count)?;
+    if count == i64::MIN {
+        return fail(format!("ERR value is out of range, value must between {} and {}", -i64::MAX, i64::MAX));
+    }
+    let with_values = match call.args.get(3) {
+        None => false,
+        Some(option) if call.args.len() == 4 && is(option, "WITHVALUES") => true,
+        Some(_) => return fail(SYNTAX_ERROR),
+    };
+    if with_values && count.unsigned_abs() > i64::MAX as u64 / 2 {
+        return fail("ERR value is out of range");
+    }
+    let repeated = count < 0;
+    if repeated && count.unsigned_abs() > RANDOM_FIELD_REPEATED_PICKS_MAX {
+        return fail(format!("ERR HRANDFIELD picks at most {RANDOM_FIELD_REPEATED_PICKS_MAX} fields with repetition (a negative count)"));
+    }
+    let Some(hash) = OpenHash::open(call.store, &call.args[1])? else { return Ok(Reply::Array(Vec::new())) };
+    let picks = usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX);
+    let picked = hash.random_fields(call.store, picks, !repeated, &mut rand::thread_rng())?;
+    Ok(Reply::Array(match (with_values, call.session.protocol) {
+        (false, _) => picked.into_iter().map(|(field, _)| Reply::Bulk(field)).collect(),
+        (true, ProtocolVersion::Resp2) => picked.into_iter().flat_map(|(field, value)| [Reply::Bulk(field), Reply::Bulk(value)]).collect(),
+        (true, _) => picked.into_iter().map(|(field, value)| Reply::Array(vec![Reply::Bulk(field), Reply::Bulk(value)])).collect(),
+    }))
 }
 
 /// HSCAN: a small hash answers every field with cursor 0; a bucketed one is walked bucket by

@@ -113,6 +113,7 @@ pub static TABLE: &[CommandSpec] = &[
     command!("hincrbyfloat", 4, KeySpec::ONE, WRITES, "hash", "Increments a floating point field.", hashes::hincrbyfloat),
     command!("hstrlen", 3, KeySpec::ONE, READ_HASH, "hash", "Returns the length of a field's value.", hashes::hstrlen),
     command!("hscan", -3, KeySpec::ONE, READ_HASH, "hash", "Iterates over fields (MATCH COUNT NOVALUES).", hashes::hscan),
+    command!("hrandfield", -2, KeySpec::ONE, READ_HASH, "hash", "Returns random fields (count: distinct if positive, repeating if negative; WITHVALUES).", hashes::hrandfield),
     command!("multi", 1, KeySpec::NONE, TRANSACTION_CONTROL, "transactions", "Starts a transaction.", tx::multi),
     command!("exec", 1, KeySpec::NONE, TRANSACTION_CONTROL | WRITE, "transactions", "Executes the queued commands atomically and durably as one batch.", tx::exec),
     command!("discard", 1, KeySpec::NONE, TRANSACTION_CONTROL, "transactions", "Discards the queued commands.", tx::discard),
