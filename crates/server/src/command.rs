@@ -286,6 +286,9 @@ pub fn arity_allows(arity: i32, argument_count: usize) -> bool {
     if arity >= 0 { count == arity } else { count >= -arity }
 }
 
+/// Redis's reply to SELECT, COPY … DB and a session on a database that has no namespace.
+pub const DB_INDEX_OUT_OF_RANGE: &str = "ERR DB index is out of range";
+
 pub fn wrong_arity(name: &str) -> CommandError {
     CommandError::Redis(Cow::Owned(format!("ERR wrong number of arguments for '{name}' command")))
 }
@@ -303,7 +306,7 @@ pub fn unknown_command(args: &[Bytes]) -> Reply {
 /// Runs one command (already checked) on the session's namespace and returns its reply.
 pub fn run(spec: &CommandSpec, args: &[Bytes], session: &mut SessionState, shared: &Shared) -> Reply {
     let Some(namespace) = shared.database.namespace(session.database) else {
-        return Reply::error("ERR DB index is out of range");
+        return Reply::error(DB_INDEX_OUT_OF_RANGE);
     };
     let namespace = namespace.clone();
     let keys = spec.keys.keys(args);

@@ -8,7 +8,7 @@ use hybridkv_engine::Durability;
 use hybridkv_resp::Reply;
 
 use super::{is, parse_integer, subcommand_help, unknown_subcommand, SYNTAX_ERROR, TABLE};
-use crate::command::{fail, Call, CommandResult, CommandSpec, ADMIN, READONLY, WRITE};
+use crate::command::{fail, wrong_arity, Call, CommandResult, CommandSpec, ADMIN, READONLY, WRITE};
 use crate::glob::glob_match;
 
 pub fn dbsize(call: &mut Call<'_>) -> CommandResult {
@@ -155,7 +155,7 @@ pub fn config(call: &mut Call<'_>) -> CommandResult {
         }
         "rewrite" => fail("ERR The server is running without a config file"),
         "help" => Ok(subcommand_help("config")),
-        "set" => fail("ERR wrong number of arguments for 'config|set' command"),
+        "set" => Err(wrong_arity("config|set")),
         _ => Err(unknown_subcommand("config", &call.args[1])),
     }
 }

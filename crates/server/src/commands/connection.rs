@@ -6,7 +6,7 @@ use bytes::Bytes;
 use hybridkv_resp::{ProtocolVersion, Reply};
 
 use super::{is, parse_integer, subcommand_help, unknown_subcommand, NOT_INTEGER, SYNTAX_ERROR};
-use crate::command::{fail, Call, CommandError, CommandResult};
+use crate::command::{fail, Call, CommandError, CommandResult, DB_INDEX_OUT_OF_RANGE};
 use crate::info::REDIS_COMPATIBLE_VERSION;
 
 pub fn ping(call: &mut Call<'_>) -> CommandResult {
@@ -112,7 +112,7 @@ pub fn hello(call: &mut Call<'_>) -> CommandResult {
 pub fn select(call: &mut Call<'_>) -> CommandResult {
     let number = parse_integer(&call.args[1]).or_else(|_| fail(NOT_INTEGER))?;
     if number < 0 || call.shared.database.namespace(number as usize).is_none() {
-        return fail("ERR DB index is out of range");
+        return fail(DB_INDEX_OUT_OF_RANGE);
     }
     call.session.database = number as usize;
     call.session.client.database.store(number as usize, Ordering::Relaxed);

@@ -6,7 +6,7 @@ use hybridkv_engine::{now_unix_ms, EXPIRY_UNIX_MS_MAX};
 use hybridkv_resp::Reply;
 
 use super::{is, parse_integer, SYNTAX_ERROR};
-use crate::command::{fail, Call, CommandError, CommandResult};
+use crate::command::{fail, Call, CommandError, CommandResult, DB_INDEX_OUT_OF_RANGE};
 use crate::glob::glob_match;
 use crate::values::type_name_of;
 
@@ -208,7 +208,7 @@ pub fn copy(call: &mut Call<'_>) -> CommandResult {
     while let Some(option) = options.next() {
         match options.as_slice().first() {
             Some(number) if is(option, "DB") => {
-                database = usize::try_from(parse_integer(number)?).or_else(|_| fail("ERR DB index is out of range"))?;
+                database = usize::try_from(parse_integer(number)?).or_else(|_| fail(DB_INDEX_OUT_OF_RANGE))?;
                 options.next();
             }
             _ if is(option, "REPLACE") => replace = true,
@@ -216,7 +216,7 @@ pub fn copy(call: &mut Call<'_>) -> CommandResult {
         }
     }
     if call.shared.database.namespace(database).is_none() {
-        return fail("ERR DB index is out of range");
+        return fail(DB_INDEX_OUT_OF_RANGE);
     }
     if source == target && database == call.session.database {
         return fail("ERR source and destination objects are the same");

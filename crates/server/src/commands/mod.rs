@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use bytes::Bytes;
 use hybridkv_resp::Reply;
 
-use crate::command::{arity_allows, fail, Call, CommandError, CommandSpec, KeySpec, KeyStore, ADMIN, AFTER_TRANSACTION, BEFORE_AUTH, BLIND_WRITE, IN_MULTI, READONLY, READS_PARTS, TRANSACTION_CONTROL, WHOLE_KEYSPACE, WRITE};
+use crate::command::{arity_allows, fail, wrong_arity, Call, CommandError, CommandSpec, KeySpec, KeyStore, ADMIN, AFTER_TRANSACTION, BEFORE_AUTH, BLIND_WRITE, IN_MULTI, READONLY, READS_PARTS, TRANSACTION_CONTROL, WHOLE_KEYSPACE, WRITE};
 use crate::long_double::LongDouble;
 use crate::values::Stored;
 
@@ -202,7 +202,7 @@ pub fn check_subcommand(spec: &CommandSpec, args: &[Bytes]) -> Result<(), Comman
         return Err(unknown_subcommand(spec.name, subcommand));
     };
     if !arity_allows(known.arity, args.len()) {
-        return fail(format!("ERR wrong number of arguments for '{}|{}' command", spec.name, known.name));
+        return Err(wrong_arity(&format!("{}|{}", spec.name, known.name)));
     }
     Ok(())
 }
