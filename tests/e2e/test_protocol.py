@@ -64,6 +64,33 @@ def test_pipelining_with_redis_py(r):
     assert results[1000:] == [str(i) for i in range(1000)]
 
 
+def test_a_pipelined_run_of_reads_answers_as_the_reads_one_at_a_time(r):
+    """Runs of pipelined reads have their keys prefetched together before they run one by one;
+    the replies, errors included, are those of the same commands sent one at a time."""
+    r.set("pr:s", "value")
+    r.set("pr:n", 41)
+    r.set("pr:ttl", "v", px=600_000)
+    r.hset("pr:h", mapping={"f": "1"})
+    reads = [("GET", "pr:s"), ("GET", "pr:h"), ("GET", "pr:missing"), ("GET",), ("STRLEN", "pr:s"),
+             ("EXISTS", "pr:s", "pr:h", "pr:missing"), ("TYPE", "pr:h"), ("HGET", "pr:h", "f"),
+             ("GETRANGE", "pr:s", 1, 3), ("MGET", "pr:s", "pr:h", "pr:n"), ("NOSUCH", "pr:s"),
+             ("GET", "k" * 70_000), ("PTTL", "pr:missing"), ("HGETALL", "pr:s"), ("GET", "pr:n")]
+    reads = reads * 3
+    one_at_a_time = []
+    for command in reads:
+        try:
+            one_at_a_time.append(r.execute_command(*command))
+        except redis.ResponseError as error:
+            one_at_a_time.append(str(error))
+    pipe = r.pipeline(transaction=False)
+    for command in reads:
+        pipe.execute_command(*command)
+    pipelined = [str(reply) if isinstance(reply, redis.ResponseError) else reply for reply in pipe.execute(raise_on_error=False)]
+    assert pipelined == one_at_a_time
+    assert one_at_a_time[:4] == ["value", "WRONGTYPE Operation against a key holding the wrong kind of value", None,
+                                 "wrong number of arguments for 'get' command"]
+
+
 def test_large_request_arriving_in_pieces(r, shared_server):
     value = b"v" * (1024 * 1024)
     payload = b"*3\r\n$3\r\nSET\r\n$3\r\nbig\r\n$%d\r\n%s\r\n" % (len(value), value)

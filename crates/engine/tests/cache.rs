@@ -456,3 +456,32 @@ fn reads_outside_the_partition_lock_see_each_key_move_forward_while_blocks_are_r
         assert_eq!(version_of(number, &namespace.get(&key(number)).unwrap().unwrap().bytes), VERSIONS);
     }
 }
+
+#[test]
+fn a_read_prefetch_is_a_hint_that_counts_nothing_and_never_waits_for_a_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let (database, _shmem) = cached_database(dir.path(), Tier::Ssd, 256 * KIB, Durability::None);
+    let namespace = database.namespace(0).unwrap();
+    for number in 0..64 {
+        namespace.put(&key(number), &value(number, 0, VALUE_BYTES), 0).unwrap();
+    }
+    let keys: Vec<Vec<u8>> = (0..64).map(key).collect();
+    let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+    let too_long = vec![b'k'; 100_000];
+    let before = namespace.stats().cache.unwrap();
+    // This thread holds key 0's partition for writing: a prefetch that waited for it would
+    // never return.
+    namespace
+        .transaction(&[&key(0)], |transaction| {
+            namespace.prefetch_reads(&keys);
+            namespace.prefetch_reads(&[b"", &too_long, &key(1000)]);
+            transaction.put(&key(0), &value(0, 1, VALUE_BYTES), 0)
+        })
+        .unwrap();
+    let after = namespace.stats().cache.unwrap();
+    assert_eq!((after.hits, after.misses), (before.hits, before.misses), "a prefetch is not an access");
+    for number in 0..64 {
+        let step = u64::from(number == 0);
+        assert_eq!(namespace.get(&key(number)).unwrap().unwrap().bytes, value(number, step, VALUE_BYTES));
+    }
+}

@@ -16,7 +16,7 @@ use tokio::net::TcpStream;
 
 use crate::command::{
     self, engine_error_reply, unknown_command, wrong_arity, CommandSpec, ADMIN, BEFORE_AUTH, BLIND_WRITE, GROUPED_ARGUMENT_BYTES_MAX,
-    GROUPED_WRITES_MAX, IN_MULTI, TRANSACTION_CONTROL, WRITE,
+    GROUPED_WRITES_MAX, IN_MULTI, READONLY, TRANSACTION_CONTROL, WRITE,
 };
 use crate::commands;
 use crate::config::{EngineCallMode, READ_CHUNK_BYTES, REPLY_FLUSH_BYTES};
@@ -30,6 +30,9 @@ const BATCH_COMMANDS_MAX: usize = 1024;
 const READ_RESERVE_BYTES_MAX: usize = 1024 * 1024;
 /// Keys of one batch of requests whose records are loaded into the cache ahead of the batch.
 const LOAD_AHEAD_KEYS_MAX: usize = 1024;
+/// Keys of a run of pipelined reads prefetched together (`prefetch_read_run`): as many as the
+/// engine overlaps in one group of `get_many`.
+const READ_RUN_PREFETCH_KEYS_MAX: usize = 16;
 
 /// Bytes to reserve before the next read: a pending large argument gets room for what it still
 /// needs, capped by READ_RESERVE_BYTES_MAX and by what is already buffered, so the buffer grows
@@ -190,6 +193,34 @@ fn queue(spec: &'static CommandSpec, args: Vec<Bytes>, session: &mut SessionStat
     }
     multi.queued.push((spec, args));
     Reply::simple("QUEUED")
+}
+
+/// Prefetches the keys of the run of read-only commands that `first` starts (up to
+/// `READ_RUN_PREFETCH_KEYS_MAX` keys), so that their memory misses overlap while they run one by
+/// one; returns how many commands the run covers (at least 1).
+fn prefetch_read_run(first: &[Bytes], pending: &VecDeque<Vec<Bytes>>, session: &SessionState, shared: &Shared) -> usize {
+    fn read_keys(args: &[Bytes]) -> Option<Vec<&[u8]>> {
+        let spec = commands::lookup(&args[0])?;
+        (spec.has(READONLY) && spec.arity_ok(args.len())).then(|| spec.keys.keys(args))
+    }
+    if pending.is_empty() || session.multi.is_some() || !session.authenticated {
+        return 1;
+    }
+    let mut keys = Vec::new();
+    let mut commands = 0;
+    for args in std::iter::once(first).chain(pending.iter().map(Vec::as_slice)) {
+        match read_keys(args) {
+            Some(more) if keys.len() + more.len() <= READ_RUN_PREFETCH_KEYS_MAX => keys.extend(more),
+            _ => break,
+        }
+        commands += 1;
+    }
+    if keys.len() > 1 {
+        if let Some(namespace) = shared.database.namespace(session.database) {
+            namespace.prefetch_reads(&keys);
+        }
+    }
+    commands.max(1)
 }
 
 /// Whether a request may wait on the engine (a checkpoint, a whole-keyspace operation). A
@@ -383,7 +414,12 @@ impl Connection {
         };
         let Connection { pending, state, shared, output, durable_reply_spans, .. } = self;
         let mut work = move || {
+            let mut reads_prefetched = 0;
             while let Some(arguments) = pending.pop_front() {
+                if reads_prefetched == 0 {
+                    reads_prefetched = prefetch_read_run(&arguments, pending, state, shared);
+                }
+                reads_prefetched = reads_prefetched.saturating_sub(1);
                 let (reply_start, commits_before) = (output.len(), state.commits_registered);
                 match take_write_group(arguments, pending, state) {
                     Ok(group) => {

@@ -113,6 +113,12 @@ impl KeyTable {
         }
     }
 
+    /// The slab slot of the first entry whose tag is the key's, unchecked: where a prefetch of
+    /// the key's entry should aim (a lookup confirms the key with the entry itself).
+    pub(super) fn likely_index(&self, key_hash: u64) -> Option<SlotIndex> {
+        self.find(key_hash, |_| true)
+    }
+
     /// Adds the entry at slab slot `index` for a key the table does not hold.
     pub(super) fn insert(&mut self, key_hash: u64, index: SlotIndex) {
         if self.len + 1 > self.capacity() {
@@ -256,6 +262,12 @@ mod tests {
             let key_hash = pool[rng.gen_range(0..pool.len())];
             let found = table.find(key_hash, |index| key_of[index as usize] == key_hash);
             assert_eq!(found, present.get(&key_hash).copied(), "step {step}");
+            // The prefetch target is an entry of the key's tag: the key's own unless another
+            // key of its tag comes first in its run.
+            match table.likely_index(key_hash) {
+                Some(likely) => assert_eq!(tag_of(key_of[likely as usize]), tag_of(key_hash), "step {step}"),
+                None => assert_eq!(found, None, "step {step}"),
+            }
             match found {
                 Some(index) if rng.gen_bool(0.6) => {
                     assert!(table.remove(key_hash, index), "step {step}");

@@ -459,21 +459,41 @@ impl Namespace {
         Ok(values)
     }
 
+    /// Starts loading what reading `keys` will touch (a hint, for a run of pipelined reads run
+    /// one by one next): the same prefetches as a group of `get_many`. Invalid keys are skipped,
+    /// and so is a key whose partition a writer holds (a hint must not wait).
+    pub fn prefetch_reads(&self, keys: &[&[u8]]) {
+        let digests: Vec<Digest> = keys.iter().filter(|key| Self::check_key(key).is_ok()).map(|key| self.digest(key)).collect();
+        let _ = self.prefetch_group(&digests[..digests.len().min(GET_MANY_GROUP_KEYS)]);
+    }
+
     /// Prefetches the index slots of `digests`, then the records they name (a hint: the reads
-    /// that follow look everything up again under the partition locks).
+    /// that follow look everything up again under the partition locks; a partition a writer
+    /// holds is passed over rather than waited for).
     fn prefetch_group(&self, digests: &[Digest]) -> Result<()> {
         for &digest in digests {
-            let partition = self.index.partition(self.index.partition_of(digest)).read();
+            let Some(partition) = self.index.partition(self.index.partition_of(digest)).try_read() else { continue };
             self.index.prefetch_home_slot(&partition, digest);
             self.prefetch_cache_slot(digest);
         }
+        self.prefetch_cached_records(digests);
         for &digest in digests {
-            let partition = self.index.partition(self.index.partition_of(digest)).read();
+            let Some(partition) = self.index.partition(self.index.partition_of(digest)).try_read() else { continue };
             if let Some(entry) = self.index.lookup(&partition, digest)? {
                 self.log.prefetch_record(entry.location);
             }
         }
         Ok(())
+    }
+
+    /// Starts loading the record cache's entries of a group of keys `digests`, then the records
+    /// they hold, once their table slots are on their way (`prefetch_cache_slot`): a hint, for
+    /// a group of reads whose three dependent cache misses each (table slot, entry, record)
+    /// should overlap across the group. A single key has nothing to overlap with.
+    pub(crate) fn prefetch_cached_records(&self, digests: &[Digest]) {
+        if let Some(cache) = self.cache.as_ref().filter(|_| digests.len() > 1) {
+            cache.prefetch_entries(digests.iter().map(|&digest| cache_key_hash(digest)));
+        }
     }
 
     /// Starts loading where the record cache's lookup of `digest` begins: it overlaps the

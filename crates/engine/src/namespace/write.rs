@@ -94,6 +94,15 @@ impl Transaction<'_> {
         Ok(&mut self.guards[position].1)
     }
 
+    fn prefetch_slots(&self, digests: &[Digest]) {
+        for &digest in digests {
+            let Ok(position) = self.held(self.namespace.index.partition_of(digest)) else { continue };
+            self.namespace.index.prefetch_home_slot(&self.guards[position].1, digest);
+            self.namespace.prefetch_cache_slot(digest);
+        }
+        self.namespace.prefetch_cached_records(digests);
+    }
+
     /// Where partition `number`'s guard is; UndeclaredKey when the transaction does not hold it.
     fn held(&self, number: usize) -> Result<usize> {
         self.guards.binary_search_by_key(&number, |(held, _)| *held).map_err(|_| EngineError::UndeclaredKey)
@@ -403,28 +412,33 @@ impl Namespace {
         keys: &[&[u8]],
         body: impl FnOnce(&mut Transaction<'_>) -> Result<T>,
     ) -> Result<(T, Option<CommitTicket>)> {
-        let mut numbers: Vec<usize> = keys.iter().map(|key| self.index.partition_of(self.digest(key))).collect();
+        let digests: Vec<Digest> = keys.iter().map(|key| self.digest(key)).collect();
+        let mut numbers: Vec<usize> = digests.iter().map(|&digest| self.index.partition_of(digest)).collect();
         numbers.sort_unstable();
         numbers.dedup();
-        self.transaction_over(numbers, body)
+        self.transaction_over(numbers, &digests, body)
     }
 
     /// Like `transaction_deferred`, over every partition: for transactions that list or count
     /// the keys (KEYS, SCAN or RANDOMKEY inside MULTI). Every other writer waits meanwhile.
     pub fn transaction_over_all<T>(&self, body: impl FnOnce(&mut Transaction<'_>) -> Result<T>) -> Result<(T, Option<CommitTicket>)> {
-        self.transaction_over((0..crate::index::PARTITION_COUNT).collect(), body)
+        self.transaction_over((0..crate::index::PARTITION_COUNT).collect(), &[], body)
     }
 
     /// Runs `body` with partitions `numbers` (sorted, distinct: every transaction locks in
-    /// partition order, so none waits for another in a cycle) locked for writing.
+    /// partition order, so none waits for another in a cycle) locked for writing, having
+    /// started loading the index and cache slots of the keys `digests` (the body's reads of
+    /// random keys then overlap their memory misses instead of waiting for each in turn).
     fn transaction_over<T>(
         &self,
         numbers: Vec<usize>,
+        digests: &[Digest],
         body: impl FnOnce(&mut Transaction<'_>) -> Result<T>,
     ) -> Result<(T, Option<CommitTicket>)> {
         assert!(numbers.windows(2).all(|pair| pair[0] < pair[1]), "partitions are locked in order, once each");
         let guards = numbers.into_iter().map(|number| (number, self.index.partition(number).write())).collect();
         let mut transaction = Transaction { namespace: self, guards, writes: Vec::new() };
+        transaction.prefetch_slots(digests);
         let result = body(&mut transaction)?;
         if transaction.writes.is_empty() {
             return Ok((result, None));
