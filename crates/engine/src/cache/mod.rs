@@ -1026,8 +1026,6 @@ mod tests {
         assert!(cache.get(version(9, 99_999)).is_some() && cache.get(version(9, 99_998)).is_none());
     }
 
-    /// A reader that read a key's record before a write and admits it after must not push the
-    /// newer record out; a record read after the write replaces an older one.
     #[test]
     fn prefetching_entries_changes_no_entry_and_counts_no_access() {
         let cache = RecordCache::new(1 << 20);
@@ -1045,6 +1043,8 @@ mod tests {
         RecordCache::new(1 << 20).prefetch_entries([1, 2].into_iter());
     }
 
+    /// A reader that read a key's record before a write and admits it after must not push the
+    /// newer record out; a record read after the write replaces an older one.
     #[test]
     fn a_read_admits_a_record_only_over_an_older_one() {
         let cache = RecordCache::new(1 << 20);

@@ -94,7 +94,11 @@ impl Transaction<'_> {
         Ok(&mut self.guards[position].1)
     }
 
+    /// Starts loading the index slots, cache entries and cached records of the first
+    /// GET_MANY_GROUP_KEYS keys `digests` (a larger batch's later lines would be evicted before
+    /// its body reached them).
     fn prefetch_slots(&self, digests: &[Digest]) {
+        let digests = &digests[..digests.len().min(super::GET_MANY_GROUP_KEYS)];
         for &digest in digests {
             let Ok(position) = self.held(self.namespace.index.partition_of(digest)) else { continue };
             self.namespace.index.prefetch_home_slot(&self.guards[position].1, digest);
