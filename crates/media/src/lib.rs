@@ -25,4 +25,4 @@ pub use flush::{cache_flush_instruction, CacheFlushInstruction};
 pub use huge_pages::{disable_transparent_huge_pages, return_heap_memory_in_whole_huge_pages, transparent_huge_pages_disabled};
 pub use medium::{DurabilityPath, Medium, MediumInfo, Tier, PAGE_BYTES};
 pub use provider::{FsProvider, MediaProvider, OpenedMedium};
-pub use region::{prefetch_address, MmapRegion, PmemMapping};
+pub use region::{prefetch_address, prefetch_line_range, MmapRegion, PmemMapping};

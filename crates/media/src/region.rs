@@ -297,21 +297,18 @@ pub fn prefetch_address(address: *const u8) {
     let _ = address;
 }
 
-/// Prefetches every cache line of `[start, start + len)`, for ranges up to PREFETCH_BYTES_MAX.
+/// Prefetches every cache line of `[start, start + len)`, for ranges up to PREFETCH_BYTES_MAX
+/// (a hint, like `prefetch_address`).
 #[inline]
-fn prefetch_line_range(start: *const u8, len: usize) {
+pub fn prefetch_line_range(start: *const u8, len: usize) {
     if len > PREFETCH_BYTES_MAX {
         return;
     }
-    #[cfg(target_arch = "x86_64")]
-    {
-        let mut line = start as usize & !(LINE_BYTES - 1);
-        let end = start as usize + len;
-        while line < end {
-            // SAFETY: prefetch is a hint that never faults, whatever the address.
-            unsafe { core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(line as *const i8) };
-            line += LINE_BYTES;
-        }
+    let mut line = start as usize & !(LINE_BYTES - 1);
+    let end = start as usize + len;
+    while line < end {
+        prefetch_address(line as *const u8);
+        line += LINE_BYTES;
     }
 }
 

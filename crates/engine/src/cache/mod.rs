@@ -63,7 +63,6 @@ const FREQUENCY_MAX: u8 = 3;
 /// Bytes of a cached record that `prefetch_entries` asks for, line by line: a 440-byte value's
 /// record whole; the hardware prefetcher follows the rest of a longer one once it is read.
 const RECORD_PREFETCH_BYTES_MAX: usize = 512;
-const CACHE_LINE_BYTES: usize = 64;
 /// Slab slots of removed entries that a shard tolerates, beyond one per live entry, before it
 /// frees them all at once (each is freed anyway when its queue slot reaches a queue's head).
 const REMOVED_SLOTS_SLACK: usize = 1024;
@@ -280,10 +279,7 @@ impl RecordCache {
         }
         for key_hash in key_hashes {
             if let Some(entry) = self.shard(key_hash).read().find(key_hash) {
-                let prefetched = entry.record.len().min(RECORD_PREFETCH_BYTES_MAX);
-                for offset in (0..prefetched).step_by(CACHE_LINE_BYTES) {
-                    hybridkv_media::prefetch_address(entry.record.as_ptr().wrapping_add(offset));
-                }
+                hybridkv_media::prefetch_line_range(entry.record.as_ptr(), entry.record.len().min(RECORD_PREFETCH_BYTES_MAX));
             }
         }
     }
