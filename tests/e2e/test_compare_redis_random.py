@@ -115,6 +115,8 @@ def command(rng: random.Random) -> list[str]:
         lambda: ["CLIENT", "SETNAME", rng.choice(["alpha", "beta"])],
         lambda: ["CLIENT", rng.choice(["GETNAME", "GETNAME", "NOSUCH"])] + rng.choice([[], [], ["extra"]]),
         lambda: ["CONFIG", "GET"] + rng.choice([["maxclients"], []]),
+        # Another database: the same key names, other keys (refused inside MULTI, see below).
+        lambda: ["SELECT", rng.choice(["0", "0", "1", "2"])],
     ]
     return rng.choice(choices)()
 
@@ -194,8 +196,9 @@ def run(clients: list[redis.Redis], commands: list[tuple[int, list[str]]]) -> li
     return replies
 
 
-# Pseudo-commands of several calls: not inside MULTI.
-NOT_IN_MULTI = {"SCAN*", "HSCAN*"}
+# Pseudo-commands of several calls, and SELECT (Redis queues it; hybridkv refuses it there, since
+# one transaction covers one database): not inside MULTI.
+NOT_IN_MULTI = {"SCAN*", "HSCAN*", "SELECT"}
 
 
 CONNECTIONS = 2
@@ -221,12 +224,24 @@ def transaction_of(rng: random.Random) -> list[tuple[int, list[str]]]:
     return watching + [(connection, ["MULTI"])] + queued + ending
 
 
+def with_copies_within_the_database(commands: list[tuple[int, list[str]]]) -> list[tuple[int, list[str]]]:
+    """COPY's DB option names the database its connection has selected: hybridkv refuses a copy
+    to another database (README, "Differences from Redis")."""
+    selected = {}
+    for connection, arguments in commands:
+        if arguments[0] == "SELECT":
+            selected[connection] = arguments[1]
+        elif arguments[0] == "COPY" and "DB" in arguments:
+            arguments[arguments.index("DB") + 1] = selected.get(connection, "0")
+    return commands
+
+
 def sequence(seed: int) -> list[tuple[int, list[str]]]:
     rng = random.Random(seed)
     commands = []
     while len(commands) < COMMANDS_PER_SEED:
         commands.extend(transaction_of(rng) if rng.random() < 0.05 else [(rng.randrange(CONNECTIONS), command(rng))])
-    return commands
+    return with_copies_within_the_database(commands)
 
 
 def shown(arguments: list[str]) -> str:

@@ -70,6 +70,7 @@ def test_hello_switches_to_resp3(shared_server):
 def test_select_chooses_a_namespace(make_server, tmp_path):
     config = tmp_path / "two.toml"
     config.write_text(
+        'databases = 2\n'
         '[[namespace]]\nname = "first"\nindex_bytes = "16MiB"\ndata_bytes = "64MiB"\n'
         '[[namespace]]\nname = "second"\nindex = "dram"\ndata = "dram"\njournal = "ssd"\nindex_bytes = "16MiB"\ndata_bytes = "64MiB"\n'
     )
@@ -87,6 +88,47 @@ def test_select_chooses_a_namespace(make_server, tmp_path):
     assert zero.get("k") == "zero" and one.dbsize() == 0
     zero.flushall()
     assert zero.dbsize() == 0
+
+
+def test_sixteen_databases_by_default_each_opened_by_its_first_select(make_server):
+    server = make_server()
+    zero = server.client()
+    assert zero.config_get("databases") == {"databases": "16"}
+    assert "ns_db5_durability" not in zero.info("persistence"), "not opened before it is selected"
+    five = server.client(db=5)
+    five.set("k", "five")
+    five.hset("h", mapping={"f": "v"})
+    zero.set("k", "zero")
+    assert five.get("k") == "five" and zero.get("k") == "zero" and five.dbsize() == 2
+    assert server.client(db=15).dbsize() == 0
+    with pytest.raises(redis.ResponseError, match="DB index is out of range"):
+        zero.execute_command("SELECT", "16")
+    keyspace = zero.info("keyspace")
+    assert keyspace["db5"]["keys"] == 2 and keyspace["db0"]["keys"] == 1 and "db15" not in keyspace
+    assert zero.info("persistence")["ns_db5_durability"] == "always", "database 0's placement and durability"
+    assert "opened on demand" in server.log()
+    server.kill9()
+    server.start()
+    zero = server.client()
+    assert zero.info("keyspace")["db5"]["keys"] == 2, "reopened at start"
+    persistence = zero.info("persistence")
+    assert "ns_db15_durability" in persistence and "ns_db7_durability" not in persistence, "selected before or not"
+    assert server.client(db=5).hgetall("h") == {"f": "v"}
+    zero.flushall()
+    assert server.client(db=5).dbsize() == 0 and zero.dbsize() == 0
+
+
+def test_the_number_of_databases_is_a_flag(make_server, tmp_path):
+    server = make_server("--databases", "2")
+    assert server.client().config_get("databases") == {"databases": "2"}
+    assert server.client(db=1).set("k", "one")
+    with pytest.raises(redis.ResponseError, match="DB index is out of range"):
+        server.client().execute_command("SELECT", "2")
+    result = subprocess.run(
+        [str(BINARY), "serve", "--databases", "65", "--port", str(free_port()), "--dir", str(tmp_path / "d")],
+        capture_output=True, text=True, timeout=20,
+    )
+    assert result.returncode != 0 and "databases = 65" in result.stderr, result.stderr
 
 
 def test_info_sections(r):

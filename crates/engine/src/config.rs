@@ -4,6 +4,7 @@
 //! ```toml
 //! data_dir = "./hybridkv-data"          # pmem and ssd files
 //! shmem_dir = "/dev/shm/hybridkv"       # shmem files (default: derived from data_dir)
+//! databases = 16                        # numbers SELECT takes (default: 16, or more namespaces)
 //!
 //! [[namespace]]
 //! name = "default"
@@ -31,6 +32,8 @@ pub const GIB: u64 = 1024 * MIB;
 
 /// Namespaces per database; SELECT takes numbers below this.
 pub const NAMESPACES_MAX: usize = 64;
+/// Database numbers when the configuration does not say, as in Redis (`databases 16`).
+pub const DATABASES_DEFAULT: usize = 16;
 pub const WRITE_BLOCK_BYTES_MIN: u64 = 64 * KIB;
 pub const WRITE_BLOCK_BYTES_MAX: u64 = GIB;
 pub const INDEX_BYTES_MIN: u64 = 4 * MIB;
@@ -179,7 +182,11 @@ pub struct Config {
     /// Run each namespace's background thread (flushes, checkpoints, defragmentation, expiry).
     /// Deterministic tests turn it off and call `Database::run_maintenance_once` instead.
     pub background_maintenance: bool,
+    /// The configured namespaces, database numbers 0, 1, … in order.
     pub namespaces: Vec<NamespaceConfig>,
+    /// Database numbers SELECT takes: the configured namespaces, then numbers whose namespace is
+    /// opened on demand (`Config::on_demand_namespace`), at most `NAMESPACES_MAX`.
+    pub databases: usize,
 }
 
 impl Config {
@@ -191,6 +198,7 @@ impl Config {
             direct_io: true,
             background_maintenance: true,
             namespaces: vec![NamespaceConfig::new("default")],
+            databases: DATABASES_DEFAULT,
         }
     }
 
@@ -216,6 +224,7 @@ impl Config {
             shmem_dir,
             direct_io: file.direct_io.unwrap_or(true),
             background_maintenance: true,
+            databases: file.databases.unwrap_or(DATABASES_DEFAULT.max(namespaces.len())),
             namespaces,
         };
         config.validate()?;
@@ -232,8 +241,33 @@ impl Config {
                 return Err(EngineError::Config(format!("namespace name '{}' appears twice", namespace.name)));
             }
         }
+        if self.databases < self.namespaces.len() || self.databases > NAMESPACES_MAX {
+            return Err(EngineError::Config(format!(
+                "databases = {}: expected between the number of namespaces ({}) and {NAMESPACES_MAX}",
+                self.databases,
+                self.namespaces.len()
+            )));
+        }
+        let on_demand_names: Vec<String> = (self.namespaces.len()..self.databases).map(on_demand_name).collect();
+        if let Some(clash) = self.namespaces.iter().find(|namespace| on_demand_names.contains(&namespace.name)) {
+            return Err(EngineError::Config(format!(
+                "namespace name '{}' is the name of an on-demand database (databases = {}): choose another",
+                clash.name, self.databases
+            )));
+        }
         Ok(())
     }
+
+    /// The namespace of database `number` past the configured ones: the first namespace's
+    /// placement, sizes and durability under the name `db<number>`.
+    pub fn on_demand_namespace(&self, number: usize) -> NamespaceConfig {
+        assert!(number >= self.namespaces.len() && number < self.databases, "database {number} is not on demand");
+        NamespaceConfig { name: on_demand_name(number), ..self.namespaces[0].clone() }
+    }
+}
+
+fn on_demand_name(number: usize) -> String {
+    format!("db{number}")
 }
 
 /// Shared-memory files live under /dev/shm, in a folder named after the data directory so that two
@@ -267,6 +301,7 @@ struct FileConfig {
     data_dir: Option<PathBuf>,
     shmem_dir: Option<PathBuf>,
     direct_io: Option<bool>,
+    databases: Option<usize>,
     #[serde(default)]
     namespace: Vec<FileNamespace>,
 }
@@ -399,5 +434,27 @@ mod tests {
         assert!(error.contains("unknown field"), "{error}");
         let error = Config::from_toml("[[namespace]]\nname=\"a\"\n[[namespace]]\nname=\"a\"").unwrap_err().to_string();
         assert!(error.contains("twice"), "{error}");
+    }
+
+    #[test]
+    fn databases_past_the_configured_namespaces_are_on_demand_copies_of_the_first() {
+        let config = Config::from_toml("[[namespace]]\nname = \"a\"\ndurability = \"none\"\n[[namespace]]\n").unwrap();
+        assert_eq!(config.databases, DATABASES_DEFAULT);
+        let third = config.on_demand_namespace(2);
+        assert_eq!(third.name, "db2");
+        assert_eq!(third.durability, Durability::None);
+        assert_eq!(Config::from_toml("databases = 2\n[[namespace]]\n[[namespace]]\n").unwrap().databases, 2);
+        assert_eq!(Config::single(Path::new("/tmp/x")).databases, DATABASES_DEFAULT);
+    }
+
+    #[test]
+    fn databases_cover_the_namespaces_and_keep_their_names_free() {
+        let error = Config::from_toml("databases = 1\n[[namespace]]\n[[namespace]]\n").unwrap_err().to_string();
+        assert!(error.contains("databases = 1"), "{error}");
+        let error = Config::from_toml(&format!("databases = {}", NAMESPACES_MAX + 1)).unwrap_err().to_string();
+        assert!(error.contains("databases"), "{error}");
+        let error = Config::from_toml("[[namespace]]\n[[namespace]]\nname = \"db5\"").unwrap_err().to_string();
+        assert!(error.contains("'db5'") && error.contains("on-demand"), "{error}");
+        assert!(Config::from_toml("databases = 2\n[[namespace]]\n[[namespace]]\nname = \"db5\"").is_ok());
     }
 }

@@ -1,20 +1,28 @@
 //! A database: the namespaces of one configuration, opened and recovered together, with a lock
-//! on the data directory so that two processes never share media.
+//! on the data directory so that two processes never share media. Database numbers past the
+//! configured namespaces open on demand, with the first namespace's placement.
 
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use hybridkv_media::{FsProvider, MediaProvider};
+use parking_lot::Mutex;
 
-use crate::config::Config;
+use crate::config::{Config, NamespaceConfig};
 use crate::error::{EngineError, Result};
 use crate::namespace::Namespace;
 use crate::recovery::RestartReport;
 
 pub struct Database {
-    namespaces: Vec<Arc<Namespace>>,
-    reports: Vec<RestartReport>,
+    /// One slot per database number; a slot is empty until its namespace is opened (configured
+    /// namespaces at once, on-demand ones when first selected or found on the media at start).
+    namespaces: Vec<OnceLock<Arc<Namespace>>>,
+    reports: Mutex<Vec<RestartReport>>,
+    /// Serializes opening on demand, so that one number's media are opened once.
+    opening: Mutex<()>,
+    config: Config,
+    provider: Arc<dyn MediaProvider>,
     _directory_lock: Option<File>,
 }
 
@@ -29,65 +37,117 @@ impl Database {
         Ok(database)
     }
 
-    /// Opens with any media provider (the simulated one in tests).
+    /// Opens with any media provider (the simulated one in tests). On-demand databases whose
+    /// media exist (selected before) are opened and recovered too, so that their
+    /// keys count, list and flush from the start.
     pub fn open_with(config: Config, provider: Arc<dyn MediaProvider>) -> Result<Database> {
         config.validate()?;
-        let mut namespaces = Vec::with_capacity(config.namespaces.len());
-        let mut reports = Vec::with_capacity(config.namespaces.len());
-        for namespace_config in config.namespaces {
-            let (namespace, report) = Namespace::open(namespace_config, provider.clone())?;
-            namespace.start_committers();
-            if config.background_maintenance {
-                namespace.start_maintenance();
+        let database = Database {
+            namespaces: (0..config.databases).map(|_| OnceLock::new()).collect(),
+            reports: Mutex::new(Vec::with_capacity(config.namespaces.len())),
+            opening: Mutex::new(()),
+            config,
+            provider,
+            _directory_lock: None,
+        };
+        for number in 0..database.config.databases {
+            let configured = number < database.config.namespaces.len();
+            if configured || database.has_media(&database.config.on_demand_namespace(number))? {
+                database.open_namespace(number)?;
             }
-            namespaces.push(namespace);
-            reports.push(report);
         }
-        Ok(Database { namespaces, reports, _directory_lock: None })
+        Ok(database)
     }
 
-    pub fn namespaces(&self) -> &[Arc<Namespace>] {
-        &self.namespaces
+    /// Database numbers SELECT takes (`Config::databases`).
+    pub fn database_count(&self) -> usize {
+        self.namespaces.len()
     }
 
+    /// The opened namespaces with their database numbers, in order.
+    pub fn namespaces(&self) -> impl Iterator<Item = (usize, &Arc<Namespace>)> {
+        self.namespaces.iter().enumerate().filter_map(|(number, slot)| Some((number, slot.get()?)))
+    }
+
+    /// Database `number`'s namespace when it is open.
     pub fn namespace(&self, number: usize) -> Option<&Arc<Namespace>> {
-        self.namespaces.get(number)
+        self.namespaces.get(number)?.get()
     }
 
+    /// Database `number`'s namespace, opened (created when new) if it is not yet. Errors for a
+    /// number past `database_count` or media that cannot be opened; a failed open leaves the
+    /// number unopened, to be tried again.
+    pub fn open_namespace(&self, number: usize) -> Result<&Arc<Namespace>> {
+        let slot = self.namespaces.get(number).ok_or_else(|| {
+            EngineError::Config(format!("database {number} is past the last one ({})", self.database_count() - 1))
+        })?;
+        if let Some(namespace) = slot.get() {
+            return Ok(namespace);
+        }
+        let _opening = self.opening.lock();
+        if let Some(namespace) = slot.get() {
+            return Ok(namespace);
+        }
+        let config = match self.config.namespaces.get(number) {
+            Some(configured) => configured.clone(),
+            None => self.config.on_demand_namespace(number),
+        };
+        let (namespace, report) = Namespace::open(config, self.provider.clone())?;
+        namespace.start_committers();
+        if self.config.background_maintenance {
+            namespace.start_maintenance();
+        }
+        self.reports.lock().push(report);
+        assert!(slot.set(namespace).is_ok(), "database {number} opened twice");
+        Ok(slot.get().expect("just set"))
+    }
+
+    /// Whether a namespace left media behind: a file on any of its tiers.
+    fn has_media(&self, config: &NamespaceConfig) -> Result<bool> {
+        let prefix = format!("{}.", config.name);
+        for tier in [config.index, config.data, config.journal] {
+            if !self.provider.list(&prefix, tier)?.is_empty() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// The restart reports of the namespaces opened so far, in the order they were opened.
     pub fn restart_reports(&self) -> Vec<RestartReport> {
-        self.reports.clone()
+        self.reports.lock().clone()
     }
 
     /// Everything written so far made durable, and every index checkpointed.
     pub fn checkpoint(&self) -> Result<()> {
-        self.namespaces.iter().try_for_each(|namespace| namespace.checkpoint(false))
+        self.namespaces().try_for_each(|(_, namespace)| namespace.checkpoint(false))
     }
 
     /// One round of background work for every namespace, on the caller's thread (for
     /// deterministic tests that run without background threads).
     pub fn run_maintenance_once(&self) -> Result<()> {
-        self.namespaces.iter().try_for_each(|namespace| namespace.maintain_once())
+        self.namespaces().try_for_each(|(_, namespace)| namespace.maintain_once())
     }
 
     /// Empties every namespace's record cache (a COLD start without restarting).
     pub fn clear_caches(&self) {
-        self.namespaces.iter().for_each(|namespace| namespace.clear_cache());
+        self.namespaces().for_each(|(_, namespace)| namespace.clear_cache());
     }
 
     pub fn last_checkpoint_unix_ms(&self) -> u64 {
-        self.namespaces.iter().map(|namespace| namespace.stats().last_checkpoint_unix_ms).min().unwrap_or(0)
+        self.namespaces().map(|(_, namespace)| namespace.stats().last_checkpoint_unix_ms).min().unwrap_or(0)
     }
 
     /// Clean shutdown: durable, checkpointed and marked clean, so the next start is warm.
     pub fn close(self) -> Result<()> {
-        self.namespaces.iter().try_for_each(|namespace| namespace.close())
+        self.namespaces().try_for_each(|(_, namespace)| namespace.close())
     }
 }
 
 impl Drop for Database {
     /// Without `close`, nothing is marked clean: the next start recovers as after a crash.
     fn drop(&mut self) {
-        for namespace in &self.namespaces {
+        for (_, namespace) in self.namespaces() {
             namespace.stop_maintenance();
         }
     }

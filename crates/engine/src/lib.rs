@@ -25,7 +25,7 @@ mod waiting_lock;
 
 pub use config::{
     default_shmem_dir, parse_size_bytes, Config, Durability, NamespaceConfig, GIB, KEY_BYTES_MAX, KIB, MIB,
-    NAMESPACES_MAX, PERIODIC_MS_MAX,
+    DATABASES_DEFAULT, NAMESPACES_MAX, PERIODIC_MS_MAX,
 };
 pub use database::Database;
 pub use error::{EngineError, Result};

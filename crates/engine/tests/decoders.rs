@@ -32,6 +32,7 @@ fn valid_media() -> (Vec<u8>, Vec<u8>) {
         shmem_dir: "/sim".into(),
         direct_io: false,
         background_maintenance: false,
+        databases: 1,
         namespaces: vec![namespace],
     };
     let database = Database::open_with(config, std::sync::Arc::new(store.clone())).unwrap();

@@ -80,6 +80,12 @@ struct ServeArgs {
     /// on pmem without DAX (the msync fallback) are read from the page cache and get no cache.
     #[arg(long, value_name = "SIZE")]
     cache: Option<String>,
+    /// Database numbers SELECT takes (default 16, as Redis's `databases`, or the config file's
+    /// `databases`). Numbers past the config file's namespaces are opened on first SELECT, with
+    /// database 0's placement, sizes and durability, and reopened at every start after that;
+    /// each opened one adds its own budgets (data, index, cache).
+    #[arg(long, value_name = "N")]
+    databases: Option<usize>,
     /// Password clients must give with AUTH (or HELLO ... AUTH default PASSWORD).
     #[arg(long, value_name = "SECRET")]
     requirepass: Option<String>,
@@ -140,6 +146,9 @@ fn engine_config(args: &ServeArgs) -> Result<Config, String> {
     }
     if let Some(shmem_dir) = &args.shmem_dir {
         config.shmem_dir = shmem_dir.clone();
+    }
+    if let Some(databases) = args.databases {
+        config.databases = databases;
     }
     let namespace = &mut config.namespaces[0];
     if let Some(tier) = tier_flag(&args.index, "index")? {
@@ -209,7 +218,7 @@ fn log_startup(database: &Database) {
             "namespace opened"
         );
     }
-    for (number, namespace) in database.namespaces().iter().enumerate() {
+    for (number, namespace) in database.namespaces() {
         let stats = namespace.stats();
         tracing::info!(
             database = number,

@@ -15,7 +15,8 @@ pub const SECTIONS: &[&str] = &["server", "clients", "memory", "persistence", "s
 /// INFO's text for the requested sections ("all"/"everything"/"default" or none = all).
 pub fn info_text(shared: &Shared, requested: &[String]) -> String {
     let everything = requested.is_empty() || requested.iter().any(|section| matches!(section.as_str(), "all" | "everything" | "default"));
-    let stats: Vec<NamespaceStats> = shared.database.namespaces().iter().map(|namespace| namespace.stats()).collect();
+    let (numbers, stats): (Vec<usize>, Vec<NamespaceStats>) =
+        shared.database.namespaces().map(|(number, namespace)| (number, namespace.stats())).unzip();
     let mut text = String::new();
     for section in SECTIONS {
         if !everything && !requested.iter().any(|wanted| wanted == section) {
@@ -30,7 +31,7 @@ pub fn info_text(shared: &Shared, requested: &[String]) -> String {
             "memory" => memory_section(&stats, &mut text),
             "persistence" => persistence_section(shared, &stats, &mut text),
             "stats" => stats_section(shared, &stats, &mut text),
-            _ => keyspace_section(&stats, &mut text),
+            _ => keyspace_section(&numbers, &stats, &mut text),
         };
     }
     text
@@ -155,9 +156,10 @@ fn stats_section(shared: &Shared, stats: &[NamespaceStats], text: &mut String) -
     writeln!(text, "corrupt_records:{}\r", stats.iter().map(|stats| stats.corrupt_records).sum::<u64>())
 }
 
-fn keyspace_section(stats: &[NamespaceStats], text: &mut String) -> std::fmt::Result {
+/// One line per opened database that holds keys; `numbers[i]` is the database number of `stats[i]`.
+fn keyspace_section(numbers: &[usize], stats: &[NamespaceStats], text: &mut String) -> std::fmt::Result {
     writeln!(text, "# Keyspace\r")?;
-    for (number, namespace) in stats.iter().enumerate().filter(|(_, namespace)| namespace.keys > 0) {
+    for (number, namespace) in numbers.iter().zip(stats).filter(|(_, namespace)| namespace.keys > 0) {
         writeln!(text, "db{number}:keys={},expires=0,avg_ttl=0,namespace={}\r", namespace.keys, namespace.name)?;
     }
     Ok(())
@@ -179,7 +181,7 @@ pub fn prometheus_text(shared: &Shared) -> String {
     for (name, kind, value) in server_metrics {
         let _ = writeln!(text, "# TYPE {name} {kind}\n{name} {value}");
     }
-    for stats in shared.database.namespaces().iter().map(|namespace| namespace.stats()) {
+    for stats in shared.database.namespaces().map(|(_, namespace)| namespace.stats()) {
         let _ = namespace_metrics(&stats, &mut text);
     }
     text

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hybridkv_engine::Database;
+use hybridkv_engine::{Database, EngineError, Namespace};
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::{TcpListener, TcpStream};
@@ -49,11 +49,14 @@ pub async fn serve(config: ServerConfig, database: Arc<Database>) -> Result<Arc<
         helpers.push(tokio::spawn(serve_metrics(metrics_listener, shared.clone())));
     }
     helpers.push(tokio::spawn(shutdown_on_signals(shared.clone()).await?));
-    helpers.extend(drive_device_reads(&shared));
+    for (number, namespace) in shared.database.namespaces() {
+        helpers.extend(drive_device_reads(&shared, number, namespace));
+    }
     tracing::info!(%address, "ready to accept connections");
     accept_until_shutdown(&listener, &shared).await;
     drop(listener);
     drain_connections(&shared).await;
+    helpers.append(&mut shared.device_read_tasks.lock());
     for helper in helpers {
         helper.abort();
         let _ = helper.await;
@@ -120,45 +123,58 @@ async fn shutdown_on_signals(shared: Arc<Shared>) -> Result<impl std::future::Fu
     })
 }
 
+/// Database `number`'s namespace, opened if it is not yet (an on-demand database selected for
+/// the first time), with its device read tasks.
+pub fn open_database(shared: &Shared, number: usize) -> Result<&Arc<Namespace>, EngineError> {
+    if let Some(namespace) = shared.database.namespace(number) {
+        return Ok(namespace);
+    }
+    let mut tasks = shared.device_read_tasks.lock();
+    let opened_before = shared.database.namespace(number).is_some();
+    let namespace = shared.database.open_namespace(number)?;
+    if !opened_before {
+        tracing::info!(database = number, namespace = namespace.name(), "opened on demand");
+        tasks.extend(drive_device_reads(shared, number, namespace));
+    }
+    Ok(namespace)
+}
+
 /// Two tasks per namespace with a device read queue. One submits the reads sessions queue:
 /// woken by the first, it yields once, so that the worker first runs its other ready sessions
 /// (tokio wakes a yielding task once the worker's run queue is empty or at its next I/O poll),
 /// and their misses go in the same submission. The other, whenever reads complete, finishes
 /// them (records into the cache, waiting sessions woken). Marks the namespaces they serve in
 /// `device_reads_driven`; the others load on blocking threads.
-fn drive_device_reads(shared: &Arc<Shared>) -> Vec<JoinHandle<()>> {
-    let mut tasks = Vec::new();
-    for (number, namespace) in shared.database.namespaces().iter().enumerate() {
-        let Some(fd) = namespace.device_read_completions() else { continue };
-        // Deprecated because an `AsRawFd` type may change or close its descriptor while
-        // registered; an `OwnedFd` owned by the `AsyncFd` cannot.
-        #[allow(deprecated)]
-        let completions = match fd.and_then(|fd| AsyncFd::with_interest(fd, Interest::READABLE)) {
-            Ok(completions) => completions,
-            Err(error) => {
-                tracing::warn!(namespace = namespace.name(), %error, "cannot watch device read completions; cache misses load on blocking threads");
-                continue;
-            }
-        };
-        shared.device_reads_driven[number].store(true, Ordering::Relaxed);
-        let (submitter, shared) = (namespace.clone(), shared.clone());
-        tasks.push(tokio::spawn(async move {
-            loop {
-                shared.device_read_submissions[number].notified().await;
-                tokio::task::yield_now().await;
-                submitter.submit_device_reads();
-            }
-        }));
-        let namespace = namespace.clone();
-        tasks.push(tokio::spawn(async move {
-            loop {
-                let Ok(mut ready) = completions.readable().await else { return };
-                namespace.finish_device_reads();
-                ready.clear_ready();
-            }
-        }));
-    }
-    tasks
+fn drive_device_reads(shared: &Shared, number: usize, namespace: &Arc<Namespace>) -> Vec<JoinHandle<()>> {
+    let Some(fd) = namespace.device_read_completions() else { return Vec::new() };
+    // Deprecated because an `AsRawFd` type may change or close its descriptor while
+    // registered; an `OwnedFd` owned by the `AsyncFd` cannot.
+    #[allow(deprecated)]
+    let completions = match fd.and_then(|fd| AsyncFd::with_interest(fd, Interest::READABLE)) {
+        Ok(completions) => completions,
+        Err(error) => {
+            tracing::warn!(namespace = namespace.name(), %error, "cannot watch device read completions; cache misses load on blocking threads");
+            return Vec::new();
+        }
+    };
+    shared.device_reads_driven[number].store(true, Ordering::Relaxed);
+    let (submitter, submissions) = (namespace.clone(), shared.device_read_submissions[number].clone());
+    let submit = tokio::spawn(async move {
+        loop {
+            submissions.notified().await;
+            tokio::task::yield_now().await;
+            submitter.submit_device_reads();
+        }
+    });
+    let namespace = namespace.clone();
+    let finish = tokio::spawn(async move {
+        loop {
+            let Ok(mut ready) = completions.readable().await else { return };
+            namespace.finish_device_reads();
+            ready.clear_ready();
+        }
+    });
+    vec![submit, finish]
 }
 
 async fn sample_ops_per_second(shared: Arc<Shared>) {

@@ -223,10 +223,17 @@ fn prefetch_read_run(first: &[Bytes], pending: &VecDeque<Vec<Bytes>>, session: &
     commands.max(1)
 }
 
-/// Whether a request may wait on the engine (a checkpoint, a whole-keyspace operation). A
-/// write's durability is awaited asynchronously, so writes do not count.
-fn may_block(args: &[Bytes]) -> bool {
-    commands::lookup(&args[0]).is_some_and(|spec| spec.has(ADMIN))
+/// Whether a request may wait on the engine (a checkpoint, a whole-keyspace operation, opening
+/// a database's media on its first SELECT). A write's durability is awaited asynchronously, so
+/// writes do not count.
+fn may_block(args: &[Bytes], shared: &Shared) -> bool {
+    commands::lookup(&args[0]).is_some_and(|spec| spec.has(ADMIN)) || selects_an_unopened_database(args, shared)
+}
+
+fn selects_an_unopened_database(args: &[Bytes], shared: &Shared) -> bool {
+    let number = || std::str::from_utf8(args.get(1)?).ok()?.parse::<usize>().ok();
+    args[0].eq_ignore_ascii_case(b"select")
+        && number().is_some_and(|number| number < shared.database.database_count() && shared.database.namespace(number).is_none())
 }
 
 /// The keys whose values the pending requests will read, up to the first transaction-control
@@ -409,7 +416,7 @@ impl Connection {
     /// to send, or a command closes the connection.
     fn execute_pending(&mut self) {
         let blocking = match self.shared.config.engine_call_mode {
-            EngineCallMode::Inline => self.pending.iter().any(|args| may_block(args)),
+            EngineCallMode::Inline => self.pending.iter().any(|args| may_block(args, &self.shared)),
             EngineCallMode::BlockInPlace => true,
         };
         let Connection { pending, state, shared, output, durable_reply_spans, .. } = self;

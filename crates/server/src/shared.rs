@@ -10,6 +10,7 @@ use std::time::Instant;
 use hybridkv_engine::{Database, StripedCounter};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{watch, Notify};
+use tokio::task::JoinHandle;
 
 use crate::config::ServerConfig;
 use crate::watch::WatchRegistry;
@@ -38,7 +39,10 @@ pub struct Shared {
     pub device_reads_driven: Vec<AtomicBool>,
     /// Per namespace: notified after a session queued device reads, which the namespace's
     /// submission task then submits together with those other sessions queue meanwhile.
-    pub device_read_submissions: Vec<Notify>,
+    pub device_read_submissions: Vec<Arc<Notify>>,
+    /// The tasks that drive device reads, stopped at shutdown; held while a database opens, so
+    /// that a namespace gets its tasks once (`server::open_database`).
+    pub device_read_tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl Shared {
@@ -57,8 +61,9 @@ impl Shared {
             run_id: run_id[run_id.len() - 40..].to_string(),
             watches: Arc::new(WatchRegistry::default()),
             background_save: Arc::new(AtomicBool::new(false)),
-            device_reads_driven: database.namespaces().iter().map(|_| AtomicBool::new(false)).collect(),
-            device_read_submissions: database.namespaces().iter().map(|_| Notify::new()).collect(),
+            device_reads_driven: (0..database.database_count()).map(|_| AtomicBool::new(false)).collect(),
+            device_read_submissions: (0..database.database_count()).map(|_| Arc::new(Notify::new())).collect(),
+            device_read_tasks: Mutex::new(Vec::new()),
             database,
         }
     }

@@ -142,6 +142,7 @@ fn config_in(dir: &Path, namespace: NamespaceConfig) -> Config {
         shmem_dir: PathBuf::from(format!("/dev/shm/hybridkv-bench-{tag}")),
         direct_io: false,
         background_maintenance: true,
+        databases: 1,
         namespaces: vec![namespace],
     }
 }

@@ -774,6 +774,7 @@ mod tests {
             shmem_dir: PathBuf::from("/sim/shm"),
             direct_io: false,
             background_maintenance: false,
+            databases: 1,
             namespaces: vec![namespace],
         }
     }

@@ -37,6 +37,7 @@ pub fn config_for(dir: &Path, namespaces: Vec<NamespaceConfig>) -> Config {
         shmem_dir: dir.join("shm"),
         direct_io: true,
         background_maintenance: false,
+        databases: namespaces.len(),
         namespaces,
     }
 }

@@ -32,7 +32,7 @@ pub fn flushdb(call: &mut Call<'_>) -> CommandResult {
 
 pub fn flushall(call: &mut Call<'_>) -> CommandResult {
     check_flush_mode(call)?;
-    for namespace in call.shared.database.namespaces() {
+    for (_, namespace) in call.shared.database.namespaces() {
         namespace.clear()?;
     }
     Ok(Reply::ok())
@@ -121,7 +121,7 @@ fn config_values(call: &Call<'_>) -> Vec<(&'static str, String)> {
         ("maxclients", call.shared.max_clients.load(Ordering::Relaxed).to_string()),
         ("proto-max-bulk-len", config.bulk_bytes_max.to_string()),
         ("client-query-buffer-limit", config.query_buffer_bytes_max.to_string()),
-        ("databases", call.shared.database.namespaces().len().to_string()),
+        ("databases", call.shared.database.database_count().to_string()),
         ("appendonly", if durability == Durability::None { "no" } else { "yes" }.into()),
         (
             "appendfsync",

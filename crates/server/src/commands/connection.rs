@@ -111,9 +111,10 @@ pub fn hello(call: &mut Call<'_>) -> CommandResult {
 
 pub fn select(call: &mut Call<'_>) -> CommandResult {
     let number = parse_integer(&call.args[1]).or_else(|_| fail(NOT_INTEGER))?;
-    if number < 0 || call.shared.database.namespace(number as usize).is_none() {
+    if number < 0 || number as usize >= call.shared.database.database_count() {
         return fail(DB_INDEX_OUT_OF_RANGE);
     }
+    crate::server::open_database(call.shared, number as usize)?;
     call.session.database = number as usize;
     call.session.client.database.store(number as usize, Ordering::Relaxed);
     Ok(Reply::ok())

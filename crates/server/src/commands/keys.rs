@@ -215,7 +215,7 @@ pub fn copy(call: &mut Call<'_>) -> CommandResult {
             _ => return fail(SYNTAX_ERROR),
         }
     }
-    if call.shared.database.namespace(database).is_none() {
+    if database >= call.shared.database.database_count() {
         return fail(DB_INDEX_OUT_OF_RANGE);
     }
     if source == target && database == call.session.database {
