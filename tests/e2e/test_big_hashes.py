@@ -353,6 +353,21 @@ def test_rename_or_copy_of_a_hash_bigger_than_a_write_block_is_a_clear_error(mak
 EXPIRY_UNIX_MS_MAX = 2**48 - 2
 
 
+def test_memory_usage_counts_every_bucket_or_estimates_from_samples(r):
+    r.delete("usage")
+    fill(r, "usage", FIELDS)
+    field_bytes = sum(len(f"field:{n}") + len(f"{VALUE_PAD}{n}") for n in range(FIELDS))
+    exact = r.memory_usage("usage", samples=0)
+    assert field_bytes < exact < 2 * field_bytes, (field_bytes, exact)
+    estimated = r.memory_usage("usage")
+    assert 0.7 * exact < estimated < 1.3 * exact, (exact, estimated)
+    r.set("small", "x" * 100)
+    assert 100 < r.memory_usage("small") < r.memory_usage("usage")
+    assert r.memory_usage("missing") is None
+    with pytest.raises(redis.ResponseError, match="syntax error"):
+        r.execute_command("MEMORY", "USAGE", "usage", "SAMPLES", "-1")
+
+
 def test_expiry_beyond_the_limit_is_refused(r):
     r.set("k", "v")
     assert r.pexpireat("k", EXPIRY_UNIX_MS_MAX) is True

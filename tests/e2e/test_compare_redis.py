@@ -80,6 +80,9 @@ CASES = {
         ["CONFIG", "NOSUCH"], ["CONFIG", "GET", "maxclients"], ["CONFIG", "SET", "nosuchparam", "1"], ["COMMAND", "NOSUCH"],
         ["MULTI"], ["MULTI"], ["DISCARD"], ["EXEC"], ["DISCARD"], ["WATCH", "a"], ["UNWATCH"], ["HELLO", "4"], ["HELLO", "x"],
         ["HELLO", "2", "BOGUS"], ["SHUTDOWN", "ABORT"], ["SHUTDOWN", "BOGUS"],
+        ["MEMORY", "USAGE"], ["MEMORY", "USAGE", "nokey"], ["MEMORY", "USAGE", "nokey", "SAMPLES"],
+        ["MEMORY", "USAGE", "nokey", "SAMPLES", "x"], ["MEMORY", "USAGE", "nokey", "SAMPLES", "-1"],
+        ["MEMORY", "USAGE", "nokey", "SAMPLES", "0", "SAMPLES", "3"], ["MEMORY", "USAGE", "nokey", "BOGUS", "1"],
     ],
     "empty key": [
         ["SET", "", "v"], ["GET", ""], ["EXISTS", ""], ["STRLEN", ""], ["APPEND", "", "w"], ["MGET", "", "nokey"],

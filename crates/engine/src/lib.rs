@@ -43,3 +43,11 @@ pub fn now_unix_ms() -> u64 {
         .map(|elapsed| elapsed.as_millis() as u64)
         .unwrap_or(0)
 }
+
+/// Bytes a key's record takes on the data tier (header, key, value, padding) plus its index
+/// entry: what MEMORY USAGE reports. `part` counts one of another key's parts, whose key is
+/// the owner's digest and the part's number whatever the owner's key.
+pub fn stored_bytes(key_len: usize, value_len: usize, part: bool) -> u64 {
+    let key_len = if part { digest::PART_KEY_BYTES } else { key_len };
+    log::record::record_bytes(key_len, value_len) as u64 + index::entry::ENTRY_BYTES
+}

@@ -1,4 +1,5 @@
-//! Server commands: DBSIZE FLUSHDB FLUSHALL INFO CONFIG COMMAND TIME SHUTDOWN SAVE BGSAVE LASTSAVE.
+//! Server commands: DBSIZE FLUSHDB FLUSHALL INFO CONFIG COMMAND TIME SHUTDOWN SAVE BGSAVE LASTSAVE
+//! MEMORY.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -10,6 +11,7 @@ use hybridkv_resp::Reply;
 use super::{is, parse_integer, subcommand_help, unknown_subcommand, SYNTAX_ERROR, TABLE};
 use crate::command::{fail, wrong_arity, Call, CommandResult, CommandSpec, ADMIN, READONLY, WRITE};
 use crate::glob::glob_match;
+use crate::values::Stored;
 
 pub fn dbsize(call: &mut Call<'_>) -> CommandResult {
     Ok(Reply::Integer(call.store.key_count()? as i64))
@@ -79,11 +81,59 @@ pub fn memory(call: &mut Call<'_>) -> CommandResult {
     if is(&call.args[1], "HELP") {
         return Ok(subcommand_help("memory"));
     }
+    if is(&call.args[1], "USAGE") {
+        return memory_usage(call);
+    }
     if !is(&call.args[1], "PURGE") {
         return Err(unknown_subcommand("memory", &call.args[1]));
     }
     call.shared.database.clear_caches();
     Ok(Reply::Simple("OK".into()))
+}
+
+/// Buckets of a bucketed hash MEMORY USAGE reads when not told (Redis samples as many elements).
+const MEMORY_USAGE_SAMPLES_DEFAULT: u64 = 5;
+
+/// MEMORY USAGE key [SAMPLES count]: the bytes the key's records and index entries take
+/// (`hybridkv_engine::stored_bytes`); for a bucketed hash, `count` of its buckets (0: all) are
+/// read and the others counted as their average, as Redis samples an aggregate's elements.
+fn memory_usage(call: &mut Call<'_>) -> CommandResult {
+    let key = call.args[2].clone();
+    let samples = memory_usage_samples(&call.args[3..])?;
+    let Some(value) = call.store.get(&key)? else { return Ok(Reply::Null) };
+    let mut bytes = hybridkv_engine::stored_bytes(key.len(), value.bytes.len(), false);
+    if let Stored::BucketedHash(root) = Stored::decode(value.bytes)? {
+        bytes += sampled_buckets_bytes(call, &key, root.bucket_count, samples)?;
+    }
+    Ok(Reply::Integer(i64::try_from(bytes).unwrap_or(i64::MAX)))
+}
+
+/// SAMPLES' count as Redis parses it: a non-negative integer, 0 for every element; the last
+/// SAMPLES given counts.
+fn memory_usage_samples(options: &[Bytes]) -> Result<u64, crate::command::CommandError> {
+    let mut samples = MEMORY_USAGE_SAMPLES_DEFAULT;
+    let mut options = options.iter();
+    while let Some(option) = options.next() {
+        let Some(count) = options.next().filter(|_| is(option, "SAMPLES")) else { return fail(SYNTAX_ERROR) };
+        samples = match parse_integer(count)? {
+            0 => u64::MAX,
+            count => u64::try_from(count).or_else(|_| fail(SYNTAX_ERROR))?,
+        };
+    }
+    Ok(samples)
+}
+
+/// The bytes of `samples` of the hash's buckets, spread evenly over them, scaled to all of them.
+fn sampled_buckets_bytes(call: &mut Call<'_>, key: &[u8], bucket_count: u32, samples: u64) -> Result<u64, crate::command::CommandError> {
+    let read = samples.min(u64::from(bucket_count));
+    let mut bytes = 0;
+    for sample in 0..read {
+        let number = (sample * u64::from(bucket_count) / read) as u32;
+        if let Some(bucket) = call.store.get_part(key, number)? {
+            bytes += hybridkv_engine::stored_bytes(0, bucket.len(), true);
+        }
+    }
+    Ok((bytes * u64::from(bucket_count)).checked_div(read).unwrap_or(0))
 }
 
 pub fn lastsave(call: &mut Call<'_>) -> CommandResult {
