@@ -1,6 +1,7 @@
 """Connection and server commands: AUTH, HELLO/RESP3, SELECT over namespaces, INFO, metrics,
 CONFIG, CLIENT, COMMAND, TIME, SAVE/BGSAVE/LASTSAVE, SHUTDOWN and SIGTERM, SCAN, expiry."""
 
+import re
 import socket
 import subprocess
 import time
@@ -129,6 +130,21 @@ def test_the_number_of_databases_is_a_flag(make_server, tmp_path):
         capture_output=True, text=True, timeout=20,
     )
     assert result.returncode != 0 and "databases = 65" in result.stderr, result.stderr
+
+
+def test_a_database_past_a_lowered_count_is_kept_and_reported_not_opened(make_server):
+    server = make_server()
+    server.client(db=9).set("k", "nine")
+    server.stop()
+    server.extra_args += ["--databases", "4"]
+    server.start()
+    log = re.sub(r"\x1b\[[0-9;]*m", "", server.log())
+    assert "past the last one" in log and "database=9" in log, log
+    assert "db9" not in server.client().info("keyspace")
+    server.stop()
+    server.extra_args = server.extra_args[:-2]
+    server.start()
+    assert server.client(db=9).get("k") == "nine"
 
 
 def test_info_sections(r):

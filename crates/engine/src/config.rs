@@ -270,6 +270,13 @@ fn on_demand_name(number: usize) -> String {
     format!("db{number}")
 }
 
+/// The database number of a medium named `db<number>.<suffix>`, as on-demand databases name theirs.
+pub(crate) fn on_demand_number_of(medium_name: &str) -> Option<usize> {
+    let (namespace, _) = medium_name.split_once('.')?;
+    let number = namespace.strip_prefix("db")?.parse().ok()?;
+    (on_demand_name(number) == namespace).then_some(number)
+}
+
 /// Shared-memory files live under /dev/shm, in a folder named after the data directory so that two
 /// databases on one machine never share an index.
 pub fn default_shmem_dir(data_dir: &Path) -> PathBuf {
@@ -456,5 +463,14 @@ mod tests {
         let error = Config::from_toml("[[namespace]]\n[[namespace]]\nname = \"db5\"").unwrap_err().to_string();
         assert!(error.contains("'db5'") && error.contains("on-demand"), "{error}");
         assert!(Config::from_toml("databases = 2\n[[namespace]]\n[[namespace]]\nname = \"db5\"").is_ok());
+    }
+
+    #[test]
+    fn media_names_give_back_the_number_of_their_on_demand_database() {
+        assert_eq!(on_demand_number_of("db5.index"), Some(5));
+        assert_eq!(on_demand_number_of("db12.journal.0000000000000001"), Some(12));
+        for other in ["db05.index", "db+5.index", "dbx.data", "db5", "default.data", "ns5.data"] {
+            assert_eq!(on_demand_number_of(other), None, "{other}");
+        }
     }
 }

@@ -2,6 +2,7 @@
 //! on the data directory so that two processes never share media. Database numbers past the
 //! configured namespaces open on demand, with the first namespace's placement.
 
+use std::collections::BTreeSet;
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::sync::{Arc, OnceLock};
@@ -9,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 use hybridkv_media::{FsProvider, MediaProvider};
 use parking_lot::Mutex;
 
-use crate::config::{Config, NamespaceConfig};
+use crate::config::{on_demand_number_of, Config, NamespaceConfig};
 use crate::error::{EngineError, Result};
 use crate::namespace::Namespace;
 use crate::recovery::RestartReport;
@@ -56,7 +57,23 @@ impl Database {
                 database.open_namespace(number)?;
             }
         }
+        database.warn_of_databases_past_the_last()?;
         Ok(database)
+    }
+
+    /// Media of on-demand databases numbered past `databases` (a start with fewer than before)
+    /// stay as they are, unopened: the operator is told, since their keys are out of reach.
+    fn warn_of_databases_past_the_last(&self) -> Result<()> {
+        let first = &self.config.namespaces[0];
+        let mut past_the_last = BTreeSet::new();
+        for tier in [first.index, first.data, first.journal] {
+            let numbers = self.provider.list("db", tier)?.into_iter().filter_map(|name| on_demand_number_of(&name));
+            past_the_last.extend(numbers.filter(|number| *number >= self.config.databases));
+        }
+        for number in past_the_last {
+            tracing::warn!(database = number, databases = self.config.databases, "media of a database past the last one are left unopened: its keys are out of reach until databases is raised");
+        }
+        Ok(())
     }
 
     /// Database numbers SELECT takes (`Config::databases`).
