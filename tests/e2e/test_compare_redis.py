@@ -93,7 +93,8 @@ CASES = {
         ["MULTI"], ["SET", "a", "1"], ["INCR", "a"], ["GET", "a"], ["EXEC"], ["MULTI"], ["SET", "b", "1"], ["NOSUCH"], ["EXEC"],
         ["GET", "b"], ["MULTI"], ["SET", "c", "x"], ["INCR", "c"], ["GET", "c"], ["EXEC"], ["MULTI"], ["GET"], ["EXEC"],
         ["MULTI"], ["WATCH", "a"], ["DISCARD"], ["MULTI"], ["HSET", "h", "f", "v"], ["HGET", "h", "f"], ["DEL", "h"], ["EXEC"],
-        ["EXEC"], ["MULTI"], ["EXEC"],
+        ["EXEC"], ["MULTI"], ["EXEC"], ["MULTI"], ["SET", "d", "1"], ["FLUSHDB"], ["GET", "a"], ["SET", "e", "2"], ["DBSIZE"],
+        ["EXEC"], ("sorted", ["KEYS", "*"]), ["MULTI"], ["FLUSHDB", "BOGUS"], ["EXEC"], ["MULTI"], ["FLUSHDB", "ASYNC"], ["EXEC"],
     ],
     "option checks in order": [
         ["SET", "s", "v"], ["HSET", "h", "f", "v"], ["GETEX", "m", "EX", "0"], ["GETEX", "m", "EX", "abc"], ["GETEX", "s", "EX", "abc"],

@@ -99,6 +99,8 @@ def command(rng: random.Random) -> list[str]:
         lambda: ["SCAN*"] + rng.choice([[], ["MATCH", "k*"], ["TYPE", "hash"], ["TYPE", "string"], ["COUNT", "2"]]),
         lambda: ["HSCAN*", key] + rng.choice([[], ["MATCH", "f1*"], ["COUNT", "3"]]),
         lambda: ["DBSIZE"],
+        # Rarely, or no sequence keeps enough keys to say much.
+        lambda: ["FLUSHDB"] if rng.random() < 0.1 else ["DBSIZE"],
         lambda: ["SCAN", "0", "COUNT", "1000"] + rng.choice([[], ["MATCH", "h*"], ["TYPE", "string"]]),
         lambda: ["RANDOMKEY"],
         lambda: ["PSETEX", key, rng.choice([ttl_seconds(rng) + "000", "0", "-5", "x"]), value(rng)],

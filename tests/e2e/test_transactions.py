@@ -1,6 +1,7 @@
 """MULTI/EXEC/WATCH semantics, with a second client changing watched keys."""
 
 import threading
+import time
 from datetime import datetime
 
 import pytest
@@ -40,10 +41,6 @@ def test_key_listings_inside_multi_see_the_transactions_own_writes(r):
         _, _, keys, (cursor, scanned), size, some_key = pipe.execute()
     assert sorted(keys) == ["b", "c"] and sorted(scanned) == ["b", "c"] and cursor == 0
     assert size == 2 and some_key in ("b", "c")
-    r.execute_command("MULTI")
-    with pytest.raises(redis.ResponseError, match="Command not allowed inside a transaction"):
-        r.execute_command("FLUSHDB")
-    r.execute_command("DISCARD")
 
 
 def test_session_and_server_commands_are_queued_and_run_after_the_transaction(r):
@@ -66,6 +63,27 @@ def test_session_and_server_commands_are_queued_and_run_after_the_transaction(r)
         with pytest.raises(redis.ResponseError, match="^Command not allowed inside a transaction"):
             r.execute_command(*refused)
         r.execute_command("DISCARD")
+
+
+def test_flushdb_inside_multi_deletes_in_the_transaction_or_refuses_a_database_too_big_for_it(make_server, tmp_path):
+    config = tmp_path / "small-blocks.toml"
+    config.write_text('[[namespace]]\nwrite_block_bytes = "64KiB"\nvalue_bytes_max = "16KiB"\nindex_bytes = "16MiB"\ndata_bytes = "64MiB"\n')
+    server = make_server("--config", str(config))
+    client = server.client()
+    client.set("before", "x")
+    client.set("gone", "y", px=1)
+    time.sleep(0.01)
+    with client.pipeline(transaction=True) as pipe:
+        assert pipe.set("a", "1").flushdb().set("b", "2").dbsize().execute() == [True, True, True, 1]
+    assert client.keys("*") == ["b"] and client.dbsize() == 1, "expired keys go too"
+    for first in range(0, 3000, 500):
+        client.mset({f"key:{number:05}": "v" for number in range(first, first + 500)})
+    with client.pipeline(transaction=True) as pipe:
+        pipe.flushdb().set("c", "3")
+        with pytest.raises(redis.ResponseError, match="does not fit in one write block of 65472 bytes \\(transaction not executed\\)"):
+            pipe.execute()
+    assert client.dbsize() == 3001 and client.get("c") is None, "nothing done"
+    assert client.flushdb() and client.dbsize() == 0, "outside MULTI, in as many batches as it takes"
 
 
 def test_a_watched_key_absent_at_watch_and_at_exec_still_aborts_exec_if_written_between(r, shared_server):

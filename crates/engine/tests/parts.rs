@@ -210,6 +210,35 @@ fn a_copy_has_its_own_parts_and_leaves_the_source_as_it_was() {
     assert_keys_and_parts(namespace, &[(b"target", 3)], "copying nothing writes nothing");
 }
 
+#[test]
+fn deleting_every_key_in_a_transaction_takes_parts_and_expired_keys_or_nothing_when_too_big() {
+    let database = simulated_dram_database(8);
+    let namespace = database.namespace(0).unwrap();
+    write_with_parts(namespace, b"hash", 1, 3);
+    namespace.put(b"expired", b"x", 1).unwrap();
+    namespace.put(b"plain", b"y", 0).unwrap();
+    let (kept, _) = namespace
+        .transaction_over_all(|t| {
+            t.put(b"early", b"gone with the rest", 0)?;
+            t.delete_every_key()?;
+            t.put(b"late", b"kept", 0)?;
+            t.key_count()
+        })
+        .unwrap();
+    assert_eq!(kept, 1, "the transaction sees only what it wrote after");
+    assert_keys_and_parts(namespace, &[(b"late", 0)], "every key before went, parts and expired keys too");
+
+    // 1,500 keys of 48-byte records: more than one 64 KiB write block holds.
+    for first in (0..1500u32).step_by(500) {
+        let keys: Vec<Vec<u8>> = (first..first + 500).map(|number| format!("k{number:05}").into_bytes()).collect();
+        let key_refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        namespace.transaction(&key_refs, |t| key_refs.iter().try_for_each(|key| t.put(key, b"", 0))).unwrap();
+    }
+    let result = namespace.transaction_over_all(|t| t.delete_every_key());
+    assert!(matches!(result, Err(EngineError::BatchTooLarge { len_bytes, limit_bytes }) if len_bytes > limit_bytes), "{result:?}");
+    assert_eq!(namespace.key_count(), 1501, "nothing deleted");
+}
+
 /// After a power cut, every key's record and parts are of one write: the record's version is
 /// every part's version and its part count is the number of parts.
 #[test]

@@ -75,6 +75,9 @@ pub trait KeyStore {
     fn scan(&mut self, cursor: u64, count_hint: usize) -> Result<ScanPage, EngineError>;
     /// Any key, as this store sees them.
     fn random_key(&mut self) -> Result<Option<Vec<u8>>, EngineError>;
+    /// Deletes every key (FLUSHDB): inside a transaction, in its one batch, bounded by a write
+    /// block (`Transaction::delete_every_key`); on the namespace, in batches (`Namespace::clear`).
+    fn delete_every_key(&mut self) -> Result<(), EngineError>;
 
     /// What `get` answers for each key, in order.
     fn get_many(&mut self, keys: &[&[u8]]) -> Vec<Result<Option<Value>, EngineError>> {
@@ -121,6 +124,9 @@ impl KeyStore for Transaction<'_> {
     }
     fn random_key(&mut self) -> Result<Option<Vec<u8>>, EngineError> {
         Transaction::random_key(self)
+    }
+    fn delete_every_key(&mut self) -> Result<(), EngineError> {
+        Transaction::delete_every_key(self)
     }
 }
 
@@ -174,6 +180,9 @@ impl KeyStore for DirectStore<'_> {
     }
     fn random_key(&mut self) -> Result<Option<Vec<u8>>, EngineError> {
         self.0.random_key()
+    }
+    fn delete_every_key(&mut self) -> Result<(), EngineError> {
+        self.0.clear()
     }
 
     /// One batched engine read whose memory misses overlap; key by key when a key is invalid

@@ -542,6 +542,9 @@ mod tests {
         fn random_key(&mut self) -> Result<Option<Vec<u8>>, EngineError> {
             unimplemented!("not used by hash_layout")
         }
+        fn delete_every_key(&mut self) -> Result<(), EngineError> {
+            unimplemented!("not used by hash_layout")
+        }
     }
 
     fn set_fields(store: &mut MemoryStore, limits: &HashLimits, fields: impl IntoIterator<Item = (String, usize)>) {

@@ -434,6 +434,11 @@ impl<P> RecordLog<P> {
         slot as u64 * self.block_bytes
     }
 
+    /// The most record bytes one batch may take: a block's, less its header.
+    pub(crate) fn batch_bytes_max(&self) -> usize {
+        (self.block_bytes as usize) - BLOCK_HEADER_BYTES
+    }
+
     /// Appends `records` contiguously in one block (a batch never spans blocks), queues
     /// `publication`, and returns where each record went and the bytes written (the records back
     /// to back, in order). Nothing is written when it fails.
@@ -445,7 +450,7 @@ impl<P> RecordLog<P> {
         publication: impl FnOnce(&[Appended]) -> P,
     ) -> Result<(Vec<Appended>, Vec<u8>)> {
         let total: usize = records.iter().map(|r| record::record_bytes(r.key.len(), r.value.len())).sum();
-        let capacity = (self.block_bytes as usize) - BLOCK_HEADER_BYTES;
+        let capacity = self.batch_bytes_max();
         if total > capacity {
             return Err(EngineError::BatchTooLarge { len_bytes: total, limit_bytes: capacity });
         }

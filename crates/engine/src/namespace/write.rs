@@ -381,6 +381,28 @@ impl Transaction<'_> {
         self.delete_parts_of(digest)?;
         Ok(existed)
     }
+
+    /// Deletes every key, expired ones too, with their parts, in this transaction's one batch
+    /// (FLUSHDB inside MULTI; `Namespace::clear` outside). Only for a transaction over every
+    /// partition. The batch must fit in one write block: keys are counted as they are listed, so
+    /// a database too big for it fails with BatchTooLarge, nothing deleted, without being listed
+    /// whole first (parts past the limit fail the commit the same way).
+    pub fn delete_every_key(&mut self) -> Result<()> {
+        let limit_bytes = self.namespace.log.batch_bytes_max();
+        let writes = self.key_writes_by_partition();
+        let (mut keys, mut len_bytes) = (Vec::new(), 0);
+        for number in 0..crate::index::PARTITION_COUNT {
+            let first_new = keys.len();
+            // A clock of 0: expired keys, still counted until reclaimed, go as well.
+            self.keys_of_partition(number, &writes, 0, &mut keys)?;
+            len_bytes += keys[first_new..].iter().map(|key| record_bytes(key.len(), 0)).sum::<usize>();
+            if len_bytes > limit_bytes {
+                return Err(EngineError::BatchTooLarge { len_bytes, limit_bytes });
+            }
+        }
+        drop(writes);
+        keys.iter().try_for_each(|key| self.delete(key).map(|_| ()))
+    }
 }
 
 /// `writes` without those a later write of the same key (or part) supersedes, in their order.

@@ -28,7 +28,7 @@ fn check_flush_mode(call: &Call<'_>) -> Result<(), crate::command::CommandError>
 
 pub fn flushdb(call: &mut Call<'_>) -> CommandResult {
     check_flush_mode(call)?;
-    call.namespace.clear()?;
+    call.store.delete_every_key()?;
     Ok(Reply::ok())
 }
 

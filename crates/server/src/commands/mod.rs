@@ -47,7 +47,7 @@ pub static TABLE: &[CommandSpec] = &[
     command!("select", 2, KeySpec::NONE, 0, "connection", "Changes the selected database (namespace).", connection::select),
     command!("client", -2, KeySpec::NONE, SESSION_OR_SERVER, "connection", "Client connection commands (ID SETNAME GETNAME SETINFO LIST INFO KILL).", connection::client),
     command!("dbsize", 1, KeySpec::NONE, READ, "server", "Returns the number of keys in the database.", admin::dbsize),
-    command!("flushdb", -1, KeySpec::NONE, WRITE, "server", "Removes all keys from the current database.", admin::flushdb),
+    command!("flushdb", -1, KeySpec::NONE, WRITE | IN_MULTI | WHOLE_KEYSPACE, "server", "Removes all keys from the current database.", admin::flushdb),
     command!("flushall", -1, KeySpec::NONE, WRITE, "server", "Removes all keys from all databases.", admin::flushall),
     command!("info", -1, KeySpec::NONE, SESSION_OR_SERVER, "server", "Returns information and statistics about the server.", admin::info),
     command!("config", -2, KeySpec::NONE, ADMIN | SESSION_OR_SERVER, "server", "Configuration commands (GET SET RESETSTAT).", admin::config),
