@@ -77,7 +77,7 @@ CASES = {
         ["ECHO"], ["ECHO", "hello"], ["PING"], ["PING", "hi"], ["SELECT", "x"], ["SELECT", "-1"], ["SELECT", "100000"],
         ["AUTH", "pw"], ["AUTH", "default", "pw"], ["AUTH", "a", "b", "c"], ["CLIENT", "NOSUCH"], ["CLIENT", "SETNAME", "a b"],
         ["CLIENT", "SETNAME", "good"], ["CLIENT", "GETNAME"],
-        ["CONFIG", "NOSUCH"], ["CONFIG", "GET", "maxclients"], ["CONFIG", "SET", "nosuchparam", "1"], ["COMMAND", "NOSUCH"],
+        ["CONFIG", "NOSUCH"], ["CONFIG", "GET", "maxclients"], ["CONFIG", "GET", "databases"], ["SELECT", "15"], ["SELECT", "16"], ["SELECT", "0"], ["CONFIG", "SET", "nosuchparam", "1"], ["COMMAND", "NOSUCH"],
         ["MULTI"], ["MULTI"], ["DISCARD"], ["EXEC"], ["DISCARD"], ["WATCH", "a"], ["UNWATCH"], ["HELLO", "4"], ["HELLO", "x"],
         ["HELLO", "2", "BOGUS"], ["SHUTDOWN", "ABORT"], ["SHUTDOWN", "BOGUS"],
         ["MEMORY", "USAGE"], ["MEMORY", "USAGE", "nokey"], ["MEMORY", "USAGE", "nokey", "SAMPLES"],
