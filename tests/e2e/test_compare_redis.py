@@ -95,6 +95,7 @@ CASES = {
         ["MULTI"], ["WATCH", "a"], ["DISCARD"], ["MULTI"], ["HSET", "h", "f", "v"], ["HGET", "h", "f"], ["DEL", "h"], ["EXEC"],
         ["EXEC"], ["MULTI"], ["EXEC"], ["MULTI"], ["SET", "d", "1"], ["FLUSHDB"], ["GET", "a"], ["SET", "e", "2"], ["DBSIZE"],
         ["EXEC"], ("sorted", ["KEYS", "*"]), ["MULTI"], ["FLUSHDB", "BOGUS"], ["EXEC"], ["MULTI"], ["FLUSHDB", "ASYNC"], ["EXEC"],
+        ["MULTI"], ["MEMORY", "USAGE", "nokey"], ["MEMORY", "USAGE"], ["EXEC"], ["MULTI"], ["MEMORY", "USAGE", "nokey"], ["EXEC"],
     ],
     "option checks in order": [
         ["SET", "s", "v"], ["HSET", "h", "f", "v"], ["GETEX", "m", "EX", "0"], ["GETEX", "m", "EX", "abc"], ["GETEX", "s", "EX", "abc"],

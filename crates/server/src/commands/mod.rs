@@ -57,7 +57,7 @@ pub static TABLE: &[CommandSpec] = &[
     command!("save", 1, KeySpec::NONE, ADMIN, "server", "Checkpoints every namespace synchronously.", admin::save),
     command!("bgsave", -1, KeySpec::NONE, ADMIN, "server", "Checkpoints every namespace in the background.", admin::bgsave),
     command!("lastsave", 1, KeySpec::NONE, SESSION_OR_SERVER, "server", "Returns the Unix time of the last checkpoint.", admin::lastsave),
-    command!("memory", -2, KeySpec::NONE, ADMIN, "server", "MEMORY USAGE reports a key's stored bytes; MEMORY PURGE empties the record caches (a COLD start without restarting).", admin::memory),
+    command!("memory", -2, KeySpec::NONE, ADMIN | SESSION_OR_SERVER, "server", "MEMORY USAGE reports a key's stored bytes; MEMORY PURGE empties the record caches (a COLD start without restarting).", admin::memory),
     command!("get", 2, KeySpec::ONE, READ, "string", "Returns the string value of a key.", strings::get),
     command!("set", -3, KeySpec::ONE, BLIND_WRITES, "string", "Sets the string value of a key (EX PX EXAT PXAT NX XX GET KEEPTTL).", strings::set),
     command!("setnx", 3, KeySpec::ONE, WRITES, "string", "Sets a key only when it does not exist.", strings::setnx),
