@@ -3,6 +3,7 @@ CONFIG, CLIENT, COMMAND, TIME, SAVE/BGSAVE/LASTSAVE, SHUTDOWN and SIGTERM, SCAN,
 
 import re
 import socket
+import threading
 import subprocess
 import time
 import urllib.request
@@ -117,6 +118,31 @@ def test_sixteen_databases_by_default_each_opened_by_its_first_select(make_serve
     assert server.client(db=5).hgetall("h") == {"f": "v"}
     zero.flushall()
     assert server.client(db=5).dbsize() == 0 and zero.dbsize() == 0
+
+
+def test_clients_opening_every_database_at_once_each_keep_their_own_keys(make_server):
+    server = make_server("--cache", "1MiB")
+    errors = []
+
+    def fill(number):
+        try:
+            client = server.client(db=number)
+            client.mset({f"k{key}": f"db{number}:{key}" for key in range(200)})
+            assert client.dbsize() == 200 and client.get("k7") == f"db{number}:7"
+        except Exception as error:  # reported below, with the database it happened in
+            errors.append((number, error))
+
+    threads = [threading.Thread(target=fill, args=(number,)) for number in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors, errors
+    server.kill9()
+    server.start()
+    keyspace = server.client().info("keyspace")
+    assert all(keyspace[f"db{number}"]["keys"] == 200 for number in range(16)), keyspace
+    assert server.client(db=11).mget("k0", "k199") == ["db11:0", "db11:199"]
 
 
 def test_the_number_of_databases_is_a_flag(make_server, tmp_path):
