@@ -120,6 +120,14 @@ CASES = {
         ["SET", "e", "v", "EXAT", "4000000000"], ["COPY", "e", "e2"], ["EXPIRETIME", "e2"], ["COPY", "h", "e2", "REPLACE"],
         ["TYPE", "e2"], ["EXPIRETIME", "e2"], ["COPY", "e", "h2", "REPLACE"], ["GET", "h2"], ["DBSIZE"],
     ],
+    "move": [
+        ["MOVE"], ["MOVE", "a"], ["SET", "a", "1"], ["MOVE", "a", "x"], ["MOVE", "a", "99999999999"], ["MOVE", "a", "-1"],
+        ["MOVE", "a", "16"], ["MOVE", "a", "0"], ["MOVE", "nokey", "3"], ["SELECT", "3"], ["SET", "b", "x"], ["SELECT", "0"],
+        ["SET", "b", "y"], ["MOVE", "b", "3"], ["GET", "b"], ["MOVE", "a", "3"], ["EXISTS", "a"], ["SET", "e", "v", "EXAT", "4000000000"],
+        ["MOVE", "e", "3"], ["HSET", "h", "f", "v", "g", "w"], ["MOVE", "h", "3"], ["DBSIZE"], ["SELECT", "3"], ["GET", "a"],
+        ["GET", "b"], ["EXPIRETIME", "e"], ["HGETALL", "h"], ["DBSIZE"], ["MOVE", "a", "0"], ["SELECT", "0"], ["GET", "a"],
+        ["DBSIZE"],
+    ],
     "watch": [
         ["WATCH", "w"], ["SET", "w", "1"], ["DEL", "w"], ["MULTI"], ["PING"], ["EXEC"],
         ["WATCH", "w"], ["SET", "w", "1", "XX"], ["DEL", "w"], ["EXPIRE", "w", "100"], ["MULTI"], ["PING"], ["EXEC"],

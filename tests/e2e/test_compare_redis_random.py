@@ -119,6 +119,7 @@ def command(rng: random.Random) -> list[str]:
         lambda: ["CONFIG", "GET"] + rng.choice([["maxclients"], []]),
         # Another database: the same key names, other keys (refused inside MULTI, see below).
         lambda: ["SELECT", rng.choice(["0", "0", "1", "2"])],
+        lambda: ["MOVE", key, rng.choice(["0", "1", "2"])],
     ]
     return rng.choice(choices)()
 
@@ -198,9 +199,9 @@ def run(clients: list[redis.Redis], commands: list[tuple[int, list[str]]]) -> li
     return replies
 
 
-# Pseudo-commands of several calls, and SELECT (Redis queues it; hybridkv refuses it there, since
-# one transaction covers one database): not inside MULTI.
-NOT_IN_MULTI = {"SCAN*", "HSCAN*", "SELECT"}
+# Pseudo-commands of several calls, and SELECT and MOVE (Redis queues them; hybridkv refuses them
+# there, since one transaction covers one database): not inside MULTI.
+NOT_IN_MULTI = {"SCAN*", "HSCAN*", "SELECT", "MOVE"}
 
 
 CONNECTIONS = 2

@@ -145,6 +145,37 @@ def test_clients_opening_every_database_at_once_each_keep_their_own_keys(make_se
     assert server.client(db=11).mget("k0", "k199") == ["db11:0", "db11:199"]
 
 
+def test_crossing_moves_and_writes_leave_a_key_in_exactly_one_database(make_server):
+    server = make_server()
+    server.client().set("k", 0)
+    errors = []
+
+    def mover(source, target):
+        client = server.client(db=source)
+        try:
+            for _ in range(150):
+                client.move("k", target)
+        except Exception as error:  # reported below
+            errors.append(error)
+
+    def writer():
+        client = server.client()
+        try:
+            for number in range(150):
+                client.set("k", number, xx=True)  # never creates it, only rewrites it where it is
+        except redis.ResponseError as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=mover, args=(0, 1)), threading.Thread(target=mover, args=(1, 0)), threading.Thread(target=writer)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not errors, errors
+    held = [server.client(db=number).exists("k") for number in (0, 1)]
+    assert sorted(held) == [0, 1], held
+
+
 def test_the_number_of_databases_is_a_flag(make_server, tmp_path):
     server = make_server("--databases", "2")
     assert server.client().config_get("databases") == {"databases": "2"}

@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use hybridkv_engine::{Config, Database, Durability, Tier};
+use hybridkv_engine::{Config, Database, Durability, KeySnapshot, Tier};
 use hybridkv_media::sim::SimStore;
 
 fn four_databases() -> Config {
@@ -63,4 +63,34 @@ fn threads_opening_one_database_at_once_get_the_same_namespace() {
     assert!(opened.iter().all(|namespace| Arc::ptr_eq(namespace, &opened[0])));
     assert_eq!(opened_numbers(&database), [0, 3]);
     assert_eq!(database.restart_reports().len(), 2);
+}
+
+#[test]
+fn a_key_snapshot_is_written_whole_in_another_database_and_sync_makes_it_durable_under_any_mode() {
+    let store = SimStore::new(13);
+    let provider = Arc::new(store.clone());
+    let mut config = config_for(std::path::Path::new("/sim"), vec![small_namespace("first", Tier::Pmem, Tier::Ssd, Durability::None)]);
+    config.databases = 2;
+    let database = Database::open_with(config.clone(), provider.clone()).unwrap();
+    let source = database.namespace(0).unwrap();
+    source
+        .transaction(&[b"hash"], |t| {
+            t.put(b"hash", b"root", 4_000_000_000_000)?;
+            (0..3).try_for_each(|number| t.put_part(b"hash", number, format!("part {number}").as_bytes()))
+        })
+        .unwrap();
+    let snapshot: KeySnapshot = source.transaction(&[b"hash"], |t| t.snapshot(b"hash")).unwrap().expect("written above");
+    assert_eq!(snapshot.parts.len(), 3);
+    assert!(source.transaction(&[b"absent"], |t| t.snapshot(b"absent")).unwrap().is_none());
+    let target = database.open_namespace(1).unwrap();
+    target.transaction(&[b"hash"], |t| t.put_snapshot(b"hash", &snapshot)).unwrap();
+    target.sync().unwrap();
+
+    store.freeze();
+    drop(database);
+    store.power_cut();
+    let database = Database::open_with(config, provider).unwrap();
+    let target = database.namespace(1).expect("reopened: it has media");
+    let copied = target.transaction(&[b"hash"], |t| t.snapshot(b"hash")).unwrap().expect("durable before the cut");
+    assert_eq!((copied.value.bytes, copied.value.expiry_unix_ms, copied.parts), (snapshot.value.bytes, snapshot.value.expiry_unix_ms, snapshot.parts));
 }

@@ -265,6 +265,10 @@ pub const WHOLE_KEYSPACE: u16 = 256;
 /// queued in MULTI, and EXEC runs it after its transaction has committed, outside every
 /// partition lock (such a command may take them itself, and EXEC's body holds them).
 pub const AFTER_TRANSACTION: u16 = 512;
+/// Writes a key of another database as well (MOVE): runs its own transactions, one namespace at
+/// a time, never inside another command's (so never grouped, and refused in MULTI), and may
+/// wait for a flush.
+pub const CROSSES_DATABASES: u16 = 1024;
 
 pub struct CommandSpec {
     pub name: &'static str,
@@ -320,7 +324,7 @@ pub fn run(spec: &CommandSpec, args: &[Bytes], session: &mut SessionState, share
     let namespace = namespace.clone();
     let keys = spec.keys.keys(args);
     let database = session.database;
-    let result = if spec.has(WRITE | READS_PARTS) && !keys.is_empty() {
+    let result = if spec.has(WRITE | READS_PARTS) && !keys.is_empty() && !spec.has(CROSSES_DATABASES) {
         let outcome = namespace.transaction_deferred(&keys, |transaction| {
             let mut call = Call { args, session, shared, namespace: &namespace, store: transaction };
             let result = run_in_transaction(spec.handler, &mut call);

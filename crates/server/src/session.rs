@@ -15,7 +15,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::command::{
-    self, engine_error_reply, unknown_command, wrong_arity, CommandSpec, ADMIN, BEFORE_AUTH, BLIND_WRITE, GROUPED_ARGUMENT_BYTES_MAX,
+    self, engine_error_reply, unknown_command, wrong_arity, CommandSpec, ADMIN, BEFORE_AUTH, BLIND_WRITE, CROSSES_DATABASES, GROUPED_ARGUMENT_BYTES_MAX,
     GROUPED_WRITES_MAX, IN_MULTI, READONLY, TRANSACTION_CONTROL, WRITE,
 };
 use crate::commands;
@@ -131,7 +131,8 @@ fn groupable_write(args: &[Bytes], session: &SessionState) -> Option<&'static Co
         return None;
     }
     let spec = commands::lookup(&args[0])?;
-    (spec.keys.only_key(args).is_some() && spec.has(WRITE) && spec.arity_ok(args.len())).then_some(spec)
+    let single_key_write = spec.keys.only_key(args).is_some() && spec.has(WRITE) && !spec.has(CROSSES_DATABASES);
+    (single_key_write && spec.arity_ok(args.len())).then_some(spec)
 }
 
 fn argument_bytes(args: &[Bytes]) -> usize {
@@ -224,10 +225,10 @@ fn prefetch_read_run(first: &[Bytes], pending: &VecDeque<Vec<Bytes>>, session: &
 }
 
 /// Whether a request may wait on the engine (a checkpoint, a whole-keyspace operation, opening
-/// a database's media on its first SELECT). A write's durability is awaited asynchronously, so
+/// a database's media on its first SELECT, MOVE's flush). A write's durability is awaited asynchronously, so
 /// writes do not count.
 fn may_block(args: &[Bytes], shared: &Shared) -> bool {
-    commands::lookup(&args[0]).is_some_and(|spec| spec.has(ADMIN)) || selects_an_unopened_database(args, shared)
+    commands::lookup(&args[0]).is_some_and(|spec| spec.has(ADMIN | CROSSES_DATABASES)) || selects_an_unopened_database(args, shared)
 }
 
 fn selects_an_unopened_database(args: &[Bytes], shared: &Shared) -> bool {

@@ -103,6 +103,13 @@ impl Namespace {
         }
     }
 
+    /// Blocks until every write appended so far is durable and published, flushing now whatever
+    /// the durability mode (MOVE makes its copy durable before it deletes the original). Holding
+    /// no partition lock: publication takes them.
+    pub fn sync(&self) -> Result<()> {
+        self.wait_durable_with(self.log.append_position(), true)
+    }
+
     /// Blocks until the ticket's writes are durable (and space is no longer short, or the
     /// longest hold has passed, for a write held for space).
     pub fn wait_durable(&self, ticket: CommitTicket) -> Result<()> {

@@ -33,7 +33,7 @@ use commit::CommitState;
 pub use commit::{CommitTicket, DurableCallback};
 pub use full_scan::FullScanReport;
 pub use load_ahead::{CacheLoad, SubmitReads, LOAD_AHEAD_WINDOW_READS};
-pub use write::Transaction;
+pub use write::{KeySnapshot, Transaction};
 pub(crate) use maintenance::OpenCheckpoint;
 pub(crate) use write::Publication;
 

@@ -20,7 +20,7 @@ use crate::error::{EngineError, Result};
 use crate::digest::{part_key, PART_KEY_BYTES};
 use crate::index::{for_each_prefetching, Entry, Index, Partition, PendingEntry, EXPIRY_UNIX_MS_MAX, PART_EXPIRY_MARK};
 use crate::log::record::record_bytes;
-use crate::log::{position, Appended, FlushWork, Location, NewRecord, Writer, BLOCK_HEADER_BYTES};
+use crate::log::{position, Appended, FlushWork, Location, NewRecord, Writer};
 
 /// How far ahead of the entry it publishes a flush starts loading index slots.
 const PUBLISH_PREFETCH_DISTANCE_ITEMS: usize = 8;
@@ -320,22 +320,40 @@ impl Transaction<'_> {
     /// Writes `source`'s value, expiry and parts under `target`; false when `source` does not
     /// exist. `operation` names the caller in PartsTooLarge.
     fn write_copy(&mut self, source: &[u8], target: &[u8], operation: &'static str) -> Result<bool> {
-        let Some(value) = self.current(source)? else { return Ok(false) };
-        Namespace::check_key(target)?;
+        let Some(snapshot) = self.snapshot_for(source, operation)? else { return Ok(false) };
+        self.put_snapshot(target, &snapshot)?;
+        Ok(true)
+    }
+
+    /// The key's value, expiry, version and parts as this transaction sees them, to be written
+    /// under a key of another namespace (`put_snapshot`; MOVE); None when the key is missing.
+    /// PartsTooLarge when its parts would not fit in one batch there.
+    pub fn snapshot(&mut self, key: &[u8]) -> Result<Option<KeySnapshot>> {
+        self.snapshot_for(key, "move")
+    }
+
+    fn snapshot_for(&mut self, key: &[u8], operation: &'static str) -> Result<Option<KeySnapshot>> {
+        let Some(value) = self.current(key)? else { return Ok(None) };
         let mut parts = Vec::new();
-        while let Some(part) = self.get_part(source, parts.len() as u32)? {
+        while let Some(part) = self.get_part(key, parts.len() as u32)? {
             parts.push(part);
         }
         let part_bytes: usize = parts.iter().map(|part| record_bytes(PART_KEY_BYTES, part.len())).sum();
-        let limit_bytes = self.namespace.log.block_bytes() as usize - BLOCK_HEADER_BYTES;
+        let limit_bytes = self.namespace.log.batch_bytes_max();
         if part_bytes > limit_bytes {
             return Err(EngineError::PartsTooLarge { operation, parts: parts.len() as u32, len_bytes: part_bytes, limit_bytes });
         }
-        self.put(target, &value.bytes, value.expiry_unix_ms)?;
-        for (number, part) in parts.iter().enumerate() {
-            self.put_part(target, number as u32, part)?;
+        Ok(Some(KeySnapshot { value, parts }))
+    }
+
+    /// Writes a snapshot's value, expiry and parts under `key`, replacing what it held.
+    pub fn put_snapshot(&mut self, key: &[u8], snapshot: &KeySnapshot) -> Result<()> {
+        Namespace::check_key(key)?;
+        self.put(key, &snapshot.value.bytes, snapshot.value.expiry_unix_ms)?;
+        for (number, part) in snapshot.parts.iter().enumerate() {
+            self.put_part(key, number as u32, part)?;
         }
-        Ok(true)
+        Ok(())
     }
 
     /// Deletes the key if its entry still names `expired`, a record of it found expired in block
@@ -403,6 +421,13 @@ impl Transaction<'_> {
         drop(writes);
         keys.iter().try_for_each(|key| self.delete(key).map(|_| ()))
     }
+}
+
+/// A key's value and parts as read in one transaction (`Transaction::snapshot`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeySnapshot {
+    pub value: Value,
+    pub parts: Vec<Vec<u8>>,
 }
 
 /// `writes` without those a later write of the same key (or part) supersedes, in their order.

@@ -1,8 +1,10 @@
 //! Key commands: DEL UNLINK EXISTS TYPE EXPIRE PEXPIRE EXPIREAT PEXPIREAT TTL PTTL PERSIST RENAME
-//! RENAMENX COPY KEYS SCAN RANDOMKEY EXPIRETIME PEXPIRETIME TOUCH.
+//! RENAMENX COPY MOVE KEYS SCAN RANDOMKEY EXPIRETIME PEXPIRETIME TOUCH.
+
+use std::sync::Arc;
 
 use bytes::Bytes;
-use hybridkv_engine::{now_unix_ms, EXPIRY_UNIX_MS_MAX};
+use hybridkv_engine::{now_unix_ms, Namespace, EXPIRY_UNIX_MS_MAX};
 use hybridkv_resp::Reply;
 
 use super::{is, parse_integer, SYNTAX_ERROR};
@@ -231,6 +233,78 @@ pub fn copy(call: &mut Call<'_>) -> CommandResult {
         return Ok(Reply::Integer(0));
     }
     Ok(Reply::Integer(i64::from(call.store.copy(source, target)?)))
+}
+
+/// Attempts MOVE makes before it gives up on a key that keeps changing while it is copied.
+const MOVE_ATTEMPTS_MAX: usize = 8;
+
+/// MOVE key db: the key, with its expiry and parts, to another database that does not hold it.
+/// Two namespaces share no batch, so the key is copied to the target and made durable there,
+/// then the original is deleted if it is still the version copied (else the copy is taken back
+/// and the move starts over): a crash in between leaves the key in both databases, never in
+/// neither, and no lock of one namespace is held while waiting for the other's.
+pub fn move_key(call: &mut Call<'_>) -> CommandResult {
+    let key = call.args[1].clone();
+    let number = i32::try_from(parse_integer(&call.args[2])?)
+        .or_else(|_| fail("ERR value is out of range, value must between -2147483648 and 2147483647"))?;
+    let Some(number) = usize::try_from(number).ok().filter(|number| *number < call.shared.database.database_count()) else {
+        return fail(DB_INDEX_OUT_OF_RANGE);
+    };
+    if number == call.session.database {
+        return fail("ERR source and destination objects are the same");
+    }
+    let target = Arc::clone(crate::server::open_database(call.shared, number)?);
+    for _ in 0..MOVE_ATTEMPTS_MAX {
+        if let Some(moved) = move_once(call, &target, number, &key)? {
+            return Ok(Reply::Integer(i64::from(moved)));
+        }
+    }
+    fail(format!("ERR MOVE gave up after {MOVE_ATTEMPTS_MAX} attempts: the key kept changing while it was copied"))
+}
+
+/// One attempt of MOVE: Some(whether the key moved), or None when the original changed after it
+/// was copied (the copy is taken back unless it changed too).
+fn move_once(call: &mut Call<'_>, target: &Arc<Namespace>, target_number: usize, key: &[u8]) -> Result<Option<bool>, CommandError> {
+    let (source, source_number, watches) = (Arc::clone(call.namespace), call.session.database, &call.shared.watches);
+    let Some(snapshot) = source.transaction(&[key], |t| t.snapshot(key))? else { return Ok(Some(false)) };
+    let (copied, _) = target.transaction_deferred(&[key], |t| {
+        if t.get(key)?.is_some() {
+            return Ok(false);
+        }
+        t.put_snapshot(key, &snapshot)?;
+        watches.touch(target_number, t.changed_keys());
+        Ok(true)
+    })?;
+    if !copied {
+        return Ok(Some(false));
+    }
+    target.sync()?;
+    let (deleted, ticket) = source.transaction_deferred(&[key], |t| {
+        if t.get(key)?.map(|value| value.version) != Some(snapshot.value.version) {
+            return Ok(false);
+        }
+        t.delete(key)?;
+        watches.touch(source_number, t.changed_keys());
+        Ok(true)
+    })?;
+    if let Some(ticket) = ticket {
+        call.session.hold_reply_until_durable(&source, ticket);
+    }
+    if deleted {
+        return Ok(Some(true));
+    }
+    let (_, ticket) = target.transaction_deferred(&[key], |t| {
+        let still_the_copy = t.get(key)?.is_some_and(|value| value.bytes == snapshot.value.bytes && value.expiry_unix_ms == snapshot.value.expiry_unix_ms);
+        if still_the_copy {
+            t.delete(key)?;
+            watches.touch(target_number, t.changed_keys());
+        }
+        Ok(())
+    })?;
+    if let Some(ticket) = ticket {
+        call.session.hold_reply_until_durable(target, ticket);
+    }
+    Ok(None)
 }
 
 pub fn keys(call: &mut Call<'_>) -> CommandResult {

@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use bytes::Bytes;
 use hybridkv_resp::Reply;
 
-use crate::command::{arity_allows, fail, wrong_arity, Call, CommandError, CommandSpec, KeySpec, KeyStore, ADMIN, AFTER_TRANSACTION, BEFORE_AUTH, BLIND_WRITE, IN_MULTI, READONLY, READS_PARTS, TRANSACTION_CONTROL, WHOLE_KEYSPACE, WRITE};
+use crate::command::{arity_allows, fail, wrong_arity, Call, CommandError, CommandSpec, KeySpec, KeyStore, ADMIN, AFTER_TRANSACTION, BEFORE_AUTH, BLIND_WRITE, CROSSES_DATABASES, IN_MULTI, READONLY, READS_PARTS, TRANSACTION_CONTROL, WHOLE_KEYSPACE, WRITE};
 use crate::long_double::LongDouble;
 use crate::values::Stored;
 
@@ -94,6 +94,7 @@ pub static TABLE: &[CommandSpec] = &[
     command!("persist", 2, KeySpec::ONE, WRITES, "keyspace", "Removes a key's expiry.", keys::persist),
     command!("rename", 3, TWO, WRITES, "keyspace", "Renames a key.", keys::rename),
     command!("renamenx", 3, TWO, WRITES, "keyspace", "Renames a key when the new name is free.", keys::renamenx),
+    command!("move", 3, KeySpec::ONE, WRITE | CROSSES_DATABASES, "keyspace", "Moves a key to another database (not inside MULTI).", keys::move_key),
     command!("copy", -3, TWO, WRITES, "keyspace", "Copies a key's value, expiry and fields to another key of the same database (DB REPLACE).", keys::copy),
     command!("keys", 2, KeySpec::NONE, LISTS_KEYS, "keyspace", "Returns the keys matching a pattern.", keys::keys),
     command!("scan", -2, KeySpec::NONE, LISTS_KEYS, "keyspace", "Iterates over keys (MATCH COUNT TYPE).", keys::scan),
