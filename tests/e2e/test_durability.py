@@ -6,6 +6,8 @@ import time
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from conftest import PLACEMENT_IDS, PLACEMENTS
 
@@ -64,3 +66,36 @@ def test_acknowledged_writes_survive_kill_9(make_server, index, data):
         # A transaction never survives half-applied.
         after = len(record["transactions"])
         assert client.exists(f"tx{number}:{after}:a") == client.exists(f"tx{number}:{after}:b")
+
+
+def mover(server, source, target, stop):
+    """MOVEs the key `moving` from `source` to `target` until the server dies."""
+    # No retries: redis-py would try a dead server again for seconds.
+    client = server.client(db=source, socket_timeout=5, retry=Retry(NoBackoff(), 0))
+    try:
+        while not stop.is_set():
+            client.move("moving", target)
+    except (redis.ConnectionError, redis.TimeoutError, ConnectionResetError):
+        pass  # the server was killed under us
+
+
+@pytest.mark.parametrize("durability", ["always", "periodic"])
+def test_a_key_moved_back_and_forth_survives_kill_9_in_one_database_at_least(make_server, durability):
+    """MOVE deletes the original only once the copy is durable (docs/design/server.md,
+    "Databases"), whatever the durability mode: a crash may leave the key in both, never in neither."""
+    server = make_server("--durability", durability)
+    server.client().set("moving", "the value")
+    server.client().save()
+    for _ in range(3):
+        stop = threading.Event()
+        threads = [threading.Thread(target=mover, args=(server, source, 1 - source, stop)) for source in (0, 1)]
+        for thread in threads:
+            thread.start()
+        time.sleep(0.5)
+        server.kill9()
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=10)
+        server.start()
+        values = [server.client(db=number).get("moving") for number in (0, 1)]
+        assert "the value" in values and set(values) <= {"the value", None}, values
