@@ -104,8 +104,8 @@ impl Namespace {
     }
 
     /// Blocks until every write appended so far is durable and published, flushing now whatever
-    /// the durability mode (MOVE makes its copy durable before it deletes the original). Holding
-    /// no partition lock: publication takes them.
+    /// the durability mode (MOVE makes its copy durable before it deletes the original). The
+    /// caller holds none of this namespace's partition locks: publication takes them.
     pub fn sync(&self) -> Result<()> {
         self.wait_durable_with(self.log.append_position(), true)
     }
