@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 use hybridkv_media::{FsProvider, MediaProvider};
 use parking_lot::Mutex;
 
-use crate::config::{on_demand_number_of, Config, NamespaceConfig};
+use crate::config::{on_demand_number_of, Config};
 use crate::error::{EngineError, Result};
 use crate::namespace::Namespace;
 use crate::recovery::RestartReport;
@@ -51,29 +51,33 @@ impl Database {
             provider,
             _directory_lock: None,
         };
-        for number in 0..database.config.databases {
-            let configured = number < database.config.namespaces.len();
-            if configured || database.has_media(&database.config.on_demand_namespace(number))? {
+        for number in 0..database.config.namespaces.len() {
+            database.open_namespace(number)?;
+        }
+        for number in database.on_demand_numbers_with_media()? {
+            if number < database.config.databases {
                 database.open_namespace(number)?;
+            } else {
+                // A start with fewer databases than before: the media stay as they are.
+                tracing::warn!(database = number, databases = database.config.databases, "media of a database past the last one are left unopened: its keys are out of reach until databases is raised");
             }
         }
-        database.warn_of_databases_past_the_last()?;
         Ok(database)
     }
 
-    /// Media of on-demand databases numbered past `databases` (a start with fewer than before)
-    /// stay as they are, unopened: the operator is told, since their keys are out of reach.
-    fn warn_of_databases_past_the_last(&self) -> Result<()> {
+    /// The numbers of on-demand databases that left media behind (selected before): files named
+    /// `db<n>.…` on the tiers of database 0's placement, which they share, not those of a
+    /// configured namespace that happens to be named so.
+    fn on_demand_numbers_with_media(&self) -> Result<BTreeSet<usize>> {
         let first = &self.config.namespaces[0];
-        let mut past_the_last = BTreeSet::new();
+        let configured = |name: &str| self.config.namespaces.iter().any(|namespace| name.split_once('.').is_some_and(|(owner, _)| owner == namespace.name));
+        let mut numbers = BTreeSet::new();
         for tier in [first.index, first.data, first.journal] {
-            let numbers = self.provider.list("db", tier)?.into_iter().filter_map(|name| on_demand_number_of(&name));
-            past_the_last.extend(numbers.filter(|number| *number >= self.config.databases));
+            let names = self.provider.list("db", tier)?;
+            numbers.extend(names.iter().filter(|name| !configured(name)).filter_map(|name| on_demand_number_of(name)));
         }
-        for number in past_the_last {
-            tracing::warn!(database = number, databases = self.config.databases, "media of a database past the last one are left unopened: its keys are out of reach until databases is raised");
-        }
-        Ok(())
+        numbers.retain(|number| *number >= self.config.namespaces.len());
+        Ok(numbers)
     }
 
     /// Database numbers SELECT takes (`Config::databases`).
@@ -117,17 +121,6 @@ impl Database {
         self.reports.lock().push(report);
         assert!(slot.set(namespace).is_ok(), "database {number} opened twice");
         Ok(slot.get().expect("just set"))
-    }
-
-    /// Whether a namespace left media behind: a file on any of its tiers.
-    fn has_media(&self, config: &NamespaceConfig) -> Result<bool> {
-        let prefix = format!("{}.", config.name);
-        for tier in [config.index, config.data, config.journal] {
-            if !self.provider.list(&prefix, tier)?.is_empty() {
-                return Ok(true);
-            }
-        }
-        Ok(false)
     }
 
     /// The restart reports of the namespaces opened so far, in the order they were opened.
