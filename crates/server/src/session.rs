@@ -228,13 +228,14 @@ fn prefetch_read_run(first: &[Bytes], pending: &VecDeque<Vec<Bytes>>, session: &
 /// a database's media on its first SELECT, MOVE's flush). A write's durability is awaited asynchronously, so
 /// writes do not count.
 fn may_block(args: &[Bytes], shared: &Shared) -> bool {
-    commands::lookup(&args[0]).is_some_and(|spec| spec.has(ADMIN | CROSSES_DATABASES)) || selects_an_unopened_database(args, shared)
+    commands::lookup(&args[0]).is_some_and(|spec| {
+        spec.has(ADMIN | CROSSES_DATABASES) || spec.name == "select" && selects_an_unopened_database(args, shared)
+    })
 }
 
 fn selects_an_unopened_database(args: &[Bytes], shared: &Shared) -> bool {
     let number = || std::str::from_utf8(args.get(1)?).ok()?.parse::<usize>().ok();
-    args[0].eq_ignore_ascii_case(b"select")
-        && number().is_some_and(|number| number < shared.database.database_count() && shared.database.namespace(number).is_none())
+    number().is_some_and(|number| number < shared.database.database_count() && shared.database.namespace(number).is_none())
 }
 
 /// The keys whose values the pending requests will read, up to the first transaction-control
