@@ -353,16 +353,19 @@ def test_rename_or_copy_of_a_hash_bigger_than_a_write_block_is_a_clear_error(mak
 EXPIRY_UNIX_MS_MAX = 2**48 - 2
 
 
-def test_a_big_hash_moves_to_another_database_whole(shared_server):
+def test_a_big_hash_moves_and_copies_to_another_database_whole(shared_server):
     zero, two = shared_server.client(), shared_server.client(db=2)
     zero.delete("moving")
-    two.delete("moving")
+    two.flushdb()
     fill(zero, "moving", FIELDS)
     fields = zero.hgetall("moving")
     assert zero.move("moving", 2) is True
     assert zero.exists("moving") == 0 and two.hlen("moving") == FIELDS and two.hgetall("moving") == fields
     assert two.dbsize() == 1, "buckets are parts, not keys"
     assert two.move("moving", 0) is True and zero.hget("moving", "field:7") == f"{VALUE_PAD}7"
+    assert zero.copy("moving", "copied", destination_db=2) is True
+    zero.hset("moving", "field:7", "changed")
+    assert two.hgetall("copied") == fields and two.dbsize() == 1
 
 
 def test_memory_usage_counts_every_bucket_or_estimates_from_samples(r):

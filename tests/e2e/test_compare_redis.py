@@ -120,6 +120,13 @@ CASES = {
         ["SET", "e", "v", "EXAT", "4000000000"], ["COPY", "e", "e2"], ["EXPIRETIME", "e2"], ["COPY", "h", "e2", "REPLACE"],
         ["TYPE", "e2"], ["EXPIRETIME", "e2"], ["COPY", "e", "h2", "REPLACE"], ["GET", "h2"], ["DBSIZE"],
     ],
+    "copy to another database": [
+        ["SET", "a", "1"], ["COPY", "a", "a", "DB", "3"], ["COPY", "a", "a", "DB", "3"], ["COPY", "nokey", "b", "DB", "3"],
+        ["HSET", "h", "f", "v"], ["COPY", "h", "a", "DB", "3"], ["COPY", "h", "a", "DB", "3", "REPLACE"], ["SET", "e", "v", "EXAT", "4000000000"],
+        ["COPY", "e", "e2", "DB", "3"], ["COPY", "a", "b", "DB", "16"], ["SELECT", "3"], ["TYPE", "a"], ["HGETALL", "a"],
+        ["EXPIRETIME", "e2"], ["DBSIZE"], ["COPY", "a", "a", "DB", "0"], ["COPY", "e2", "a", "DB", "0", "REPLACE"], ["SELECT", "0"],
+        ["GET", "a"], ["EXPIRETIME", "a"], ["DBSIZE"],
+    ],
     "move": [
         ["MOVE"], ["MOVE", "a"], ["SET", "a", "1"], ["MOVE", "a", "x"], ["MOVE", "a", "99999999999"], ["MOVE", "a", "-1"],
         ["MOVE", "a", "16"], ["MOVE", "a", "0"], ["MOVE", "nokey", "3"], ["SELECT", "3"], ["SET", "b", "x"], ["SELECT", "0"],

@@ -74,7 +74,7 @@ def command(rng: random.Random) -> list[str]:
         lambda: ["GETSET", key, value(rng)],
         lambda: ["GETDEL", key],
         lambda: [rng.choice(["RENAME", "RENAMENX"]), key, other],
-        lambda: ["COPY", key, other] + rng.choice([[], ["REPLACE"], ["DB", "0"], ["DB", "0", "REPLACE"]]),
+        lambda: ["COPY", key, other] + rng.choice([[], ["REPLACE"], ["DB", "0"], ["DB", rng.choice(["1", "2"]), "REPLACE"]]),
         lambda: ["HSET", key, field, value(rng)] + ([rng.choice(FIELDS), value(rng)] if rng.random() < 0.3 else []),
         lambda: ["HSETNX", key, field, value(rng)],
         lambda: ["HGET", key, field],
@@ -227,14 +227,16 @@ def transaction_of(rng: random.Random) -> list[tuple[int, list[str]]]:
     return watching + [(connection, ["MULTI"])] + queued + ending
 
 
-def with_copies_within_the_database(commands: list[tuple[int, list[str]]]) -> list[tuple[int, list[str]]]:
-    """COPY's DB option names the database its connection has selected: hybridkv refuses a copy
-    to another database (README, "Differences from Redis")."""
-    selected = {}
+def with_copies_within_the_database_inside_multi(commands: list[tuple[int, list[str]]]) -> list[tuple[int, list[str]]]:
+    """Inside MULTI, COPY's DB option names the database its connection has selected: hybridkv
+    refuses a copy to another database there (README, "Differences from Redis")."""
+    selected, in_multi = {}, set()
     for connection, arguments in commands:
         if arguments[0] == "SELECT":
             selected[connection] = arguments[1]
-        elif arguments[0] == "COPY" and "DB" in arguments:
+        elif arguments[0] in ("MULTI", "EXEC", "DISCARD"):
+            (in_multi.add if arguments[0] == "MULTI" else in_multi.discard)(connection)
+        elif arguments[0] == "COPY" and "DB" in arguments and connection in in_multi:
             arguments[arguments.index("DB") + 1] = selected.get(connection, "0")
     return commands
 
@@ -244,7 +246,7 @@ def sequence(seed: int) -> list[tuple[int, list[str]]]:
     commands = []
     while len(commands) < COMMANDS_PER_SEED:
         commands.extend(transaction_of(rng) if rng.random() < 0.05 else [(rng.randrange(CONNECTIONS), command(rng))])
-    return with_copies_within_the_database(commands)
+    return with_copies_within_the_database_inside_multi(commands)
 
 
 def shown(arguments: list[str]) -> str:

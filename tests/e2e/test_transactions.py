@@ -86,6 +86,14 @@ def test_flushdb_inside_multi_deletes_in_the_transaction_or_refuses_a_database_t
     assert client.flushdb() and client.dbsize() == 0, "outside MULTI, in as many batches as it takes"
 
 
+def test_copy_to_another_database_inside_multi_is_refused_in_exec_and_the_rest_runs(r):
+    r.set("a", "1")
+    with r.pipeline(transaction=True) as pipe:
+        replies = pipe.copy("a", "b", destination_db=1).copy("a", "c").get("c").execute(raise_on_error=False)
+    assert isinstance(replies[0], redis.ResponseError) and "not supported inside MULTI" in str(replies[0]), replies
+    assert replies[1:] == [True, "1"]
+
+
 def test_a_watched_key_absent_at_watch_and_at_exec_still_aborts_exec_if_written_between(r, shared_server):
     """Created and deleted again by another client: the key has no version either time, so only
     the write's touch tells EXEC (crate::watch)."""

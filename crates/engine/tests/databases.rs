@@ -79,9 +79,9 @@ fn a_key_snapshot_is_written_whole_in_another_database_and_sync_makes_it_durable
             (0..3).try_for_each(|number| t.put_part(b"hash", number, format!("part {number}").as_bytes()))
         })
         .unwrap();
-    let snapshot: KeySnapshot = source.transaction(&[b"hash"], |t| t.snapshot(b"hash")).unwrap().expect("written above");
+    let snapshot: KeySnapshot = source.transaction(&[b"hash"], |t| t.snapshot(b"hash", "copy")).unwrap().expect("written above");
     assert_eq!(snapshot.parts.len(), 3);
-    assert!(source.transaction(&[b"absent"], |t| t.snapshot(b"absent")).unwrap().is_none());
+    assert!(source.transaction(&[b"absent"], |t| t.snapshot(b"absent", "copy")).unwrap().is_none());
     let target = database.open_namespace(1).unwrap();
     target.transaction(&[b"hash"], |t| t.put_snapshot(b"hash", &snapshot)).unwrap();
     target.sync().unwrap();
@@ -91,6 +91,6 @@ fn a_key_snapshot_is_written_whole_in_another_database_and_sync_makes_it_durable
     store.power_cut();
     let database = Database::open_with(config, provider).unwrap();
     let target = database.namespace(1).expect("reopened: it has media");
-    let copied = target.transaction(&[b"hash"], |t| t.snapshot(b"hash")).unwrap().expect("durable before the cut");
+    let copied = target.transaction(&[b"hash"], |t| t.snapshot(b"hash", "copy")).unwrap().expect("durable before the cut");
     assert_eq!((copied.value.bytes, copied.value.expiry_unix_ms, copied.parts), (snapshot.value.bytes, snapshot.value.expiry_unix_ms, snapshot.parts));
 }

@@ -78,6 +78,9 @@ pub trait KeyStore {
     /// Deletes every key (FLUSHDB): inside a transaction, in its one batch, bounded by a write
     /// block (`Transaction::delete_every_key`); on the namespace, in batches (`Namespace::clear`).
     fn delete_every_key(&mut self) -> Result<(), EngineError>;
+    /// Whether this store is a transaction over the command's keys (run by `run` or EXEC), not
+    /// the namespace itself.
+    fn is_transaction(&self) -> bool;
 
     /// What `get` answers for each key, in order.
     fn get_many(&mut self, keys: &[&[u8]]) -> Vec<Result<Option<Value>, EngineError>> {
@@ -127,6 +130,9 @@ impl KeyStore for Transaction<'_> {
     }
     fn delete_every_key(&mut self) -> Result<(), EngineError> {
         Transaction::delete_every_key(self)
+    }
+    fn is_transaction(&self) -> bool {
+        true
     }
 }
 
@@ -183,6 +189,9 @@ impl KeyStore for DirectStore<'_> {
     }
     fn delete_every_key(&mut self) -> Result<(), EngineError> {
         self.0.clear()
+    }
+    fn is_transaction(&self) -> bool {
+        false
     }
 
     /// One batched engine read whose memory misses overlap; key by key when a key is invalid
@@ -265,9 +274,10 @@ pub const WHOLE_KEYSPACE: u16 = 256;
 /// queued in MULTI, and EXEC runs it after its transaction has committed, outside every
 /// partition lock (such a command may take them itself, and EXEC's body holds them).
 pub const AFTER_TRANSACTION: u16 = 512;
-/// Writes a key of another database as well (MOVE): runs its own transactions, one namespace at
-/// a time, never inside another command's (so never grouped, and refused in MULTI), and may
-/// wait for a flush.
+/// May write a key of another database (MOVE, COPY … DB): runs its own transactions, one
+/// namespace at a time, never inside another command's (so never grouped), and may wait for a
+/// flush. Refused in MULTI unless also `IN_MULTI` (COPY, which inside EXEC copies within the
+/// current database only).
 pub const CROSSES_DATABASES: u16 = 1024;
 
 pub struct CommandSpec {
@@ -323,28 +333,41 @@ pub fn run(spec: &CommandSpec, args: &[Bytes], session: &mut SessionState, share
     };
     let namespace = namespace.clone();
     let keys = spec.keys.keys(args);
-    let database = session.database;
     let result = if spec.has(WRITE | READS_PARTS) && !keys.is_empty() && !spec.has(CROSSES_DATABASES) {
-        let outcome = namespace.transaction_deferred(&keys, |transaction| {
-            let mut call = Call { args, session, shared, namespace: &namespace, store: transaction };
-            let result = run_in_transaction(spec.handler, &mut call);
-            shared.watches.touch(database, transaction.changed_keys());
-            result
-        });
-        match outcome {
-            Ok((result, ticket)) => {
-                if let Some(ticket) = ticket {
-                    session.hold_reply_until_durable(&namespace, ticket);
-                }
-                result
-            }
-            Err(error) => Err(CommandError::Engine(error)),
-        }
+        run_over_keys(spec.handler, &keys, args, session, shared, &namespace)
     } else {
         let mut store = DirectStore(&namespace);
         (spec.handler)(&mut Call { args, session, shared, namespace: &namespace, store: &mut store })
     };
     result.unwrap_or_else(CommandError::into_reply)
+}
+
+/// Runs `handler` in a transaction over `keys` of the session's namespace: its writes commit as
+/// one batch, watchers of what it changed hear of it, and its reply waits for their durability.
+pub fn run_over_keys(
+    handler: Handler,
+    keys: &[&[u8]],
+    args: &[Bytes],
+    session: &mut SessionState,
+    shared: &Shared,
+    namespace: &Arc<Namespace>,
+) -> CommandResult {
+    let database = session.database;
+    let outcome = namespace.transaction_deferred(keys, |transaction| {
+        let mut call = Call { args, session, shared, namespace, store: transaction };
+        let result = run_in_transaction(handler, &mut call);
+        shared.watches.touch(database, transaction.changed_keys());
+        result
+    });
+    match outcome {
+        Ok((result, ticket)) => {
+            if let Some(ticket) = ticket {
+                session.hold_reply_until_durable(namespace, ticket);
+            }
+            result
+        }
+        Err(error) => Err(CommandError::Engine(error)),
+    }
 }
 
 /// Pipelined single-key writes of one client that run in one engine transaction at most

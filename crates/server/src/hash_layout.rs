@@ -545,6 +545,9 @@ mod tests {
         fn delete_every_key(&mut self) -> Result<(), EngineError> {
             unimplemented!("not used by hash_layout")
         }
+        fn is_transaction(&self) -> bool {
+            false
+        }
     }
 
     fn set_fields(store: &mut MemoryStore, limits: &HashLimits, fields: impl IntoIterator<Item = (String, usize)>) {

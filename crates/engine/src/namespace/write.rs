@@ -320,19 +320,15 @@ impl Transaction<'_> {
     /// Writes `source`'s value, expiry and parts under `target`; false when `source` does not
     /// exist. `operation` names the caller in PartsTooLarge.
     fn write_copy(&mut self, source: &[u8], target: &[u8], operation: &'static str) -> Result<bool> {
-        let Some(snapshot) = self.snapshot_for(source, operation)? else { return Ok(false) };
+        let Some(snapshot) = self.snapshot(source, operation)? else { return Ok(false) };
         self.put_snapshot(target, &snapshot)?;
         Ok(true)
     }
 
     /// The key's value, expiry, version and parts as this transaction sees them, to be written
-    /// under a key of another namespace (`put_snapshot`; MOVE); None when the key is missing.
-    /// PartsTooLarge when its parts would not fit in one batch there.
-    pub fn snapshot(&mut self, key: &[u8]) -> Result<Option<KeySnapshot>> {
-        self.snapshot_for(key, "move")
-    }
-
-    fn snapshot_for(&mut self, key: &[u8], operation: &'static str) -> Result<Option<KeySnapshot>> {
+    /// under a key of another namespace (`put_snapshot`; MOVE, COPY … DB); None when the key is
+    /// missing. PartsTooLarge, naming `operation`, when its parts would not fit in one batch.
+    pub fn snapshot(&mut self, key: &[u8], operation: &'static str) -> Result<Option<KeySnapshot>> {
         let Some(value) = self.current(key)? else { return Ok(None) };
         let mut parts = Vec::new();
         while let Some(part) = self.get_part(key, parts.len() as u32)? {

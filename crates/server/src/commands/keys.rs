@@ -8,7 +8,7 @@ use hybridkv_engine::{now_unix_ms, Namespace, EXPIRY_UNIX_MS_MAX};
 use hybridkv_resp::Reply;
 
 use super::{is, parse_integer, SYNTAX_ERROR};
-use crate::command::{fail, Call, CommandError, CommandResult, DB_INDEX_OUT_OF_RANGE};
+use crate::command::{fail, run_over_keys, Call, CommandError, CommandResult, DB_INDEX_OUT_OF_RANGE};
 use crate::glob::glob_match;
 use crate::values::type_name_of;
 
@@ -200,9 +200,36 @@ pub fn renamenx(call: &mut Call<'_>) -> CommandResult {
     rename_generic(call, true)
 }
 
-/// COPY source destination [DB destination-db] [REPLACE]: the value with its expiry and parts,
-/// within the current database (a copy to another one would lock two namespaces at once).
+/// COPY source destination [DB destination-db] [REPLACE]: the value with its expiry and parts.
+/// Outside EXEC it takes its own locks (flag `CROSSES_DATABASES`): within the current database
+/// it runs again in a transaction over its two keys; to another database it reads the source,
+/// then writes the target, one namespace at a time (`copy_to_another_database`). Inside EXEC,
+/// whose transaction covers the current database only, a copy to another one is refused.
 pub fn copy(call: &mut Call<'_>) -> CommandResult {
+    let (database, replace) = copy_options(call)?;
+    let current = call.session.database;
+    if !call.store.is_transaction() {
+        if database != current {
+            return copy_to_another_database(call, database, replace);
+        }
+        let keys = [&call.args[1][..], &call.args[2][..]];
+        return run_over_keys(copy, &keys, call.args, call.session, call.shared, call.namespace);
+    }
+    let (source, target) = (&call.args[1], &call.args[2]);
+    if call.store.get(source)?.is_none() {
+        return Ok(Reply::Integer(0));
+    }
+    if database != current {
+        return fail("ERR COPY to another database is not supported inside MULTI (a transaction covers one database)");
+    }
+    if !replace && call.store.get(target)?.is_some() {
+        return Ok(Reply::Integer(0));
+    }
+    Ok(Reply::Integer(i64::from(call.store.copy(source, target)?)))
+}
+
+/// COPY's target database and REPLACE, checked as Redis checks them.
+fn copy_options(call: &Call<'_>) -> Result<(usize, bool), CommandError> {
     let (source, target) = (&call.args[1], &call.args[2]);
     let mut replace = false;
     let mut database = call.session.database;
@@ -223,16 +250,31 @@ pub fn copy(call: &mut Call<'_>) -> CommandResult {
     if source == target && database == call.session.database {
         return fail("ERR source and destination objects are the same");
     }
-    if call.store.get(source)?.is_none() {
+    Ok((database, replace))
+}
+
+/// COPY to another database: the source read whole (`Transaction::snapshot`) under its own
+/// namespace's lock, then written under the target's, never both held at once (two crossing
+/// copies would wait for each other). The copy is the source as it was when read.
+fn copy_to_another_database(call: &mut Call<'_>, database: usize, replace: bool) -> CommandResult {
+    let (source, target) = (call.args[1].clone(), call.args[2].clone());
+    let target_namespace = Arc::clone(crate::server::open_database(call.shared, database)?);
+    let Some(snapshot) = call.namespace.transaction(&[&source], |t| t.snapshot(&source, "copy"))? else {
         return Ok(Reply::Integer(0));
+    };
+    let watches = &call.shared.watches;
+    let (copied, ticket) = target_namespace.transaction_deferred(&[&target], |t| {
+        if !replace && t.get(&target)?.is_some() {
+            return Ok(false);
+        }
+        t.put_snapshot(&target, &snapshot)?;
+        watches.touch(database, t.changed_keys());
+        Ok(true)
+    })?;
+    if let Some(ticket) = ticket {
+        call.session.hold_reply_until_durable(&target_namespace, ticket);
     }
-    if database != call.session.database {
-        return fail("ERR COPY to another database is not supported (a copy locks one namespace)");
-    }
-    if !replace && call.store.get(target)?.is_some() {
-        return Ok(Reply::Integer(0));
-    }
-    Ok(Reply::Integer(i64::from(call.store.copy(source, target)?)))
+    Ok(Reply::Integer(i64::from(copied)))
 }
 
 /// Attempts MOVE makes before it gives up on a key that keeps changing while it is copied.
@@ -266,7 +308,7 @@ pub fn move_key(call: &mut Call<'_>) -> CommandResult {
 /// was copied (the copy is taken back unless it changed too).
 fn move_once(call: &mut Call<'_>, target: &Arc<Namespace>, target_number: usize, key: &[u8]) -> Result<Option<bool>, CommandError> {
     let (source, source_number, watches) = (Arc::clone(call.namespace), call.session.database, &call.shared.watches);
-    let Some(snapshot) = source.transaction(&[key], |t| t.snapshot(key))? else { return Ok(Some(false)) };
+    let Some(snapshot) = source.transaction(&[key], |t| t.snapshot(key, "move"))? else { return Ok(Some(false)) };
     let (copied, _) = target.transaction_deferred(&[key], |t| {
         if t.get(key)?.is_some() {
             return Ok(false);

@@ -95,7 +95,7 @@ pub static TABLE: &[CommandSpec] = &[
     command!("rename", 3, TWO, WRITES, "keyspace", "Renames a key.", keys::rename),
     command!("renamenx", 3, TWO, WRITES, "keyspace", "Renames a key when the new name is free.", keys::renamenx),
     command!("move", 3, KeySpec::ONE, WRITE | CROSSES_DATABASES, "keyspace", "Moves a key to another database (not inside MULTI).", keys::move_key),
-    command!("copy", -3, TWO, WRITES, "keyspace", "Copies a key's value, expiry and fields to another key of the same database (DB REPLACE).", keys::copy),
+    command!("copy", -3, TWO, WRITES | CROSSES_DATABASES, "keyspace", "Copies a key's value, expiry and fields to another key (DB REPLACE).", keys::copy),
     command!("keys", 2, KeySpec::NONE, LISTS_KEYS, "keyspace", "Returns the keys matching a pattern.", keys::keys),
     command!("scan", -2, KeySpec::NONE, LISTS_KEYS, "keyspace", "Iterates over keys (MATCH COUNT TYPE).", keys::scan),
     command!("randomkey", 1, KeySpec::NONE, LISTS_KEYS, "keyspace", "Returns a random key.", keys::randomkey),
