@@ -4,12 +4,13 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use hybridkv_engine::{now_unix_ms, Namespace, EXPIRY_UNIX_MS_MAX};
+use hybridkv_engine::{now_unix_ms, CommitTicket, EngineError, KeySnapshot, Namespace, EXPIRY_UNIX_MS_MAX};
 use hybridkv_resp::Reply;
 
 use super::{is, parse_integer, SYNTAX_ERROR};
 use crate::command::{fail, run_over_keys, Call, CommandError, CommandResult, DB_INDEX_OUT_OF_RANGE};
 use crate::glob::glob_match;
+use crate::shared::Shared;
 use crate::values::type_name_of;
 
 /// Keys asked of the engine per page when a command walks the whole keyspace (KEYS).
@@ -262,19 +263,31 @@ fn copy_to_another_database(call: &mut Call<'_>, database: usize, replace: bool)
     let Some(snapshot) = call.namespace.transaction(&[&source], |t| t.snapshot(&source, "copy"))? else {
         return Ok(Reply::Integer(0));
     };
-    let watches = &call.shared.watches;
-    let (copied, ticket) = target_namespace.transaction_deferred(&[&target], |t| {
-        if !replace && t.get(&target)?.is_some() {
-            return Ok(false);
-        }
-        t.put_snapshot(&target, &snapshot)?;
-        watches.touch(database, t.changed_keys());
-        Ok(true)
-    })?;
+    let (copied, ticket) = write_snapshot(call.shared, &target_namespace, database, &target, &snapshot, replace)?;
     if let Some(ticket) = ticket {
         call.session.hold_reply_until_durable(&target_namespace, ticket);
     }
     Ok(Reply::Integer(i64::from(copied)))
+}
+
+/// Writes `snapshot` under `key` of database `number` (`namespace`) in one batch, unless the key
+/// is there and `replace` is false; true when written. COPY … DB and MOVE.
+fn write_snapshot(
+    shared: &Shared,
+    namespace: &Namespace,
+    number: usize,
+    key: &[u8],
+    snapshot: &KeySnapshot,
+    replace: bool,
+) -> Result<(bool, Option<CommitTicket>), EngineError> {
+    namespace.transaction_deferred(&[key], |t| {
+        if !replace && t.get(key)?.is_some() {
+            return Ok(false);
+        }
+        t.put_snapshot(key, snapshot)?;
+        shared.watches.touch(number, t.changed_keys());
+        Ok(true)
+    })
 }
 
 /// Attempts MOVE makes before it gives up on a key that keeps changing while it is copied.
@@ -309,14 +322,8 @@ pub fn move_key(call: &mut Call<'_>) -> CommandResult {
 fn move_once(call: &mut Call<'_>, target: &Arc<Namespace>, target_number: usize, key: &[u8]) -> Result<Option<bool>, CommandError> {
     let (source, source_number, watches) = (Arc::clone(call.namespace), call.session.database, &call.shared.watches);
     let Some(snapshot) = source.transaction(&[key], |t| t.snapshot(key, "move"))? else { return Ok(Some(false)) };
-    let (copied, _) = target.transaction_deferred(&[key], |t| {
-        if t.get(key)?.is_some() {
-            return Ok(false);
-        }
-        t.put_snapshot(key, &snapshot)?;
-        watches.touch(target_number, t.changed_keys());
-        Ok(true)
-    })?;
+    // The copy's own ticket is not kept: `sync` below makes it durable before anything else.
+    let (copied, _) = write_snapshot(call.shared, target, target_number, key, &snapshot, false)?;
     if !copied {
         return Ok(Some(false));
     }
