@@ -229,6 +229,47 @@ def test_info_sections(r):
     assert memory["ns_default_cache_entries"] >= 1 and memory["ns_default_cache_capacity_bytes"] > 0
 
 
+def test_info_keyspace_counts_keys_with_an_expiry_and_estimates_their_ttl(make_server):
+    server = make_server("--durability", "periodic")
+    client = server.client()
+    client.mset({f"plain:{n}": n for n in range(1000)})
+    for n in range(2000):
+        client.set(f"ttl:{n}", n, ex=1000)
+    client.set("px", 1, px=500_000)
+    client.expire("plain:0", 100)
+    client.persist("ttl:0")
+    client.set("ttl:1", "no ttl now")  # SET without KEEPTTL drops the expiry
+    client.set("ttl:2", "kept", keepttl=True)
+    client.getex("plain:1", ex=50)
+    client.delete("ttl:3")
+    client.set("short", 1, px=1)
+    client.hset("hash", mapping={"f": "v"})
+    client.expire("hash", 300)
+    expected = 2000 - 3 + 1 + 2 + 1 + 1  # ttl:* less 0, 1, 3; px; plain:0, plain:1; short; hash
+    line = client.info("keyspace")["db0"]
+    assert (line["keys"], line["expires"]) == (1000 + 1999 + 3, expected), line
+    # The expiry sweep's samples give the estimate within a few housekeeping rounds.
+    deadline = time.monotonic() + 20
+    while client.info("keyspace")["db0"]["avg_ttl"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    average = client.info("keyspace")["db0"]["avg_ttl"]
+    assert 50_000 <= average <= 1_000_000, average
+    # "short" expires and is reclaimed: both counts drop, as in Redis.
+    deadline = time.monotonic() + 20
+    while client.info("keyspace")["db0"]["expires"] == expected and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert client.info("keyspace")["db0"]["expires"] == expected - 1
+    for restart in (server.restart, lambda: (server.kill9(), server.start())):
+        restart()
+        line = server.client().info("keyspace")["db0"]
+        assert (line["keys"], line["expires"]) == (1000 + 1999 + 3 - 1, expected - 1), line
+    client = server.client()
+    client.flushdb()
+    assert "db0" not in client.info("keyspace")
+    client.set("again", 1, ex=10)
+    assert client.info("keyspace")["db0"]["expires"] == 1
+
+
 def test_metrics_endpoint(make_server):
     metrics_port = free_port()
     server = make_server("--metrics-port", str(metrics_port))
@@ -236,6 +277,7 @@ def test_metrics_endpoint(make_server):
     body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
     assert "hybridkv_commands_processed_total" in body
     assert 'hybridkv_keys{namespace="default"} 1' in body
+    assert 'hybridkv_keys_with_expiry{namespace="default"} 0' in body
     assert 'hybridkv_tier_capacity_bytes{namespace="default",role="data",tier="ssd"' in body
     assert 'hybridkv_cache_entries{namespace="default"} 1' in body
     assert 'hybridkv_cache_capacity_bytes{namespace="default"} 268435456' in body

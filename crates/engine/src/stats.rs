@@ -27,6 +27,11 @@ pub struct CacheStats {
 pub struct NamespaceStats {
     pub name: String,
     pub keys: u64,
+    /// Keys with an expiry (expired ones too, until reclaimed).
+    pub expiring_keys: u64,
+    /// Estimate of those keys' average time to live from the expiry sweep's samples, ms (0: no
+    /// key has an expiry, or none was sampled yet).
+    pub average_ttl_ms: u64,
     pub durability: Durability,
     pub index: TierUsage,
     pub data: TierUsage,

@@ -160,7 +160,8 @@ fn stats_section(shared: &Shared, stats: &[NamespaceStats], text: &mut String) -
 fn keyspace_section(numbers: &[usize], stats: &[NamespaceStats], text: &mut String) -> std::fmt::Result {
     writeln!(text, "# Keyspace\r")?;
     for (number, namespace) in numbers.iter().zip(stats).filter(|(_, namespace)| namespace.keys > 0) {
-        writeln!(text, "db{number}:keys={},expires=0,avg_ttl=0,namespace={}\r", namespace.keys, namespace.name)?;
+        let NamespaceStats { keys, expiring_keys, average_ttl_ms, name, .. } = namespace;
+        writeln!(text, "db{number}:keys={keys},expires={expiring_keys},avg_ttl={average_ttl_ms},namespace={name}\r")?;
     }
     Ok(())
 }
@@ -191,6 +192,8 @@ fn namespace_metrics(stats: &NamespaceStats, text: &mut String) -> std::fmt::Res
     let labels = format!("namespace=\"{}\"", stats.name);
     let mut values: Vec<(&str, u64)> = vec![
         ("keys", stats.keys),
+        ("keys_with_expiry", stats.expiring_keys),
+        ("average_ttl_ms", stats.average_ttl_ms),
         ("gets_total", stats.gets),
         ("hits_total", stats.hits),
         ("misses_total", stats.misses),

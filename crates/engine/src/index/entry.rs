@@ -84,9 +84,11 @@ impl Entry {
         }
     }
 
-    /// Whether the slot in `bytes` holds a part's entry (its tags alone).
-    pub(crate) fn is_part_slot(bytes: &[u8]) -> bool {
-        u64_at(bytes, TAGGED_HIGH_OFFSET as usize) & PART_TAG != 0
+    /// The tags of the entry in the slot `bytes`, without its digest: (part, has an expiry).
+    pub(crate) fn slot_tags(bytes: &[u8]) -> (bool, bool) {
+        let tagged_high = u64_at(bytes, TAGGED_HIGH_OFFSET as usize);
+        let part = tagged_high & PART_TAG != 0;
+        (part, !part && tagged_high & EXPIRES_TAG != 0)
     }
 
     /// The high digest word as stored: the partition bits replaced by the tags.
@@ -120,7 +122,7 @@ mod tests {
                 bytes[..LOCATION_OFFSET as usize].copy_from_slice(&entry.prefix());
                 bytes[LOCATION_OFFSET as usize..].copy_from_slice(&entry.location.0.to_le_bytes());
                 assert_eq!(Entry::decode(&bytes, partition), entry);
-                assert_eq!(Entry::is_part_slot(&bytes), part);
+                assert_eq!(Entry::slot_tags(&bytes), (part, expiry == 17));
                 assert_eq!(entry.expires, expiry == 17);
             }
         }

@@ -19,11 +19,11 @@
 use crate::log::record::{u32_at, u64_at};
 
 pub(crate) const INDEX_MAGIC: u64 = u64::from_le_bytes(*b"HKVINDX1");
-/// 4: 24-byte index entries, tags in place of the digest's partition bits, no expiry or
-/// generation (3: 32-byte index entries holding them, and the 32-byte directory entries of 4:
+/// 5: directory word 3 also counts the entries with an expiry (4: 24-byte index entries, tags in
+/// place of the digest's partition bits, no expiry or generation; 3: 32-byte index entries holding them, and the 32-byte directory entries of 4:
 /// their table's counts, kept up to date, and a checksum covering them; 2: 16-byte directory
 /// entries, a checksum of the table alone; 1: entry counts only). Other versions are rebuilt cold.
-pub(crate) const INDEX_FORMAT_VERSION: u32 = 4;
+pub(crate) const INDEX_FORMAT_VERSION: u32 = 5;
 pub(crate) const HEADER_SLOT_BYTES: u64 = 2048;
 pub(crate) const HEADER_AREA_BYTES: u64 = 2 * HEADER_SLOT_BYTES;
 const MAGIC_OFFSET: usize = 0;

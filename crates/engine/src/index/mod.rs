@@ -13,7 +13,8 @@
 //! Directory entry: word 0 = table offset / 64 << 24 | capacity in slots (published with one
 //! 8-byte store after the new table is durable); word 1 = CRC-32C of the table's bytes and words
 //! 2 and 3, written at checkpoints; word 2 = live entries | entries of parts << 32; word 3 =
-//! deleted slots, with CHANGING_FLAG set while a change of the table and its counts is under way.
+//! deleted slots | entries with an expiry << 32, with CHANGING_FLAG (bit 63) set while a change
+//! of the table and its counts is under way.
 //! Words 2 and 3 always describe the table word 0 names and are kept up to date with every
 //! change (ordinary stores, made durable at checkpoints), so no start needs to count entries.
 //! Entries carry no checksum of their own: after a clean shutdown each table is checked against
@@ -60,8 +61,12 @@ const DIRECTORY_ENTRY_BYTES: u64 = 32;
 const TABLE_CHECKSUM_OFFSET: u64 = 8;
 /// Where a directory entry keeps its table's live entries (low half) and entries of parts (high).
 const LIVE_AND_PARTS_OFFSET: u64 = 16;
-/// Where a directory entry keeps its table's deleted slots (low half) and CHANGING_FLAG.
+/// Where a directory entry keeps its table's deleted slots (low half), entries with an expiry
+/// (bits 32–62) and CHANGING_FLAG.
 const TOMBSTONES_OFFSET: u64 = 24;
+/// Where word 3 keeps the count of entries with an expiry, and its mask once shifted down.
+const EXPIRING_SHIFT: u32 = 32;
+const EXPIRING_MASK: u64 = (1 << 31) - 1;
 /// Set in word 3 while the table and its counts are being changed: after a process crash the
 /// counts of a partition with the flag may disagree with its table and are recomputed.
 const CHANGING_FLAG: u64 = 1 << 63;
@@ -97,16 +102,14 @@ pub(crate) struct Partition {
     number: usize,
     table_offset: u64,
     capacity: u32,
-    live: u32,
-    /// Live entries that are parts (counted in `live` too).
-    parts: u32,
-    tombstones: u32,
+    /// The table's entries, as directory words 2 and 3 hold them.
+    counts: EntryCounts,
     pending: PendingEntries,
 }
 
 impl Partition {
     fn empty(number: usize, table_offset: u64, capacity: u32) -> Partition {
-        Partition { number, table_offset, capacity, live: 0, parts: 0, tombstones: 0, pending: PendingEntries::default() }
+        Partition { number, table_offset, capacity, counts: EntryCounts::default(), pending: PendingEntries::default() }
     }
 }
 
@@ -206,9 +209,9 @@ impl Index {
             used.push((offset, capacity as u64 * ENTRY_BYTES));
             // Counts of a change a crash interrupted are recomputed by recovery
             // (`interrupted_changes`); until then they only need to be in range.
-            let counts = DurableCounts::decode(words).unwrap_or(DurableCounts { live: 0, parts: 0, tombstones: 0, changing: true });
+            let counts = DurableCounts::decode(words);
             let mut partition = Partition::empty(number, offset, capacity);
-            (partition.live, partition.parts, partition.tombstones) = (counts.live, counts.parts, counts.tombstones);
+            partition.counts = if counts.fit(capacity) { counts.counts } else { EntryCounts::default() };
             partitions.push(WaitingRwLock::new(partition));
         }
         let Some(allocator) = ExtentAllocator::with_used(HEAP_OFFSET, region_bytes, &mut used) else {
@@ -235,7 +238,8 @@ impl Index {
             .enumerate()
             .filter(|(_, words)| {
                 let capacity = (u64_at(words, 0) & TABLE_SLOTS_MAX as u64) as u32;
-                DurableCounts::decode(words).is_none_or(|counts| counts.changing || !counts.fit(capacity))
+                let counts = DurableCounts::decode(words);
+                counts.changing || !counts.fit(capacity)
             })
             .map(|(number, _)| number)
             .collect())
@@ -295,18 +299,21 @@ impl Index {
 
     #[cfg(test)]
     fn table_entry_count(&self) -> u64 {
-        self.partitions.iter().map(|partition| partition.read().live as u64).sum()
+        self.partitions.iter().map(|partition| partition.read().counts.live as u64).sum()
     }
 
     /// Live entries in the tables that are keys, not parts (from the partitions' counts).
     pub(crate) fn table_key_count(&self) -> u64 {
-        self.partitions
-            .iter()
-            .map(|partition| {
-                let partition = partition.read();
-                u64::from(partition.live.saturating_sub(partition.parts))
-            })
-            .sum()
+        self.sum_of_counts(|counts| counts.live.saturating_sub(counts.parts))
+    }
+
+    /// Live entries in the tables of keys with an expiry (from the partitions' counts).
+    pub(crate) fn table_expiring_count(&self) -> u64 {
+        self.sum_of_counts(|counts| counts.expiring)
+    }
+
+    fn sum_of_counts(&self, count: impl Fn(&EntryCounts) -> u32) -> u64 {
+        self.partitions.iter().map(|partition| u64::from(count(&partition.read().counts))).sum()
     }
 
     fn slot_offset(partition: &Partition, slot: u32) -> u64 {
@@ -367,7 +374,7 @@ impl Index {
     /// Whether the partition holds no part, in its table or pending: then a part lookup there
     /// would miss, and a write that replaces a key need not probe for the key's parts.
     pub(crate) fn holds_no_parts(partition: &Partition) -> bool {
-        partition.parts == 0 && !partition.pending.holds_parts()
+        partition.counts.parts == 0 && !partition.pending.holds_parts()
     }
 
     /// The newest entry for `digest`: a pending one first, then the table. None when absent or
@@ -391,7 +398,7 @@ impl Index {
     pub(crate) fn reserve_one(&self, partition: &mut Partition, number: usize) -> Result<()> {
         self.ensure_usable(partition)?;
         // Publishing takes at most one new slot per digest, whatever its number of pending entries.
-        let needed = partition.live as u64 + partition.tombstones as u64 + partition.pending.distinct_len() as u64 + 1;
+        let needed = partition.counts.live as u64 + partition.counts.tombstones as u64 + partition.pending.distinct_len() as u64 + 1;
         if needed * 100 > partition.capacity as u64 * LOAD_PERCENT_MAX {
             self.grow(partition, number)?;
         }
@@ -463,15 +470,17 @@ impl Index {
         match probe {
             Probe::Found(slot, old) => {
                 let at = Self::slot_offset(partition, slot);
-                // One digest is a part's or a key's either way, unless the entry was damaged.
-                let parts_change = old.part != entry.part;
-                if parts_change {
+                // A key's entry gaining or losing its expiry changes a count (so would a part's
+                // digest turning up as a key's, which only a damaged entry could do).
+                let counts_change = (old.part, old.expires) != (entry.part, entry.expires);
+                if counts_change {
                     self.begin_change(partition)?;
                 }
                 self.medium.store_u64(at + entry::TAGGED_HIGH_OFFSET, entry.tagged_high())?;
                 self.medium.store_u64(at + LOCATION_OFFSET, entry.location.0)?;
-                if parts_change {
-                    partition.parts = (partition.parts + u32::from(entry.part)).saturating_sub(u32::from(old.part));
+                if counts_change {
+                    partition.counts.take_out(&old);
+                    partition.counts.count_in((entry.part, entry.expires));
                     self.end_change(partition)?;
                 }
                 Ok(Some(old))
@@ -488,13 +497,12 @@ impl Index {
                 self.begin_change(partition)?;
                 // Counts may be stale after a crash until recovery recounts: never underflow.
                 if self.read_slot(partition, slot)?.location == Location::DELETED {
-                    partition.tombstones = partition.tombstones.saturating_sub(1);
+                    partition.counts.tombstones = partition.counts.tombstones.saturating_sub(1);
                 }
                 self.medium.write_at(at, &entry.prefix())?;
                 self.medium.store_u64(at + LOCATION_OFFSET, entry.location.0)?;
-                partition.live += 1;
-                partition.parts += u32::from(entry.part);
-                if (partition.live as u64 + partition.tombstones as u64) * 100 > partition.capacity as u64 * LOAD_PERCENT_MAX {
+                partition.counts.count_in((entry.part, entry.expires));
+                if (partition.counts.live as u64 + partition.counts.tombstones as u64) * 100 > partition.capacity as u64 * LOAD_PERCENT_MAX {
                     self.grow(partition, number)?;
                 }
                 self.end_change(partition)?;
@@ -510,9 +518,8 @@ impl Index {
         self.dirty[number].store(true, Ordering::Relaxed);
         self.begin_change(partition)?;
         self.medium.store_u64(Self::slot_offset(partition, slot) + LOCATION_OFFSET, Location::DELETED.0)?;
-        partition.live = partition.live.saturating_sub(1);
-        partition.parts = partition.parts.saturating_sub(u32::from(old.part));
-        partition.tombstones += 1;
+        partition.counts.take_out(&old);
+        partition.counts.tombstones += 1;
         self.end_change(partition)?;
         Ok(Some(old))
     }
@@ -529,7 +536,7 @@ impl Index {
     /// Every live entry of the partition as reads see it (pending entries override the table).
     pub(crate) fn entries(&self, partition: &Partition) -> Result<Vec<Entry>> {
         self.ensure_usable(partition)?;
-        let mut entries = Vec::with_capacity(partition.live as usize);
+        let mut entries = Vec::with_capacity(partition.counts.live as usize);
         for slot in 0..partition.capacity {
             let entry = self.read_slot(partition, slot)?;
             if entry.location.is_record() && partition.pending.newest(entry.digest).is_none() {
@@ -602,7 +609,7 @@ impl Index {
     fn begin_change(&self, partition: &Partition) -> Result<()> {
         if !self.switch_pending[partition.number].load(Ordering::Relaxed) {
             let directory = directory_offset(partition.number);
-            self.medium.store_u64(directory + TOMBSTONES_OFFSET, u64::from(partition.tombstones) | CHANGING_FLAG)?;
+            self.medium.store_u64(directory + TOMBSTONES_OFFSET, DurableCounts::changing(partition.counts).tombstones_word())?;
         }
         Ok(())
     }
@@ -643,7 +650,8 @@ impl Index {
         self.medium.read_at(directory_offset(partition.number), &mut words)?;
         let table = self.read_table(partition)?;
         let sound = u64::from(table_checksum(&table, &words)) == u64_at(&words, TABLE_CHECKSUM_OFFSET as usize)
-            && DurableCounts::decode(&words).is_some_and(|counts| counts == DurableCounts::of(partition) && counts.fit(partition.capacity));
+            && DurableCounts::decode(&words) == DurableCounts::of(partition)
+            && DurableCounts::of(partition).fit(partition.capacity);
         let outcome = if sound { TABLE_USABLE } else { TABLE_DAMAGED };
         let state = &self.table_states[partition.number];
         if state.compare_exchange(TABLE_UNCHECKED, outcome, Ordering::AcqRel, Ordering::Acquire).is_ok() {
@@ -762,7 +770,7 @@ impl Index {
         }
         let directory = directory_offset(partition.number);
         // Word 0 and the counts change together: a grown table replaces the old one here.
-        self.medium.store_u64(directory + TOMBSTONES_OFFSET, u64::from(counts.tombstones) | CHANGING_FLAG)?;
+        self.medium.store_u64(directory + TOMBSTONES_OFFSET, DurableCounts::changing(counts.counts).tombstones_word())?;
         if is_current {
             self.switch_pending[partition.number].store(false, Ordering::Relaxed);
         }
@@ -836,62 +844,89 @@ fn table_word(offset: u64, capacity: u32) -> u64 {
     (offset / EXTENT_ALIGN_BYTES) << CAPACITY_SHIFT | capacity as u64
 }
 
-/// The entries of one table: live ones (parts included), parts alone, and deleted slots.
+/// The entries of one table: live ones (parts included), parts alone, keys' entries with an
+/// expiry, and deleted slots.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct EntryCounts {
     live: u32,
     parts: u32,
+    /// Live entries tagged as having an expiry (never parts; counted in `live` too).
+    expiring: u32,
     tombstones: u32,
+}
+
+impl EntryCounts {
+    /// Counts a live entry written into a slot, with its tags (part, has an expiry).
+    fn count_in(&mut self, (part, expires): (bool, bool)) {
+        self.live += 1;
+        self.parts += u32::from(part);
+        self.expiring += u32::from(expires);
+    }
+
+    /// Stops counting a live entry. Counts may be stale after a crash until recovery recounts:
+    /// never underflow.
+    fn take_out(&mut self, entry: &Entry) {
+        self.live = self.live.saturating_sub(1);
+        self.parts = self.parts.saturating_sub(u32::from(entry.part));
+        self.expiring = self.expiring.saturating_sub(u32::from(entry.expires));
+    }
 }
 
 /// A partition's counts, from its table's bytes.
 fn set_counts(partition: &mut Partition, table: &[u8]) {
-    let counts = count_entries(table);
-    (partition.live, partition.parts, partition.tombstones) = (counts.live, counts.parts, counts.tombstones);
+    partition.counts = count_entries(table);
 }
 
 /// Words 2 and 3 of a directory entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct DurableCounts {
-    live: u32,
-    parts: u32,
-    tombstones: u32,
+    counts: EntryCounts,
     changing: bool,
 }
 
 impl From<EntryCounts> for DurableCounts {
     fn from(counts: EntryCounts) -> DurableCounts {
-        DurableCounts { live: counts.live, parts: counts.parts, tombstones: counts.tombstones, changing: false }
+        DurableCounts { counts, changing: false }
     }
 }
 
 impl DurableCounts {
     fn of(partition: &Partition) -> DurableCounts {
-        DurableCounts { live: partition.live, parts: partition.parts, tombstones: partition.tombstones, changing: false }
+        DurableCounts::from(partition.counts)
     }
 
-    /// None when the bits between the deleted-slot count and the flag are not zero.
-    fn decode(words: &[u8]) -> Option<DurableCounts> {
+    /// The counts flagged as being changed (`begin_change`).
+    fn changing(counts: EntryCounts) -> DurableCounts {
+        DurableCounts { counts, changing: true }
+    }
+
+    /// The counts words 2 and 3 of `words` hold (damaged ones do not `fit` their table).
+    fn decode(words: &[u8]) -> DurableCounts {
         let live_and_parts = u64_at(words, LIVE_AND_PARTS_OFFSET as usize);
-        let tombstones = u64_at(words, TOMBSTONES_OFFSET as usize);
-        (tombstones & !CHANGING_FLAG <= u64::from(u32::MAX)).then_some(DurableCounts {
+        let word = u64_at(words, TOMBSTONES_OFFSET as usize);
+        let counts = EntryCounts {
             live: live_and_parts as u32,
             parts: (live_and_parts >> 32) as u32,
-            tombstones: tombstones as u32,
-            changing: tombstones & CHANGING_FLAG != 0,
-        })
+            expiring: ((word >> EXPIRING_SHIFT) & EXPIRING_MASK) as u32,
+            tombstones: word as u32,
+        };
+        DurableCounts { counts, changing: word & CHANGING_FLAG != 0 }
     }
 
     fn live_and_parts_word(&self) -> u64 {
-        u64::from(self.live) | u64::from(self.parts) << 32
+        u64::from(self.counts.live) | u64::from(self.counts.parts) << 32
     }
 
     fn tombstones_word(&self) -> u64 {
-        u64::from(self.tombstones) | if self.changing { CHANGING_FLAG } else { 0 }
+        assert!(u64::from(self.counts.expiring) <= EXPIRING_MASK);
+        let flag = if self.changing { CHANGING_FLAG } else { 0 };
+        u64::from(self.counts.tombstones) | u64::from(self.counts.expiring) << EXPIRING_SHIFT | flag
     }
 
     /// Whether the counts are possible in a table of `capacity` slots.
     fn fit(&self, capacity: u32) -> bool {
-        self.parts <= self.live && u64::from(self.live) + u64::from(self.tombstones) <= u64::from(capacity)
+        let EntryCounts { live, parts, expiring, tombstones } = self.counts;
+        parts <= live && u64::from(parts) + u64::from(expiring) <= u64::from(live) && u64::from(live) + u64::from(tombstones) <= u64::from(capacity)
     }
 }
 
@@ -902,15 +937,12 @@ fn table_checksum(table: &[u8], directory_entry: &[u8]) -> u32 {
 }
 
 fn count_entries(table: &[u8]) -> EntryCounts {
-    let mut counts = EntryCounts { live: 0, parts: 0, tombstones: 0 };
+    let mut counts = EntryCounts::default();
     for bytes in table.chunks_exact(ENTRY_BYTES as usize) {
         match Location(u64_at(bytes, LOCATION_OFFSET as usize)) {
             Location::EMPTY => {}
             Location::DELETED => counts.tombstones += 1,
-            _ => {
-                counts.live += 1;
-                counts.parts += u32::from(Entry::is_part_slot(bytes));
-            }
+            _ => counts.count_in(Entry::slot_tags(bytes)),
         }
     }
     counts
@@ -956,6 +988,8 @@ mod tests {
         let index = Index::attach(medium, 7, "test", 0).unwrap().unwrap();
         assert!(index.header().clean);
         assert_eq!(index.table_entry_count(), 20_000 - 6667, "counts from the directory, no table read");
+        let expiring = (0..20_000u32).filter(|&key| key % 3 != 0 && entry(key).expires).count();
+        assert_eq!(index.table_expiring_count(), expiring as u64);
         assert!(index.interrupted_changes().unwrap().is_empty());
         assert_eq!(index.check_unchecked_tables().unwrap(), 0);
         for key in 0..20_000 {
@@ -964,6 +998,36 @@ mod tests {
             assert_eq!(found, (key % 3 != 0).then(|| entry(key)), "key {key}");
         }
         assert_eq!(index.table_entry_count(), 20_000 - 6667);
+    }
+
+    #[test]
+    fn a_key_gaining_and_losing_its_expiry_is_counted_durably() {
+        let store = SimStore::new(8);
+        let medium = store.open("index", Tier::Pmem, 8 << 20).unwrap().medium;
+        let index = Index::create(medium.clone(), 7, "t", 0).unwrap();
+        let digest = Digest::of(0, b"key");
+        let number = index.partition_of(digest);
+        let put = |expiry_unix_ms: u64, offset: u64| {
+            let entry = Entry::new(digest, Location::new(1, offset, 64), false, expiry_unix_ms);
+            index.table_put(&mut index.partition(number).write(), number, entry).unwrap();
+        };
+        let expiring = |index: &Index| index.partition(number).read().counts.expiring;
+        put(0, 64);
+        assert_eq!(expiring(&index), 0);
+        put(1_000, 128);
+        assert_eq!(expiring(&index), 1, "a replacement that adds an expiry");
+        put(2_000, 192);
+        assert_eq!(expiring(&index), 1);
+        put(0, 256);
+        assert_eq!(expiring(&index), 0, "a replacement that drops it");
+        put(3_000, 320);
+        index.checkpoint(5, 6, true).unwrap();
+        drop(index);
+        let index = Index::attach(medium, 7, "t", 0).unwrap().unwrap();
+        assert_eq!(expiring(&index), 1, "from the directory");
+        assert_eq!(index.check_unchecked_tables().unwrap(), 0, "the checksum covers the count");
+        index.table_remove(&mut index.partition(number).write(), number, digest).unwrap();
+        assert_eq!(expiring(&index), 0);
     }
 
     #[test]
@@ -977,7 +1041,7 @@ mod tests {
             index.table_put(&mut partition, number, entry(key)).unwrap();
         }
         // During a replay after a crash, counts flagged as changing are stale until the repair.
-        partition.live = 0;
+        partition.counts.live = 0;
         index.grow(&mut partition, number).unwrap();
         assert!(partition.capacity as usize > keys.len());
         for &key in &keys {
@@ -1005,7 +1069,7 @@ mod tests {
 
         index.repair(&mut partition, |entry| Some(*entry), |entry| (entry.location.slot(), entry.location.offset())).unwrap();
         assert_eq!(index.entries(&partition).unwrap(), vec![newer]);
-        assert_eq!(partition.live, 1);
+        assert_eq!(partition.counts.live, 1);
     }
 
     #[test]
@@ -1072,7 +1136,7 @@ mod tests {
         assert_eq!(index.interrupted_changes().unwrap(), vec![number]);
         index.recount(&mut partition).unwrap();
         assert!(index.interrupted_changes().unwrap().is_empty());
-        assert_eq!((partition.live, partition.parts, partition.tombstones), (1, 0, 0));
+        assert_eq!(partition.counts, EntryCounts { live: 1, parts: 0, expiring: 1, tombstones: 0 });
     }
 
     #[test]
@@ -1100,9 +1164,9 @@ mod tests {
             assert!(index.interrupted_changes().unwrap().is_empty(), "{tier}");
             for number in 0..PARTITION_COUNT {
                 let mut partition = index.partition(number).write();
-                let durable = (partition.live, partition.parts, partition.tombstones);
+                let durable = partition.counts;
                 index.recount(&mut partition).unwrap();
-                assert_eq!(durable, (partition.live, partition.parts, partition.tombstones), "{tier} partition {number}");
+                assert_eq!(durable, partition.counts, "{tier} partition {number}");
             }
         }
     }

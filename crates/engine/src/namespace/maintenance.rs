@@ -68,7 +68,7 @@ impl Namespace {
     /// checkpoint (which also marks the index open, i.e. not clean; an index attached after a
     /// crash is not clean already), and whether live-byte accounting must be audited.
     pub(crate) fn finish_open(&self, accounting_rebuilt: bool, checkpoint: OpenCheckpoint) -> Result<()> {
-        self.key_count.store(self.index.table_key_count() as i64, Ordering::Relaxed);
+        self.keyspace.reset(self.index.table_key_count(), self.index.table_expiring_count());
         self.lsn_at_checkpoint.store(self.log.next_lsn(), Ordering::Relaxed);
         match checkpoint {
             OpenCheckpoint::Now => {
@@ -234,9 +234,10 @@ impl Namespace {
     /// Deletes keys whose expiry has passed, a few partitions per call, so their space can be
     /// reclaimed (a tombstone keeps an older version from coming back after a rebuild). Only
     /// entries tagged as expiring are looked at; their records (outside the partition's lock)
-    /// tell whether they have expired.
+    /// tell whether they have expired, and the others' times to live feed INFO's average.
     fn reclaim_expired(&self, state: &mut LoopState) -> Result<()> {
         let now = crate::now_unix_ms();
+        let (mut ttl_sum_ms, mut ttl_samples) = (0u64, 0u64);
         for _ in 0..EXPIRY_PARTITIONS_PER_TICK {
             background_pace::pace();
             let number = state.expiry_cursor;
@@ -250,12 +251,17 @@ impl Namespace {
                 let mut buffer = Vec::new();
                 let Ok(view) = self.log.read_verified(location, &mut buffer) else { continue };
                 if !record_expired(view.header.is_part(), view.header.expiry_unix_ms, now) {
+                    if view.header.expiry_unix_ms != 0 {
+                        ttl_sum_ms = ttl_sum_ms.saturating_add(entry_expiry(false, view.header.expiry_unix_ms).saturating_sub(now));
+                        ttl_samples += 1;
+                    }
                     continue;
                 }
                 let key = view.key.to_vec();
                 self.transaction(&[&key], |transaction| transaction.delete_if_still(&key, location, block_seq))?;
             }
         }
+        self.keyspace.sample_ttls(ttl_sum_ms, ttl_samples);
         Ok(())
     }
 
@@ -370,7 +376,7 @@ impl Namespace {
                     let has_parts = || self.index.lookup(&partition, self.part_digest(digest, 0)).map(|part| part.is_some());
                     // The entry names this record: its header tells the expiry.
                     if record_expired(header.is_part(), header.expiry_unix_ms, crate::now_unix_ms()) && !has_parts()? {
-                        self.key_count.fetch_sub(1, Ordering::Relaxed);
+                        self.keyspace.change(Some(&entry), None);
                         (true, None)
                     } else {
                         (false, Some(header.lsn))

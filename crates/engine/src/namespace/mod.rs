@@ -5,12 +5,13 @@
 
 mod commit;
 mod full_scan;
+mod keyspace;
 mod load_ahead;
 mod maintenance;
 mod space;
 mod write;
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLockReadGuard};
 use std::thread::JoinHandle;
 
@@ -92,7 +93,7 @@ pub struct Namespace {
     pub(crate) device_loads: load_ahead::DeviceLoads,
     pub(crate) commit: Mutex<CommitState>,
     pub(crate) committed: Condvar,
-    pub(crate) key_count: AtomicI64,
+    pub(crate) keyspace: keyspace::KeyspaceStats,
     /// Records appended but not yet published (bounded by flushing early).
     pub(crate) unpublished_records: AtomicUsize,
     /// A writer woke a committer for the records waiting for publication since a committer
@@ -214,7 +215,7 @@ impl Namespace {
             journal,
             commit: Mutex::new(CommitState::new()),
             committed: Condvar::new(),
-            key_count: AtomicI64::new(0),
+            keyspace: keyspace::KeyspaceStats::default(),
             unpublished_records: AtomicUsize::new(0),
             backlog_wake_sent: AtomicBool::new(false),
             space_reclaimable: AtomicBool::new(false),
@@ -599,7 +600,12 @@ impl Namespace {
     /// Keys stored, including expired ones not yet reclaimed (as Redis's DBSIZE); parts are not
     /// keys.
     pub fn key_count(&self) -> u64 {
-        self.key_count.load(Ordering::Relaxed).max(0) as u64
+        self.keyspace.keys()
+    }
+
+    /// How many of the keys have an expiry (expired ones too, until reclaimed).
+    pub fn expiring_key_count(&self) -> u64 {
+        self.keyspace.expiring()
     }
 
     /// Deletes every key (FLUSHDB): tombstones, partition by partition.
@@ -648,6 +654,8 @@ impl Namespace {
         NamespaceStats {
             name: self.config.name.clone(),
             keys: self.key_count(),
+            expiring_keys: self.keyspace.expiring(),
+            average_ttl_ms: self.keyspace.average_ttl_ms(),
             durability: self.config.durability,
             index: TierUsage {
                 tier: self.config.index,

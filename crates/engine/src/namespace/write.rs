@@ -42,7 +42,7 @@ pub(crate) struct PublishItem {
     pub(crate) lsn: u64,
     pub(crate) record_bytes: usize,
     pub(crate) record_location: Location,
-    /// A key's record (not a part's): it counts in `key_count`.
+    /// A key's record (not a part's): it counts in `keyspace`.
     pub(crate) is_key: bool,
 }
 
@@ -590,14 +590,8 @@ impl Namespace {
         for ((((write, old), record), done), &at) in appended_writes {
             let item = self.publish_item(write.digest, record, done);
             Index::push_pending(&mut guards[at].1, PendingEntry { entry: item.entry, lsn: done.lsn });
-            let delta = match (old.is_some(), write.value.is_some()) {
-                _ if write.part => 0,
-                (false, true) => 1,
-                (true, false) => -1,
-                _ => 0,
-            };
-            if delta != 0 {
-                self.key_count.fetch_add(delta, Ordering::Relaxed);
+            if !write.part {
+                self.keyspace.change(old.as_ref(), write.value.is_some().then_some(&item.entry));
             }
         }
         self.unpublished_records.fetch_add(appended.len(), Ordering::Relaxed);
@@ -721,11 +715,11 @@ impl Namespace {
             Index::drop_pending(&mut partition, item.entry.digest, item.lsn);
             return;
         }
-        let visible = |partition: &Partition| self.index.lookup(partition, item.entry.digest).is_ok_and(|entry| entry.is_some());
+        let visible = |partition: &Partition| self.index.lookup(partition, item.entry.digest).ok().flatten();
         let before = visible(&partition);
         Index::drop_pending(&mut partition, item.entry.digest, item.lsn);
         let after = visible(&partition);
-        self.key_count.fetch_add(i64::from(after) - i64::from(before), Ordering::Relaxed);
+        self.keyspace.change(before.as_ref(), after.as_ref());
     }
 
     /// Publishes `item` into its partition, whose lock the caller holds.
