@@ -230,6 +230,8 @@ def test_info_sections(r):
 
 
 def test_info_keyspace_counts_keys_with_an_expiry_and_estimates_their_ttl(make_server):
+    """INFO keyspace's keys, expires and avg_ttl, and INFO stats' expired_keys, through every
+    command that gives or takes an expiry, and across a clean and a kill -9 restart."""
     server = make_server("--durability", "periodic")
     client = server.client()
     client.mset({f"plain:{n}": n for n in range(1000)})
@@ -259,6 +261,8 @@ def test_info_keyspace_counts_keys_with_an_expiry_and_estimates_their_ttl(make_s
     while client.info("keyspace")["db0"]["expires"] == expected and time.monotonic() < deadline:
         time.sleep(0.05)
     assert client.info("keyspace")["db0"]["expires"] == expected - 1
+    stats = client.info("stats")
+    assert (stats["expired_keys"], stats["evicted_keys"]) == (1, 0), "reclaimed ones are counted"
     for restart in (server.restart, lambda: (server.kill9(), server.start())):
         restart()
         line = server.client().info("keyspace")["db0"]
@@ -278,6 +282,7 @@ def test_metrics_endpoint(make_server):
     assert "hybridkv_commands_processed_total" in body
     assert 'hybridkv_keys{namespace="default"} 1' in body
     assert 'hybridkv_keys_with_expiry{namespace="default"} 0' in body
+    assert 'hybridkv_expired_keys_total{namespace="default"} 0' in body
     assert 'hybridkv_tier_capacity_bytes{namespace="default",role="data",tier="ssd"' in body
     assert 'hybridkv_cache_entries{namespace="default"} 1' in body
     assert 'hybridkv_cache_capacity_bytes{namespace="default"} 268435456' in body

@@ -32,6 +32,8 @@ pub struct NamespaceStats {
     /// Estimate of those keys' average time to live from the expiry sweep's samples, ms (0: no
     /// key has an expiry, or none was sampled yet).
     pub average_ttl_ms: u64,
+    /// Keys deleted because they had expired, since the namespace was opened.
+    pub expired_keys: u64,
     pub durability: Durability,
     pub index: TierUsage,
     pub data: TierUsage,

@@ -149,6 +149,9 @@ fn stats_section(shared: &Shared, stats: &[NamespaceStats], text: &mut String) -
     writeln!(text, "total_net_output_bytes:{}\r", counters.net_output_bytes.get())?;
     writeln!(text, "rejected_connections:{}\r", load(&counters.rejected_connections))?;
     writeln!(text, "total_error_replies_protocol:{}\r", load(&counters.protocol_errors))?;
+    writeln!(text, "expired_keys:{}\r", stats.iter().map(|stats| stats.expired_keys).sum::<u64>())?;
+    // Keys are never evicted: the record caches evict copies, the records stay on their tier.
+    writeln!(text, "evicted_keys:0\r")?;
     writeln!(text, "keyspace_hits:{}\r", stats.iter().map(|stats| stats.hits).sum::<u64>())?;
     writeln!(text, "keyspace_misses:{}\r", stats.iter().map(|stats| stats.misses).sum::<u64>())?;
     writeln!(text, "engine_writes:{}\r", stats.iter().map(|stats| stats.writes).sum::<u64>())?;
@@ -194,6 +197,7 @@ fn namespace_metrics(stats: &NamespaceStats, text: &mut String) -> std::fmt::Res
         ("keys", stats.keys),
         ("keys_with_expiry", stats.expiring_keys),
         ("average_ttl_ms", stats.average_ttl_ms),
+        ("expired_keys_total", stats.expired_keys),
         ("gets_total", stats.gets),
         ("hits_total", stats.hits),
         ("misses_total", stats.misses),

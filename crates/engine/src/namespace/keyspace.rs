@@ -3,8 +3,9 @@
 //! time to live (`avg_ttl`). The counts follow every change of a key's entry: a write when it is
 //! appended (its entry pending), a write withdrawn after a failed flush, a key dropped by
 //! defragmentation; at open they start from the index partitions' durable counts. Expired keys
-//! count until they are reclaimed, as in Redis. The average comes from the records the expiry
-//! sweep reads, weighted as Redis weighs its expire cycle's samples.
+//! count until they are reclaimed, as in Redis; reclaimed ones are counted (INFO stats'
+//! `expired_keys`). The average comes from the records the expiry sweep reads, weighted as
+//! Redis weighs its expire cycle's samples.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
@@ -19,6 +20,8 @@ pub(crate) struct KeyspaceStats {
     keys: AtomicI64,
     expiring: AtomicI64,
     average_ttl_ms: AtomicU64,
+    /// Keys deleted because they had expired (by the sweep or by defragmentation) since open.
+    expired: AtomicU64,
 }
 
 impl KeyspaceStats {
@@ -32,6 +35,15 @@ impl KeyspaceStats {
         if expiring != 0 {
             self.expiring.fetch_add(expiring, Ordering::Relaxed);
         }
+    }
+
+    /// Counts a key deleted because it had expired (its deletion committed).
+    pub(crate) fn note_expired(&self) {
+        self.expired.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn expired(&self) -> u64 {
+        self.expired.load(Ordering::Relaxed)
     }
 
     /// Starts again from counts taken from the index (at open).

@@ -258,7 +258,9 @@ impl Namespace {
                     continue;
                 }
                 let key = view.key.to_vec();
-                self.transaction(&[&key], |transaction| transaction.delete_if_still(&key, location, block_seq))?;
+                if self.transaction(&[&key], |transaction| transaction.delete_if_still(&key, location, block_seq))? {
+                    self.keyspace.note_expired();
+                }
             }
         }
         self.keyspace.sample_ttls(ttl_sum_ms, ttl_samples);
@@ -377,6 +379,7 @@ impl Namespace {
                     // The entry names this record: its header tells the expiry.
                     if record_expired(header.is_part(), header.expiry_unix_ms, crate::now_unix_ms()) && !has_parts()? {
                         self.keyspace.change(Some(&entry), None);
+                        self.keyspace.note_expired();
                         (true, None)
                     } else {
                         (false, Some(header.lsn))

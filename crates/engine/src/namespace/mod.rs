@@ -656,6 +656,7 @@ impl Namespace {
             keys: self.key_count(),
             expiring_keys: self.keyspace.expiring(),
             average_ttl_ms: self.keyspace.average_ttl_ms(),
+            expired_keys: self.keyspace.expired(),
             durability: self.config.durability,
             index: TierUsage {
                 tier: self.config.index,

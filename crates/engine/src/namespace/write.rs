@@ -354,17 +354,18 @@ impl Transaction<'_> {
 
     /// Deletes the key if its entry still names `expired`, a record of it found expired in block
     /// sequence `block_seq` (background reclaim): records never change, and the sequence tells
-    /// the record from a later one at the same place in a reused block.
-    pub(crate) fn delete_if_still(&mut self, key: &[u8], expired: Location, block_seq: u64) -> Result<()> {
+    /// the record from a later one at the same place in a reused block. True when it deletes.
+    pub(crate) fn delete_if_still(&mut self, key: &[u8], expired: Location, block_seq: u64) -> Result<bool> {
         let digest = self.namespace.digest(key);
         let namespace = self.namespace;
         let partition = self.guard(digest)?;
         let current = namespace.index.lookup(partition, digest)?;
-        if current.is_some_and(|entry| entry.location == expired) && namespace.log.block_seq(expired.slot()) == block_seq {
+        let still = current.is_some_and(|entry| entry.location == expired) && namespace.log.block_seq(expired.slot()) == block_seq;
+        if still {
             self.writes.push(BufferedWrite { key: key.to_vec(), digest, value: None, part: false, visible: false });
             self.delete_parts_of(digest)?;
         }
-        Ok(())
+        Ok(still)
     }
 
     /// How many keys the namespace holds as this transaction sees it: `Namespace::key_count`,
