@@ -135,6 +135,17 @@ CASES = {
         ["GET", "b"], ["EXPIRETIME", "e"], ["HGETALL", "h"], ["DBSIZE"], ["MOVE", "a", "0"], ["SELECT", "0"], ["GET", "a"],
         ["DBSIZE"],
     ],
+    "object": [
+        ["OBJECT"], ["OBJECT", "NOSUCH"], ["OBJECT", "ENCODING"], ["OBJECT", "ENCODING", "a", "b"], ["OBJECT", "ENCODING", "nokey"],
+        ["OBJECT", "REFCOUNT", "nokey"], ["OBJECT", "FREQ", "nokey"], ["OBJECT", "IDLETIME", "nokey"],
+        ["SET", "i", "123"], ["SET", "big", "12345678901234567890"], ["SET", "neg", "-5"], ["SET", "lead", "0123"],
+        ["SET", "s", "hello"], ["SET", "f", "1.5"], ["SET", "e44", "e" * 44], ["SET", "r45", "r" * 45], ["SET", "shared", "9999"],
+        ["SET", "unshared", "10000"], ["INCR", "counter"], ["HSET", "h", "a", "1"], ["HSET", "hv", "a", "v" * 65],
+        ["HSET", "hf", "f" * 65, "1"], ["HSET", "hb", *[f"f{n}" for n in range(513) for _ in (0, 1)]], ["HSET", "hs", *[f"f{n}" for n in range(512) for _ in (0, 1)]],
+        *[["OBJECT", sub, key] for sub in ("ENCODING", "REFCOUNT")
+          for key in ("i", "big", "neg", "lead", "s", "f", "e44", "r45", "shared", "unshared", "counter", "h", "hv", "hf", "hb", "hs")],
+        ["OBJECT", "FREQ", "i"],
+    ],
     "watch": [
         ["WATCH", "w"], ["SET", "w", "1"], ["DEL", "w"], ["MULTI"], ["PING"], ["EXEC"],
         ["WATCH", "w"], ["SET", "w", "1", "XX"], ["DEL", "w"], ["EXPIRE", "w", "100"], ["MULTI"], ["PING"], ["EXEC"],

@@ -1,5 +1,5 @@
 //! Key commands: DEL UNLINK EXISTS TYPE EXPIRE PEXPIRE EXPIREAT PEXPIREAT TTL PTTL PERSIST RENAME
-//! RENAMENX COPY MOVE KEYS SCAN RANDOMKEY EXPIRETIME PEXPIRETIME TOUCH.
+//! RENAMENX COPY MOVE KEYS SCAN RANDOMKEY EXPIRETIME PEXPIRETIME TOUCH OBJECT.
 
 use std::sync::Arc;
 
@@ -7,11 +7,11 @@ use bytes::Bytes;
 use hybridkv_engine::{now_unix_ms, CommitTicket, EngineError, KeySnapshot, Namespace, EXPIRY_UNIX_MS_MAX};
 use hybridkv_resp::Reply;
 
-use super::{is, parse_integer, SYNTAX_ERROR};
+use super::{is, parse_integer, subcommand_help, unknown_subcommand, SYNTAX_ERROR};
 use crate::command::{fail, run_over_keys, Call, CommandError, CommandResult, DB_INDEX_OUT_OF_RANGE};
 use crate::glob::glob_match;
 use crate::shared::Shared;
-use crate::values::type_name_of;
+use crate::values::{type_name_of, Stored};
 
 /// Keys asked of the engine per page when a command walks the whole keyspace (KEYS).
 const KEYS_PAGE_HINT: usize = 1024;
@@ -32,6 +32,62 @@ pub fn exists(call: &mut Call<'_>) -> CommandResult {
         found += i64::from(call.store.get(key)?.is_some());
     }
     Ok(Reply::Integer(found))
+}
+
+/// Strings up to this many bytes Redis keeps in one allocation with their header ("embstr").
+const EMBSTR_BYTES_MAX: usize = 44;
+/// Integers Redis shares among all keys (their REFCOUNT is `SHARED_REFCOUNT`).
+const SHARED_INTEGERS_END: i64 = 10_000;
+const SHARED_REFCOUNT: i64 = i32::MAX as i64;
+/// A hash stays a listpack in Redis while it has at most this many fields (hash-max-listpack-entries,
+/// built-in default; the redis.conf Redis ships sets 128)…
+const LISTPACK_FIELDS_MAX: usize = 512;
+/// …and every field name and value is at most this many bytes (hash-max-listpack-value).
+const LISTPACK_ELEMENT_BYTES_MAX: usize = 64;
+
+/// OBJECT ENCODING | REFCOUNT | FREQ | IDLETIME key, and HELP. The encoding and the reference
+/// count are what Redis would answer for the value as it is now (Redis also remembers history: a
+/// string changed by APPEND or SETRANGE stays "raw", a hash that outgrew a listpack stays a
+/// "hashtable"). Access times and frequencies are not kept.
+pub fn object(call: &mut Call<'_>) -> CommandResult {
+    let subcommand = call.args[1].clone();
+    if is(&subcommand, "HELP") {
+        return Ok(subcommand_help("object"));
+    }
+    let Some(value) = call.store.get(&call.args[2])? else { return Ok(Reply::Null) };
+    let stored = Stored::decode(value.bytes)?;
+    if is(&subcommand, "ENCODING") {
+        return Ok(Reply::bulk_text(redis_encoding(&stored)));
+    }
+    if is(&subcommand, "REFCOUNT") {
+        let shared = matches!(&stored, Stored::String(text) if parse_integer(text).is_ok_and(|number| (0..SHARED_INTEGERS_END).contains(&number)));
+        return Ok(Reply::Integer(if shared { SHARED_REFCOUNT } else { 1 }));
+    }
+    if is(&subcommand, "FREQ") {
+        return fail("ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.");
+    }
+    if is(&subcommand, "IDLETIME") {
+        return fail("ERR hybridkv keeps no access times: OBJECT IDLETIME is not supported");
+    }
+    Err(unknown_subcommand("object", &subcommand))
+}
+
+/// Redis's encoding of a value like `stored`: "int", "embstr" or "raw" for strings, "listpack" or
+/// "hashtable" for hashes. A bucketed hash (over 8 KiB of fields) answers "hashtable" even when
+/// Redis would keep it a listpack (at most 512 fields of at most 64 bytes: up to 66 KiB).
+fn redis_encoding(stored: &Stored) -> &'static str {
+    match stored {
+        Stored::String(text) if parse_integer(text).is_ok() => "int",
+        Stored::String(text) if text.len() <= EMBSTR_BYTES_MAX => "embstr",
+        Stored::String(_) => "raw",
+        Stored::Hash(record)
+            if record.fields.len() <= LISTPACK_FIELDS_MAX
+                && record.fields.iter().all(|(name, value)| name.len().max(value.len()) <= LISTPACK_ELEMENT_BYTES_MAX) =>
+        {
+            "listpack"
+        }
+        Stored::Hash(_) | Stored::BucketedHash(_) => "hashtable",
+    }
 }
 
 pub fn type_(call: &mut Call<'_>) -> CommandResult {

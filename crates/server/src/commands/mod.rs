@@ -57,6 +57,7 @@ pub static TABLE: &[CommandSpec] = &[
     command!("save", 1, KeySpec::NONE, ADMIN, "server", "Checkpoints every namespace synchronously.", admin::save),
     command!("bgsave", -1, KeySpec::NONE, ADMIN, "server", "Checkpoints every namespace in the background.", admin::bgsave),
     command!("lastsave", 1, KeySpec::NONE, SESSION_OR_SERVER, "server", "Returns the Unix time of the last checkpoint.", admin::lastsave),
+    command!("object", -2, KeySpec::NONE, READONLY | SESSION_OR_SERVER, "keyspace", "Inspects a key: ENCODING and REFCOUNT as Redis would answer for its value.", keys::object),
     command!("memory", -2, KeySpec::NONE, ADMIN | SESSION_OR_SERVER, "server", "MEMORY USAGE reports a key's stored bytes; MEMORY PURGE empties the record caches (a COLD start without restarting).", admin::memory),
     command!("get", 2, KeySpec::ONE, READ, "string", "Returns the string value of a key.", strings::get),
     command!("set", -3, KeySpec::ONE, BLIND_WRITES, "string", "Sets the string value of a key (EX PX EXAT PXAT NX XX GET KEEPTTL).", strings::set),
@@ -166,6 +167,13 @@ static SUBCOMMANDS: &[(&str, &[Subcommand])] = &[
         subcommand("info", -2, "[<command-name> ...]", "Return details about the named commands, or all of them."),
         subcommand("docs", -2, "[<command-name> ...]", "Return documentation about the named commands, or all of them."),
         subcommand("getkeys", -4, "<full-command>", "Return the keys in a full command."),
+        subcommand("help", 2, "", "Print this help."),
+    ]),
+    ("object", &[
+        subcommand("encoding", 3, "<key>", "Return the kind of internal representation Redis would use for the key's value."),
+        subcommand("freq", 3, "<key>", "Not tracked: no LFU maxmemory policy (as Redis without one)."),
+        subcommand("idletime", 3, "<key>", "Not tracked: hybridkv keeps no access times."),
+        subcommand("refcount", 3, "<key>", "Return the number of references of the value (Redis's shared small integers included)."),
         subcommand("help", 2, "", "Print this help."),
     ]),
     ("memory", &[
