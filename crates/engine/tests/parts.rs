@@ -318,11 +318,14 @@ fn assert_counts_consistent(namespace: &Namespace, context: &str) -> Vec<Vec<u8>
 /// process crash (only changes it interrupted are recounted), after a power cut (every partition
 /// the log tail touched is repaired and recounted) and after a cold rebuild. Half the writes
 /// give their key an expiry (a day ahead: none expires during the test), so keys gain and lose
-/// one.
+/// one. 100 seeds by default (seed 61 found records replayed after a process crash lost by a later
+/// power cut: recovery.md, "Records in DRAM"); `HYBRIDKV_COUNT_FIRST_SEED` and
+/// `HYBRIDKV_COUNT_RESTARTS` choose others.
 #[test]
 fn key_and_part_counts_are_right_after_every_kind_of_start() {
     let tomorrow_unix_ms = now_unix_ms() + 86_400_000;
-    for seed in 0..env_number("HYBRIDKV_COUNT_RESTARTS", 40) {
+    let first = env_number("HYBRIDKV_COUNT_FIRST_SEED", 0);
+    for seed in first..first + env_number("HYBRIDKV_COUNT_RESTARTS", 100) {
         let mut rng = StdRng::seed_from_u64(seed);
         let index = [Tier::Shmem, Tier::Pmem][seed as usize % 2];
         let data = DATA_TIERS[rng.gen_range(0..3)];
