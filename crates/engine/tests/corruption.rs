@@ -511,6 +511,7 @@ fn an_index_region_of_the_previous_format_version_is_rebuilt_cold() {
     let database = Database::open_with(config.clone(), Arc::new(store.clone())).unwrap();
     let report = &database.restart_reports()[0];
     assert_eq!(report.kind, RestartKind::Cold, "{}", report.reason);
+    assert!(report.reason.contains("format version 3, this build's is"), "the log says why: {}", report.reason);
     let namespace = database.namespace(0).unwrap();
     assert_eq!(namespace.key_count(), 40);
     for number in 0..40 {

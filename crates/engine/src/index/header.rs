@@ -73,6 +73,13 @@ impl IndexHeader {
         bytes
     }
 
+    /// The format version of a header slot that has this format's magic but another version (an
+    /// index written by an earlier or later build), for the reason a start gives for rebuilding.
+    pub(crate) fn other_version(bytes: &[u8]) -> Option<u32> {
+        let version = (bytes.len() >= HEADER_BYTES && u64_at(bytes, MAGIC_OFFSET) == INDEX_MAGIC).then(|| u32_at(bytes, VERSION_OFFSET))?;
+        (version != INDEX_FORMAT_VERSION).then_some(version)
+    }
+
     pub(crate) fn decode(bytes: &[u8]) -> Option<IndexHeader> {
         if bytes.len() < HEADER_BYTES
             || u64_at(bytes, MAGIC_OFFSET) != INDEX_MAGIC

@@ -187,6 +187,9 @@ impl Index {
         medium.read_at(0, &mut slots)?;
         let (slot_a, slot_b) = slots.split_at(HEADER_SLOT_BYTES as usize);
         let Some(header) = IndexHeader::newest(slot_a, slot_b) else {
+            if let Some(version) = IndexHeader::other_version(slot_a).or_else(|| IndexHeader::other_version(slot_b)) {
+                return Ok(Err(format!("the index is of format version {version}, this build's is {}", header::INDEX_FORMAT_VERSION)));
+            }
             return Ok(Err("no valid index header".into()));
         };
         let region_bytes = medium.len_bytes();
