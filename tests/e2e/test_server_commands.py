@@ -263,6 +263,11 @@ def test_info_keyspace_counts_keys_with_an_expiry_and_estimates_their_ttl(make_s
     assert client.info("keyspace")["db0"]["expires"] == expected - 1
     stats = client.info("stats")
     assert (stats["expired_keys"], stats["evicted_keys"]) == (1, 0), "reclaimed ones are counted"
+    client.get("plain:5")
+    client.get("missing")
+    assert client.config_resetstat()
+    stats = client.info("stats")
+    assert (stats["expired_keys"], stats["keyspace_hits"], stats["keyspace_misses"]) == (0, 0, 0), "as Redis's RESETSTAT"
     for restart in (server.restart, lambda: (server.kill9(), server.start())):
         restart()
         line = server.client().info("keyspace")["db0"]

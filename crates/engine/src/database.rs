@@ -139,6 +139,12 @@ impl Database {
         self.namespaces().try_for_each(|(_, namespace)| namespace.maintain_once())
     }
 
+    /// Sets the counters Redis's CONFIG RESETSTAT clears (hits, misses, expired keys) to zero in
+    /// every namespace.
+    pub fn reset_statistics(&self) {
+        self.namespaces().for_each(|(_, namespace)| namespace.reset_statistics());
+    }
+
     /// Empties every namespace's record cache (a COLD start without restarting).
     pub fn clear_caches(&self) {
         self.namespaces().for_each(|(_, namespace)| namespace.clear_cache());

@@ -46,6 +46,11 @@ impl KeyspaceStats {
         self.expired.load(Ordering::Relaxed)
     }
 
+    /// CONFIG RESETSTAT.
+    pub(crate) fn reset_expired(&self) {
+        self.expired.store(0, Ordering::Relaxed);
+    }
+
     /// Starts again from counts taken from the index (at open). They come from the media, so
     /// they are bounded here rather than asserted: keys with an expiry are keys.
     pub(crate) fn reset(&self, keys: u64, expiring: u64) {

@@ -603,6 +603,14 @@ impl Namespace {
         self.keyspace.keys()
     }
 
+    /// Sets the counters Redis's CONFIG RESETSTAT clears to zero: gets' hits and misses, and the
+    /// keys deleted as expired.
+    pub fn reset_statistics(&self) {
+        self.counters.hits.reset();
+        self.counters.misses.reset();
+        self.keyspace.reset_expired();
+    }
+
     /// How many of the keys have an expiry (expired ones too, until reclaimed).
     pub fn expiring_key_count(&self) -> u64 {
         self.keyspace.expiring()

@@ -201,6 +201,7 @@ pub fn config(call: &mut Call<'_>) -> CommandResult {
         "set" if call.args.len().is_multiple_of(2) => config_set(call),
         "resetstat" => {
             call.shared.stats.reset();
+            call.shared.database.reset_statistics();
             Ok(Reply::ok())
         }
         "rewrite" => fail("ERR The server is running without a config file"),
