@@ -146,6 +146,12 @@ CASES = {
           for key in ("i", "big", "neg", "lead", "s", "f", "e44", "r45", "shared", "unshared", "counter", "h", "hv", "hf", "hb", "hs")],
         ["OBJECT", "FREQ", "i"],
     ],
+    "wait": [
+        ["WAIT"], ["WAIT", "0"], ["WAIT", "x", "0"], ["WAIT", "99999999999999999999", "0"], ["WAIT", "0", "x"], ["WAIT", "0", "1.5"],
+        ["WAIT", "0", "-1"], ["WAIT", "0", "-0"], ["WAIT", "0", "+5"], ["WAIT", "0", "9223372036854775808"], ["WAIT", "0", "0"],
+        ["WAIT", "-5", "0"], ["WAIT", "0", "9223372036854775807"], ["SET", "a", "1"], ["WAIT", "1", "5"], ["MULTI"], ["WAIT", "1", "0"],
+        ["WAIT", "0", "-1"], ["EXEC"],
+    ],
     "watch": [
         ["WATCH", "w"], ["SET", "w", "1"], ["DEL", "w"], ["MULTI"], ["PING"], ["EXEC"],
         ["WATCH", "w"], ["SET", "w", "1", "XX"], ["DEL", "w"], ["EXPIRE", "w", "100"], ["MULTI"], ["PING"], ["EXEC"],

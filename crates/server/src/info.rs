@@ -56,6 +56,7 @@ fn server_section(shared: &Shared, text: &mut String) -> std::fmt::Result {
 fn clients_section(shared: &Shared, text: &mut String) -> std::fmt::Result {
     writeln!(text, "# Clients\r")?;
     writeln!(text, "connected_clients:{}\r", shared.clients.count())?;
+    writeln!(text, "blocked_clients:{}\r", shared.stats.blocked_clients.load(Ordering::Relaxed))?;
     writeln!(text, "maxclients:{}\r", shared.max_clients.load(Ordering::Relaxed))
 }
 
@@ -174,8 +175,9 @@ pub fn prometheus_text(shared: &Shared) -> String {
     let mut text = String::new();
     let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
     let counters = &shared.stats;
-    let server_metrics: [(&str, &str, u64); 6] = [
+    let server_metrics: [(&str, &str, u64); 7] = [
         ("hybridkv_connected_clients", "gauge", shared.clients.count() as u64),
+        ("hybridkv_blocked_clients", "gauge", load(&counters.blocked_clients)),
         ("hybridkv_commands_processed_total", "counter", counters.commands_processed.get()),
         ("hybridkv_connections_received_total", "counter", load(&counters.connections_received)),
         ("hybridkv_rejected_connections_total", "counter", load(&counters.rejected_connections)),

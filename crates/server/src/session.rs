@@ -4,9 +4,9 @@
 
 use std::collections::VecDeque;
 use std::ops::Range;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use hybridkv_engine::{CommitTicket, Namespace, SubmitReads};
@@ -64,6 +64,29 @@ pub struct SessionState {
     pub pending_commits: Vec<(Arc<Namespace>, CommitTicket)>,
     /// Writes that registered a ticket, counted so the session knows which replies depend on one.
     pub commits_registered: u64,
+    /// Set by a command that blocks its client (WAIT, WAITAOF asking for replicas): its reply
+    /// is held back that long (EXEC drops it: nothing blocks inside a transaction, as in Redis).
+    pub reply_delay: Option<ReplyDelay>,
+}
+
+/// How long a blocking command's reply is held back. The client's later requests run only
+/// after it, as a blocked Redis client's do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplyDelay {
+    Until(Instant),
+    /// A timeout of 0: until the client disconnects or is killed, or the server shuts down.
+    Forever,
+}
+
+impl ReplyDelay {
+    /// The delay of a blocking command's timeout in milliseconds, 0 meaning no timeout.
+    pub fn of_timeout_ms(timeout_ms: u64) -> ReplyDelay {
+        match timeout_ms {
+            0 => ReplyDelay::Forever,
+            // A deadline past what `Instant` holds is as good as none.
+            _ => Instant::now().checked_add(Duration::from_millis(timeout_ms)).map_or(ReplyDelay::Forever, ReplyDelay::Until),
+        }
+    }
 }
 
 impl SessionState {
@@ -79,6 +102,7 @@ impl SessionState {
             suppress_reply: false,
             pending_commits: Vec::new(),
             commits_registered: 0,
+            reply_delay: None,
         }
     }
 
@@ -267,6 +291,32 @@ struct Connection {
     /// Byte ranges of `output` holding replies of writes that wait for durability: if the wait
     /// fails they are replaced by the error, never sent as acknowledgements.
     durable_reply_spans: Vec<Range<usize>>,
+    /// The reply of a blocking command, sent once its delay is over (`sit_out`).
+    delayed_reply: Option<DelayedReply>,
+}
+
+struct DelayedReply {
+    delay: ReplyDelay,
+    reply: Reply,
+    /// The command registered writes to wait for (WAITAOF 1 …): if that wait fails, the
+    /// reply is the error.
+    held_for_durability: bool,
+}
+
+/// Counts a client in INFO's `blocked_clients` while it lives.
+struct BlockedClient<'a>(&'a AtomicU64);
+
+impl<'a> BlockedClient<'a> {
+    fn new(blocked_clients: &'a AtomicU64) -> BlockedClient<'a> {
+        blocked_clients.fetch_add(1, Ordering::Relaxed);
+        BlockedClient(blocked_clients)
+    }
+}
+
+impl Drop for BlockedClient<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Unregisters its client when dropped: when the connection ends, and also when its task
@@ -296,6 +346,7 @@ pub async fn serve_connection(stream: TcpStream, shared: Arc<Shared>, client: Ar
         protocol_error: None,
         state: SessionState::new(client.clone(), password_required, Arc::clone(&shared.watches)),
         durable_reply_spans: Vec::new(),
+        delayed_reply: None,
     };
     if let Err(error) = connection.run().await {
         tracing::debug!(client = client.id, %error, "connection ended with an I/O error");
@@ -321,7 +372,18 @@ impl Connection {
             if !self.pending.is_empty() {
                 self.load_records_ahead().await;
                 self.execute_pending();
-                self.flush().await?;
+                let durability_failure = self.flush_replies().await?;
+                if let Some(delayed) = self.delayed_reply.take() {
+                    if !self.sit_out(delayed.delay, stop.as_mut(), &mut stop_signalled).await? {
+                        return Ok(());
+                    }
+                    let reply = match durability_failure {
+                        Some(failure) if delayed.held_for_durability => failure,
+                        _ => delayed.reply,
+                    };
+                    encode(&reply, self.state.protocol, &mut self.output);
+                    self.flush().await?;
+                }
                 if self.state.close_after_reply {
                     return Ok(());
                 }
@@ -421,7 +483,7 @@ impl Connection {
             EngineCallMode::Inline => self.pending.iter().any(|args| may_block(args, &self.shared)),
             EngineCallMode::BlockInPlace => true,
         };
-        let Connection { pending, state, shared, output, durable_reply_spans, .. } = self;
+        let Connection { pending, state, shared, output, durable_reply_spans, delayed_reply, .. } = self;
         let mut work = move || {
             let mut reads_prefetched = 0;
             while let Some(arguments) = pending.pop_front() {
@@ -438,6 +500,11 @@ impl Connection {
                     }
                     Err(arguments) => {
                         let reply = execute(arguments, state, shared);
+                        if let Some(delay) = state.reply_delay.take() {
+                            let held_for_durability = state.commits_registered != commits_before;
+                            *delayed_reply = Some(DelayedReply { delay, reply, held_for_durability });
+                            break;
+                        }
                         if !state.suppress_reply {
                             encode(&reply, state.protocol, output);
                         }
@@ -459,20 +526,68 @@ impl Connection {
     }
 
     async fn flush(&mut self) -> std::io::Result<()> {
-        self.await_durability().await;
-        if self.output.is_empty() {
-            return Ok(());
+        self.flush_replies().await.map(drop)
+    }
+
+    /// Sends the gathered replies once the writes they acknowledge are durable; returns the
+    /// error that replaced them when that failed.
+    async fn flush_replies(&mut self) -> std::io::Result<Option<Reply>> {
+        let durability_failure = self.await_durability().await;
+        if !self.output.is_empty() {
+            self.stream.write_all(&self.output).await?;
+            self.shared.stats.net_output_bytes.add(self.output.len() as u64);
+            self.output.clear();
         }
-        self.stream.write_all(&self.output).await?;
-        self.shared.stats.net_output_bytes.add(self.output.len() as u64);
-        self.output.clear();
-        Ok(())
+        Ok(durability_failure)
+    }
+
+    /// Holds a blocking command's reply back for its delay, reading meanwhile (up to the query
+    /// buffer limit) so that a client that leaves is seen. Returns whether the reply is still
+    /// to be sent: not when the client left or was killed, or the server is shutting down.
+    async fn sit_out(
+        &mut self,
+        delay: ReplyDelay,
+        mut stop: std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+        stop_signalled: &mut bool,
+    ) -> std::io::Result<bool> {
+        let shared = Arc::clone(&self.shared);
+        let _blocked = BlockedClient::new(&shared.stats.blocked_clients);
+        let deadline = match delay {
+            ReplyDelay::Until(deadline) => Some(tokio::time::Instant::from_std(deadline)),
+            ReplyDelay::Forever => None,
+        };
+        let delay_over = async {
+            match deadline {
+                Some(deadline) => tokio::time::sleep_until(deadline).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(delay_over);
+        let query_buffer_bytes_max = shared.config.query_buffer_bytes_max;
+        loop {
+            if *stop_signalled || shared.is_shutting_down() || self.state.client.killed.load(Ordering::Relaxed) {
+                return Ok(false);
+            }
+            self.input.reserve(READ_CHUNK_BYTES);
+            tokio::select! {
+                _ = &mut delay_over => return Ok(true),
+                read = self.stream.read_buf(&mut self.input), if self.input.len() <= query_buffer_bytes_max => {
+                    let read = read?;
+                    if read == 0 {
+                        return Ok(false);
+                    }
+                    shared.stats.net_input_bytes.add(read as u64);
+                }
+                _ = &mut stop, if !*stop_signalled => *stop_signalled = true,
+            }
+        }
     }
 
     /// Waits until the writes whose replies are gathered are durable (group commit runs on the
     /// engine's committer threads; this task only sleeps). When that fails, their replies become
-    /// the error: a write is acknowledged only once it is durable.
-    async fn await_durability(&mut self) {
+    /// the error, which is returned: a write is acknowledged only once it is durable.
+    async fn await_durability(&mut self) -> Option<Reply> {
+        let mut durability_failure = None;
         for (namespace, ticket) in std::mem::take(&mut self.state.pending_commits) {
             let (sender, receiver) = tokio::sync::oneshot::channel();
             namespace.on_durable(ticket, Box::new(move |result| drop(sender.send(result))));
@@ -483,8 +598,10 @@ impl Connection {
             };
             let spans = std::mem::take(&mut self.durable_reply_spans);
             self.output = replace_spans(&self.output, &spans, &failure, self.state.protocol);
+            durability_failure = Some(failure);
         }
         self.durable_reply_spans.clear();
+        durability_failure
     }
 }
 

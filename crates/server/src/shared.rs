@@ -89,6 +89,8 @@ pub struct ServerStats {
     pub protocol_errors: AtomicU64,
     /// Commands per second over the last sampling interval (see `server::sample_ops_per_second`).
     pub ops_per_second: AtomicU64,
+    /// Clients whose reply a blocking command holds back now (a gauge: RESETSTAT leaves it).
+    pub blocked_clients: AtomicU64,
 }
 
 impl ServerStats {

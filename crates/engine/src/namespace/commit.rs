@@ -110,6 +110,19 @@ impl Namespace {
         self.wait_durable_with(self.log.append_position(), true)
     }
 
+    /// A ticket for every write appended so far, whatever the durability mode: redeemed with
+    /// `on_durable`, it has a committer flush them now rather than at the next periodic flush
+    /// (the server's WAITAOF), without blocking the caller.
+    pub fn ticket_for_appended(&self) -> CommitTicket {
+        CommitTicket { position: self.log.append_position(), held_for_space: false }
+    }
+
+    /// Whether every write appended so far is durable and published.
+    pub fn appended_is_durable(&self) -> bool {
+        let appended = self.log.append_position();
+        self.commit.lock().durable_position >= appended
+    }
+
     /// Blocks until the ticket's writes are durable (and space is no longer short, or the
     /// longest hold has passed, for a write held for space).
     pub fn wait_durable(&self, ticket: CommitTicket) -> Result<()> {

@@ -122,7 +122,10 @@ pub fn exec(call: &mut Call<'_>) -> CommandResult {
     };
     // The session and server commands run now, in their queued order, outside the locks.
     let queued = multi.queued.iter().zip(replies);
-    Ok(Reply::Array(queued.map(|((spec, args), reply)| reply.unwrap_or_else(|| run(spec, args, call.session, call.shared))).collect()))
+    let replies = queued.map(|((spec, args), reply)| reply.unwrap_or_else(|| run(spec, args, call.session, call.shared))).collect();
+    // Nothing blocks inside a transaction (Redis answers WAIT there at once).
+    call.session.reply_delay = None;
+    Ok(Reply::Array(replies))
 }
 
 /// An engine error aborts the whole transaction (nothing was written): EXEC answers with it.
