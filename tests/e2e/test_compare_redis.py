@@ -161,6 +161,12 @@ CASES = {
         ["HSET", "h", "f", "v"], ["WATCH", "h"], ["HSET", "h", "f", "v"], ["MULTI"], ["EXEC"],
         ["WATCH", "h"], ["HDEL", "h", "nofield"], ["MULTI"], ["EXEC"], ["WATCH", "r"], ["RENAME", "h", "r"], ["MULTI"], ["EXEC"],
     ],
+    "select in transactions": [
+        ["MULTI"], ["SELECT", "3"], ["SET", "a", "1"], ["SELECT", "x"], ["SELECT", "99"], ["GET", "a"], ["DBSIZE"], ["EXEC"],
+        ["GET", "a"], ["SELECT", "0"], ["GET", "a"], ["MULTI"], ["SELECT", "3"], ["DISCARD"], ["GET", "a"], ["MULTI"], ["PING"],
+        ["SELECT", "3"], ["INCR", "a"], ["SELECT", "0"], ["EXEC"], ["GET", "a"], ["SELECT", "3"], ["GET", "a"], ["MULTI"],
+        ["SELECT", "0"], ["EXEC"], ["DBSIZE"], ["MULTI"], ["SELECT"], ["EXEC"], ["DBSIZE"],
+    ],
     "session commands in transactions": [
         ["CLIENT", "SETNAME", "before"], ["MULTI"], ["SET", "a", "1"], ["CLIENT", "SETNAME", "inside"], ["CLIENT", "GETNAME"],
         ["CONFIG", "GET", "maxclients"], ["GET", "a"], ["CLIENT", "NOSUCH"], ["CONFIG", "NOSUCH"], ["EXEC"],

@@ -58,7 +58,7 @@ def test_session_and_server_commands_are_queued_and_run_after_the_transaction(r)
     assert keyspace["db0"]["keys"] == 1, "INFO runs after the transaction's writes"
     assert config == {"maxclients": "10000"} and count > 50 and isinstance(last_save, datetime) and value == "1"
     assert r.execute_command("CLIENT", "GETNAME") == "inside"
-    for refused in (["SELECT", "0"], ["FLUSHALL"], ["SAVE"], ["SHUTDOWN"], ["BGSAVE"], ["MOVE", "a", "1"]):
+    for refused in (["FLUSHALL"], ["SAVE"], ["SHUTDOWN"], ["BGSAVE"], ["MOVE", "a", "1"]):
         r.execute_command("MULTI")
         with pytest.raises(redis.ResponseError, match="^Command not allowed inside a transaction"):
             r.execute_command(*refused)
@@ -84,6 +84,65 @@ def test_flushdb_inside_multi_deletes_in_the_transaction_or_refuses_a_database_t
             pipe.execute()
     assert client.dbsize() == 3001 and client.get("c") is None, "nothing done"
     assert client.flushdb() and client.dbsize() == 0, "outside MULTI, in as many batches as it takes"
+
+
+def test_select_inside_multi_moves_the_commands_after_it_and_the_session_when_exec_runs(shared_server):
+    """As Redis: a SELECT queued in MULTI runs in EXEC, so the commands queued after it, and the
+    connection after EXEC, use its database; a SELECT that fails answers its error there and the
+    database stays. EXEC's one batch covers one database: key commands in two are refused whole."""
+    client = shared_server.client(single_connection_client=True)
+    client.flushall()
+    client.set("here", "db0")
+    client.execute_command("MULTI")
+    for command in (["SELECT", "4"], ["SET", "a", "1"], ["SELECT", "x"], ["SELECT", "99"], ["INCR", "a"], ["DBSIZE"], ["CLIENT", "INFO"]):
+        assert client.execute_command(*command) in ("QUEUED", False)
+    ok, set_a, not_integer, out_of_range, incremented, size, info = client.execute_command("EXEC")
+    assert (ok, set_a, incremented, size) == ("OK", "OK", 2, 1)
+    assert str(not_integer) == "value is not an integer or out of range" and str(out_of_range) == "DB index is out of range"
+    assert " db=4 " in info, "a session command runs in the database it was queued for"
+    assert client.get("a") == "2" and client.get("here") is None, "the session is on database 4 after EXEC"
+    assert client.client_info()["db"] == 4
+
+    # DISCARD, or an EXEC that does not run, leaves the database as it was.
+    client.execute_command("MULTI")
+    client.execute_command("SELECT", "0")
+    client.execute_command("DISCARD")
+    assert client.get("a") == "2"
+    client.execute_command("MULTI")
+    for command in (["SET", "b", "1"], ["SELECT", "0"], ["SET", "c", "1"]):
+        client.execute_command(*command)
+    with pytest.raises(redis.ResponseError, match="keys of one database only.*transaction not executed"):
+        client.execute_command("EXEC")
+    assert client.get("a") == "2" and client.exists("b", "c") == 0
+    client.execute_command("SELECT", "0")
+    assert client.exists("b", "c") == 0 and client.get("here") == "db0"
+
+    # A SELECT first: every key command runs in database 5, watched keys there are compared.
+    other = shared_server.client(db=5)
+    client.execute_command("WATCH", "w")
+    other.set("w", "changed")
+    client.execute_command("MULTI")
+    client.execute_command("SELECT", "5")
+    client.execute_command("SET", "w", "mine")
+    assert client.execute_command("EXEC") == ["OK", "OK"], "the w watched in database 0 did not change"
+    assert other.get("w") == "mine"
+    client.execute_command("SELECT", "5")
+    client.execute_command("WATCH", "w")
+    client.execute_command("SELECT", "0")
+    other.set("w", "changed again")
+    client.execute_command("MULTI")
+    client.execute_command("SELECT", "5")
+    client.execute_command("SET", "w", "mine")
+    assert client.execute_command("EXEC") is None, "the watched key of database 5 changed"
+    assert other.get("w") == "changed again"
+    client.execute_command("SELECT", "0")
+    client.execute_command("MULTI")
+    for command in (["PING"], ["SELECT", "5"], ["SET", "w", "mine"], ["COPY", "w", "copied", "DB", "5"]):
+        client.execute_command(*command)
+    assert client.execute_command("EXEC") == ["PONG", "OK", "OK", 1], "PING touches no key; COPY stays in database 5"
+    assert other.mget("w", "copied") == ["mine", "mine"]
+    client.close()
+    other.close()
 
 
 def test_copy_to_another_database_inside_multi_is_refused_in_exec_and_the_rest_runs(r):

@@ -254,8 +254,9 @@ impl KeySpec {
 pub const WRITE: u16 = 1;
 /// Served before AUTH.
 pub const BEFORE_AUTH: u16 = 2;
-/// May be queued in MULTI. Commands that span databases (SELECT, FLUSHALL, MOVE) cannot run
-/// inside EXEC's transaction, which covers one.
+/// May be queued in MULTI. Commands that span databases (FLUSHALL, MOVE) cannot run inside
+/// EXEC's transaction, which covers one; SELECT can, as long as every command that reads or
+/// writes keys runs in one database (`commands::tx`).
 pub const IN_MULTI: u16 = 4;
 /// Runs even inside MULTI instead of being queued (EXEC, DISCARD, MULTI, WATCH, QUIT).
 pub const TRANSACTION_CONTROL: u16 = 8;

@@ -115,6 +115,12 @@ impl SessionState {
         }
     }
 
+    /// Makes `number` (an opened database) the session's database.
+    pub fn select(&mut self, number: usize) {
+        self.database = number;
+        self.client.database.store(number, Ordering::Relaxed);
+    }
+
     fn fail_multi(&mut self) {
         if let Some(multi) = &mut self.multi {
             multi.failed = true;
@@ -215,6 +221,11 @@ fn queue(spec: &'static CommandSpec, args: Vec<Bytes>, session: &mut SessionStat
     if multi.queued.len() >= limit {
         multi.failed = true;
         return Reply::error(format!("ERR MULTI queue is full ({limit} commands): EXEC commits them as one batch"));
+    }
+    if spec.name == "select" {
+        // Opened now, on a thread that may block (`may_block`), not in EXEC, which only
+        // switches; an error is EXEC's to answer.
+        let _ = commands::selectable_database(shared, &args[1]);
     }
     multi.queued.push((spec, args));
     Reply::simple("QUEUED")

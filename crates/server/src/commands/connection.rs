@@ -8,6 +8,7 @@ use hybridkv_resp::{ProtocolVersion, Reply};
 use super::{is, parse_integer, subcommand_help, unknown_subcommand, NOT_INTEGER, SYNTAX_ERROR};
 use crate::command::{fail, Call, CommandError, CommandResult, DB_INDEX_OUT_OF_RANGE};
 use crate::info::REDIS_COMPATIBLE_VERSION;
+use crate::shared::Shared;
 
 pub fn ping(call: &mut Call<'_>) -> CommandResult {
     match call.args.len() {
@@ -110,14 +111,20 @@ pub fn hello(call: &mut Call<'_>) -> CommandResult {
 }
 
 pub fn select(call: &mut Call<'_>) -> CommandResult {
-    let number = parse_integer(&call.args[1]).or_else(|_| fail(NOT_INTEGER))?;
-    if number < 0 || number as usize >= call.shared.database.database_count() {
-        return fail(DB_INDEX_OUT_OF_RANGE);
-    }
-    crate::server::open_database(call.shared, number as usize)?;
-    call.session.database = number as usize;
-    call.session.client.database.store(number as usize, Ordering::Relaxed);
+    let number = selectable_database(call.shared, &call.args[1])?;
+    call.session.select(number);
     Ok(Reply::ok())
+}
+
+/// The database SELECT's argument names, opened if it was not yet (its media are created or
+/// attached: the caller may block), or SELECT's error.
+pub fn selectable_database(shared: &Shared, argument: &[u8]) -> Result<usize, CommandError> {
+    let number = parse_integer(argument).or_else(|_| fail(NOT_INTEGER))?;
+    let Some(number) = usize::try_from(number).ok().filter(|number| *number < shared.database.database_count()) else {
+        return fail(DB_INDEX_OUT_OF_RANGE);
+    };
+    crate::server::open_database(shared, number)?;
+    Ok(number)
 }
 
 /// Redis accepts names of printable characters without spaces ('!'..='~').

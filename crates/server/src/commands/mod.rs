@@ -8,6 +8,8 @@ mod strings;
 mod tx;
 mod waits;
 
+pub use connection::selectable_database;
+
 use std::sync::OnceLock;
 
 use bytes::Bytes;
@@ -45,7 +47,7 @@ pub static TABLE: &[CommandSpec] = &[
     command!("quit", -1, KeySpec::NONE, BEFORE_AUTH | TRANSACTION_CONTROL, "connection", "Closes the connection.", connection::quit),
     command!("hello", -1, KeySpec::NONE, BEFORE_AUTH, "connection", "Handshakes with the server (protocol version, AUTH, SETNAME).", connection::hello),
     command!("auth", -2, KeySpec::NONE, BEFORE_AUTH, "connection", "Authenticates the connection.", connection::auth),
-    command!("select", 2, KeySpec::NONE, 0, "connection", "Changes the selected database (namespace).", connection::select),
+    command!("select", 2, KeySpec::NONE, IN_MULTI, "connection", "Changes the selected database (namespace); inside MULTI, for the commands queued after it.", connection::select),
     command!("client", -2, KeySpec::NONE, SESSION_OR_SERVER, "connection", "Client connection commands (ID SETNAME GETNAME SETINFO LIST INFO KILL).", connection::client),
     command!("dbsize", 1, KeySpec::NONE, READ, "server", "Returns the number of keys in the database.", admin::dbsize),
     command!("flushdb", -1, KeySpec::NONE, WRITE | IN_MULTI | WHOLE_KEYSPACE, "server", "Removes all keys from the current database.", admin::flushdb),

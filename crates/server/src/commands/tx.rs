@@ -6,12 +6,17 @@
 //! The queued session and server commands (INFO, CONFIG, CLIENT…: `AFTER_TRANSACTION`) run
 //! once it has committed, in their queued order, and their replies take their places.
 
-use std::sync::Arc;
 
 use hybridkv_engine::{EngineError, Transaction};
 use hybridkv_resp::Reply;
 
-use crate::command::{engine_error_reply, fail, run, run_in_transaction, Call, CommandResult, KeyStore, AFTER_TRANSACTION, WHOLE_KEYSPACE};
+use bytes::Bytes;
+
+use super::selectable_database;
+use crate::command::{
+    engine_error_reply, fail, run, run_in_transaction, Call, CommandError, CommandResult, CommandSpec, KeyStore, AFTER_TRANSACTION, DB_INDEX_OUT_OF_RANGE,
+    READONLY, WHOLE_KEYSPACE, WRITE,
+};
 use crate::session::MultiState;
 use crate::watch::{WatchedKey, WATCHED_KEYS_PER_SESSION_MAX};
 
@@ -54,16 +59,54 @@ pub fn unwatch(call: &mut Call<'_>) -> CommandResult {
     Ok(Reply::ok())
 }
 
-/// Whether a watched key of another database changed (checked outside the transaction: EXEC's
-/// transaction covers the current database only).
-fn other_database_changed(call: &Call<'_>, watched: &[WatchedKey]) -> Result<bool, EngineError> {
-    for key in watched.iter().filter(|watched| watched.database != call.session.database) {
+/// Whether a watched key of another database than `database` changed (checked outside the
+/// transaction: EXEC's transaction covers one database).
+fn other_database_changed(call: &Call<'_>, watched: &[WatchedKey], database: usize) -> Result<bool, EngineError> {
+    for key in watched.iter().filter(|watched| watched.database != database) {
         let Some(namespace) = call.shared.database.namespace(key.database) else { continue };
         if namespace.get(&key.key)?.map(|value| value.version) != key.version {
             return Ok(true);
         }
     }
     Ok(false)
+}
+
+/// The databases of a queued transaction: a SELECT inside MULTI changes the database of the
+/// commands queued after it, and the session's once EXEC has run them, as in Redis.
+struct Databases {
+    /// The database each queued command runs in.
+    of_command: Vec<usize>,
+    /// Each queued SELECT's reply (OK, or its error: the database stays as it was).
+    select_replies: Vec<Option<Reply>>,
+    /// Where the commands that read or write keys run: EXEC's one transaction covers it.
+    of_keys: usize,
+    /// The session's database once EXEC has run.
+    last: usize,
+}
+
+/// Plans the databases of `queued`, or refuses a transaction whose key commands would run in
+/// more than one database: its writes could not commit as one batch.
+fn plan_databases(call: &Call<'_>, queued: &[(&CommandSpec, Vec<Bytes>)]) -> Result<Databases, CommandError> {
+    let mut current = call.session.database;
+    let mut of_keys = None;
+    let (mut of_command, mut select_replies) = (Vec::with_capacity(queued.len()), Vec::with_capacity(queued.len()));
+    for (spec, args) in queued {
+        let mut select_reply = None;
+        if spec.name == "select" {
+            select_reply = Some(selectable_database(call.shared, &args[1]).map_or_else(CommandError::into_reply, |number| {
+                current = number;
+                Reply::ok()
+            }));
+        } else if spec.has(READONLY | WRITE) && !spec.has(AFTER_TRANSACTION) {
+            if of_keys.is_some_and(|database| database != current) {
+                return fail("ERR a transaction's commands may read and write keys of one database only: EXEC commits them as one batch of one database (transaction not executed)");
+            }
+            of_keys = Some(current);
+        }
+        of_command.push(current);
+        select_replies.push(select_reply);
+    }
+    Ok(Databases { of_command, select_replies, of_keys: of_keys.unwrap_or(call.session.database), last: current })
 }
 
 pub fn exec(call: &mut Call<'_>) -> CommandResult {
@@ -74,16 +117,20 @@ pub fn exec(call: &mut Call<'_>) -> CommandResult {
     if multi.failed {
         return fail("EXECABORT Transaction discarded because of previous errors.");
     }
-    if other_database_changed(call, watched)? {
+    let databases = plan_databases(call, &multi.queued)?;
+    let database = databases.of_keys;
+    if other_database_changed(call, watched, database)? {
         return Ok(Reply::NullArray);
     }
-    let database = call.session.database;
     let mut keys: Vec<&[u8]> = watched.iter().filter(|watched| watched.database == database).map(|watched| watched.key.as_ref()).collect();
     for (spec, args) in &multi.queued {
         keys.extend(spec.keys.keys(args));
     }
-    let namespace = Arc::clone(call.namespace);
+    let Some(namespace) = call.shared.database.namespace(database).cloned() else { return fail(DB_INDEX_OUT_OF_RANGE) };
     let (session, shared) = (&mut *call.session, call.shared);
+    let selected_before = session.database;
+    // The key commands see the database they were queued for (COPY … DB compares with it).
+    session.select(database);
     let whole_keyspace = multi.queued.iter().any(|(spec, _)| spec.has(WHOLE_KEYSPACE));
     let touched = || watched_set.touched();
     let body = |transaction: &mut Transaction<'_>| {
@@ -97,7 +144,11 @@ pub fn exec(call: &mut Call<'_>) -> CommandResult {
             }
         }
         let mut replies = Vec::with_capacity(multi.queued.len());
-        for (spec, args) in &multi.queued {
+        for ((spec, args), select_reply) in multi.queued.iter().zip(&databases.select_replies) {
+            if select_reply.is_some() {
+                replies.push(select_reply.clone());
+                continue;
+            }
             if spec.has(AFTER_TRANSACTION) {
                 replies.push(None);
                 continue;
@@ -111,18 +162,29 @@ pub fn exec(call: &mut Call<'_>) -> CommandResult {
     };
     let outcome = if whole_keyspace { namespace.transaction_over_all(body) } else { namespace.transaction_deferred(&keys, body) };
     let replies = match outcome {
-        Ok((None, _)) => return Ok(Reply::NullArray),
         Ok((Some(replies), ticket)) => {
             if let Some(ticket) = ticket {
                 call.session.hold_reply_until_durable(&namespace, ticket);
             }
             replies
         }
-        Err(error) => return Ok(exec_failed(&error)),
+        not_run => {
+            call.session.select(selected_before);
+            return Ok(not_run.map_or_else(|error| exec_failed(&error), |_| Reply::NullArray));
+        }
     };
-    // The session and server commands run now, in their queued order, outside the locks.
-    let queued = multi.queued.iter().zip(replies);
-    let replies = queued.map(|((spec, args), reply)| reply.unwrap_or_else(|| run(spec, args, call.session, call.shared))).collect();
+    // The session and server commands run now, in their queued order and database, outside
+    // the locks.
+    let queued = multi.queued.iter().zip(&databases.of_command).zip(replies);
+    let replies = queued
+        .map(|(((spec, args), database), reply)| {
+            reply.unwrap_or_else(|| {
+                call.session.select(*database);
+                run(spec, args, call.session, call.shared)
+            })
+        })
+        .collect();
+    call.session.select(databases.last);
     // Nothing blocks inside a transaction (Redis answers WAIT there at once).
     call.session.reply_delay = None;
     Ok(Reply::Array(replies))
