@@ -66,6 +66,11 @@ def command(rng: random.Random) -> list[str]:
         lambda: ["GETRANGE", key, number(rng), number(rng)],
         lambda: ["SETRANGE", key, rng.choice(["0", "3", "10", "-1", "x"]), rng.choice(SCALARS)],
         lambda: [rng.choice(["INCR", "DECR"]), key],
+        # Never a byte's first bit: the values stay ASCII, which the clients decode as text.
+        lambda: ["SETBIT", key, rng.choice(["1", "7", "9", "30", "100", "x", "-1"]), rng.choice(["0", "1", "1", "2"])],
+        lambda: ["GETBIT", key, rng.choice(["0", "7", "9", "30", "200", "x"])],
+        lambda: ["BITCOUNT", key] + rng.choice([[], [number(rng), number(rng)], [number(rng), number(rng), rng.choice(["BIT", "BYTE"])]]),
+        lambda: ["BITPOS", key, rng.choice(["0", "1", "1", "2"])] + rng.choice([[], [number(rng)], [number(rng), number(rng)], [number(rng), number(rng), rng.choice(["BIT", "BYTE"])]]),
         lambda: [rng.choice(["INCRBY", "DECRBY"]), key, number(rng)],
         lambda: ["INCRBYFLOAT", key, rng.choice(["0.5", "-2", "1e2", "abc", "3"])],
         lambda: ["MSET", key, value(rng), other, value(rng)],

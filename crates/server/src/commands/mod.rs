@@ -1,6 +1,7 @@
 //! The command table and the helpers command handlers share (argument parsing, typed reads).
 
 mod admin;
+mod bits;
 mod connection;
 mod hashes;
 mod keys;
@@ -84,6 +85,10 @@ pub static TABLE: &[CommandSpec] = &[
     command!("incrby", 3, KeySpec::ONE, WRITES, "string", "Increments an integer.", strings::incrby),
     command!("decrby", 3, KeySpec::ONE, WRITES, "string", "Decrements an integer.", strings::decrby),
     command!("incrbyfloat", 3, KeySpec::ONE, WRITES, "string", "Increments a floating point number.", strings::incrbyfloat),
+    command!("getbit", 3, KeySpec::ONE, READ, "bitmap", "Returns a bit of a string (0 past its end).", bits::getbit),
+    command!("setbit", 4, KeySpec::ONE, WRITES, "bitmap", "Sets or clears a bit of a string, growing it with zero bytes; returns the bit's previous value.", bits::setbit),
+    command!("bitcount", -2, KeySpec::ONE, READ, "bitmap", "Counts the set bits of a string or of a range of it (BYTE or BIT).", bits::bitcount),
+    command!("bitpos", -3, KeySpec::ONE, READ, "bitmap", "Returns the first set or clear bit of a string or of a range of it (BYTE or BIT).", bits::bitpos),
     command!("del", -2, KeySpec::ALL, WRITES, "keyspace", "Deletes keys.", keys::del),
     command!("unlink", -2, KeySpec::ALL, WRITES, "keyspace", "Deletes keys.", keys::del),
     command!("exists", -2, KeySpec::ALL, READ, "keyspace", "Counts the keys that exist.", keys::exists),

@@ -208,7 +208,7 @@ pub fn getex(call: &mut Call<'_>) -> CommandResult {
 }
 
 /// Fails with Redis's error when a string would grow past the namespace's value limit.
-fn check_string_size(call: &Call<'_>, length: u64) -> Result<(), crate::command::CommandError> {
+pub(super) fn check_string_size(call: &Call<'_>, length: u64) -> Result<(), crate::command::CommandError> {
     if length > value_bytes_max(call) {
         return fail("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
     }
