@@ -162,6 +162,11 @@ CASES = {
         ["BITPOS", "p", "1", "10", "12", "BIT"], ["BITPOS", "p", "0", "0", "11", "BIT"], ["BITPOS", "p", "1", "0", "1", "2", "3"],
         ["SET", "e", ""], ["BITPOS", "e", "0"], ["BITPOS", "e", "1"], ["BITCOUNT", "e"], ["BITCOUNT", "e", "0", "-1"],
         ["SET", "i", "123"], ["BITCOUNT", "i"], ["SETBIT", "i", "7", "0"], ["GET", "i"], ["INCR", "i"],
+        ["SET", "x", "abc"], ["SET", "y", "Q"], ["BITOP", "AND", "d", "x", "y"], ["GET", "d"], ["BITOP", "or", "d", "x", "y", "nokey"],
+        ["GET", "d"], ["BITOP", "XOR", "d", "x", "x"], ["GET", "d"], ["BITOP", "NOT", "d", "x"], ["BITCOUNT", "d"], ["STRLEN", "d"],
+        ["BITOP", "NOT", "d", "x", "y"], ["BITOP", "NAND", "d", "x"], ["BITOP", "AND", "d"], ["BITOP", "AND", "d", "h"],
+        ["SET", "t", "1", "EX", "100"], ["BITOP", "AND", "t", "x"], ["TTL", "t"], ["BITOP", "AND", "t", "nokey", "nokey2"], ["EXISTS", "t"],
+        ["BITOP", "OR", "h", "x"], ["TYPE", "h"], ["GET", "h"],
     ],
     "wait": [
         ["WAIT"], ["WAIT", "0"], ["WAIT", "x", "0"], ["WAIT", "99999999999999999999", "0"], ["WAIT", "0", "x"], ["WAIT", "0", "1.5"],

@@ -69,6 +69,8 @@ def command(rng: random.Random) -> list[str]:
         # Never a byte's first bit: the values stay ASCII, which the clients decode as text.
         lambda: ["SETBIT", key, rng.choice(["1", "7", "9", "30", "100", "x", "-1"]), rng.choice(["0", "1", "1", "2"])],
         lambda: ["GETBIT", key, rng.choice(["0", "7", "9", "30", "200", "x"])],
+        # No NOT: it sets the first bit of every byte (the values must stay ASCII, as above).
+        lambda: ["BITOP", rng.choice(["AND", "OR", "XOR", "or"]), key, other] + rng.sample(KEYS, rng.randint(0, 2)),
         lambda: ["BITCOUNT", key] + rng.choice([[], [number(rng), number(rng)], [number(rng), number(rng), rng.choice(["BIT", "BYTE"])]]),
         lambda: ["BITPOS", key, rng.choice(["0", "1", "1", "2"])] + rng.choice([[], [number(rng)], [number(rng), number(rng)], [number(rng), number(rng), rng.choice(["BIT", "BYTE"])]]),
         lambda: [rng.choice(["INCRBY", "DECRBY"]), key, number(rng)],

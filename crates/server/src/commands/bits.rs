@@ -1,4 +1,4 @@
-//! Bitmaps, Redis's bit operations on string values: GETBIT SETBIT BITCOUNT BITPOS. Bit 0 is the
+//! Bitmaps, Redis's bit operations on string values: GETBIT SETBIT BITCOUNT BITPOS BITOP. Bit 0 is the
 //! most significant bit of the first byte; a string reads as followed by zero bits for ever.
 //! The argument checks come in Redis 7.0's order, since that decides which error a client sees.
 
@@ -152,6 +152,48 @@ pub fn bitpos(call: &mut Call<'_>) -> CommandResult {
         None if bit == 0 && !end_given => range.last as i64 + 1,
         None => -1,
     }))
+}
+
+/// BITOP AND|OR|XOR|NOT destkey key [key ...]: the sources combined byte by byte (a shorter or
+/// missing source reads as zero bytes) into destkey, replacing whatever it held, without expiry;
+/// an empty result deletes destkey. Answers the result's length.
+pub fn bitop(call: &mut Call<'_>) -> CommandResult {
+    let operation = &call.args[1];
+    // None: NOT, which negates its one source.
+    let combine: Option<fn(u8, u8) -> u8> = if is(operation, "AND") {
+        Some(|left, right| left & right)
+    } else if is(operation, "OR") {
+        Some(|left, right| left | right)
+    } else if is(operation, "XOR") {
+        Some(|left, right| left ^ right)
+    } else if is(operation, "NOT") {
+        None
+    } else {
+        return fail(SYNTAX_ERROR);
+    };
+    let sources = &call.args[3..];
+    if combine.is_none() && sources.len() != 1 {
+        return fail("ERR BITOP NOT must be called with a single source key.");
+    }
+    let mut values = Vec::with_capacity(sources.len());
+    for source in sources {
+        values.push(read_string(call.store, source)?.map(|(value, _)| value).unwrap_or_default());
+    }
+    let length = values.iter().map(|value| value.len()).max().unwrap_or(0);
+    let byte_of = |value: &bytes::Bytes, at: usize| value.get(at).copied().unwrap_or(0);
+    let result: Vec<u8> = (0..length)
+        .map(|at| match combine {
+            None => !byte_of(&values[0], at),
+            Some(combine) => values[1..].iter().fold(byte_of(&values[0], at), |combined, value| combine(combined, byte_of(value, at))),
+        })
+        .collect();
+    let destination = &call.args[2];
+    if result.is_empty() {
+        call.store.delete(destination)?;
+    } else {
+        call.store.put(destination, &encode_string(&result), 0)?;
+    }
+    Ok(Reply::Integer(length as i64))
 }
 
 #[cfg(test)]

@@ -89,6 +89,7 @@ pub static TABLE: &[CommandSpec] = &[
     command!("setbit", 4, KeySpec::ONE, WRITES, "bitmap", "Sets or clears a bit of a string, growing it with zero bytes; returns the bit's previous value.", bits::setbit),
     command!("bitcount", -2, KeySpec::ONE, READ, "bitmap", "Counts the set bits of a string or of a range of it (BYTE or BIT).", bits::bitcount),
     command!("bitpos", -3, KeySpec::ONE, READ, "bitmap", "Returns the first set or clear bit of a string or of a range of it (BYTE or BIT).", bits::bitpos),
+    command!("bitop", -4, KeySpec { first: 2, last: -1, step: 1 }, WRITES, "bitmap", "Combines strings bit by bit (AND OR XOR NOT) into a destination key.", bits::bitop),
     command!("del", -2, KeySpec::ALL, WRITES, "keyspace", "Deletes keys.", keys::del),
     command!("unlink", -2, KeySpec::ALL, WRITES, "keyspace", "Deletes keys.", keys::del),
     command!("exists", -2, KeySpec::ALL, READ, "keyspace", "Counts the keys that exist.", keys::exists),
