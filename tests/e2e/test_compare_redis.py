@@ -172,7 +172,8 @@ CASES = {
         ["WAIT"], ["WAIT", "0"], ["WAIT", "x", "0"], ["WAIT", "99999999999999999999", "0"], ["WAIT", "0", "x"], ["WAIT", "0", "1.5"],
         ["WAIT", "0", "-1"], ["WAIT", "0", "-0"], ["WAIT", "0", "+5"], ["WAIT", "0", "9223372036854775808"], ["WAIT", "0", "0"],
         ["WAIT", "-5", "0"], ["WAIT", "0", "9223372036854775807"], ["SET", "a", "1"], ["WAIT", "1", "5"], ["MULTI"], ["WAIT", "1", "0"],
-        ["WAIT", "0", "-1"], ["EXEC"],
+        ["WAIT", "0", "-1"], ["EXEC"], ["CLIENT", "UNBLOCK"], ["CLIENT", "UNBLOCK", "x"], ["CLIENT", "UNBLOCK", "x", "FOO"],
+        ["CLIENT", "UNBLOCK", "999999"], ["CLIENT", "UNBLOCK", "999999", "error"], ["CLIENT", "UNBLOCK", "999999", "TIMEOUT", "x"],
     ],
     "watch": [
         ["WATCH", "w"], ["SET", "w", "1"], ["DEL", "w"], ["MULTI"], ["PING"], ["EXEC"],

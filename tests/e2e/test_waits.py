@@ -55,7 +55,7 @@ def test_wait_for_replicas_blocks_for_its_timeout_and_the_requests_after_it_wait
     assert time.monotonic() - started >= 0.1
 
 
-def test_a_client_blocked_without_timeout_is_freed_by_leaving_by_client_kill_and_by_shutdown(make_server):
+def test_a_client_blocked_without_timeout_is_freed_by_leaving_by_client_kill_by_client_unblock_and_by_shutdown(make_server):
     metrics_port = free_port()
     server = make_server("--metrics-port", str(metrics_port))
     client = server.client()
@@ -77,6 +77,28 @@ def test_a_client_blocked_without_timeout_is_freed_by_leaving_by_client_kill_and
     assert killed.recv(100) == b"", "killed without the reply, its PING never run"
     wait_until(lambda: blocked_clients(client) == 0)
     assert "\nhybridkv_blocked_clients 0\n" in metrics_text(metrics_port)
+
+    # CLIENT UNBLOCK ends the wait: as if timed out (the PING behind it runs then), or with an error.
+    unblocked = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    unblocked.sendall(b"CLIENT ID\r\n")
+    unblocked_id = int(unblocked.recv(100)[1:-2])
+    unblocked.sendall(b"WAITAOF 0 1 0\r\nPING\r\n")
+    wait_until(lambda: blocked_clients(client) == 1)
+    listed = [line for line in client.execute_command("CLIENT", "LIST").splitlines() if f"id={unblocked_id} " in line]
+    assert " flags=b " in listed[0] and " cmd=waitaof " in listed[0]
+    assert client.execute_command("CLIENT", "UNBLOCK", unblocked_id) == 1
+    received = b""
+    while received.count(b"\r\n") < 4:
+        received += unblocked.recv(100)
+    assert received == b"*2\r\n:1\r\n:0\r\n+PONG\r\n"
+    assert client.execute_command("CLIENT", "UNBLOCK", unblocked_id) == 0, "no longer blocked"
+    unblocked.sendall(b"WAIT 5 0\r\n")
+    wait_until(lambda: blocked_clients(client) == 1)
+    assert client.execute_command("CLIENT", "UNBLOCK", unblocked_id, "ERROR") == 1
+    assert unblocked.recv(100) == b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n"
+    wait_until(lambda: blocked_clients(client) == 0)
+    assert " flags=N " in client.execute_command("CLIENT", "LIST")
+    unblocked.close()
 
     stuck = socket.create_connection(("127.0.0.1", server.port), timeout=5)
     stuck.sendall(b"WAIT 1 0\r\n")

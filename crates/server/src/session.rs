@@ -20,7 +20,7 @@ use crate::command::{
 };
 use crate::commands;
 use crate::config::{EngineCallMode, READ_CHUNK_BYTES, REPLY_FLUSH_BYTES};
-use crate::shared::{ClientHandle, Shared};
+use crate::shared::{Blocking, ClientHandle, Shared};
 use crate::watch::{WatchRegistry, WatchedKeys};
 
 /// Requests decoded ahead before they are executed as one batch (one engine-call hand-off).
@@ -314,20 +314,35 @@ struct DelayedReply {
     held_for_durability: bool,
 }
 
-/// Counts a client in INFO's `blocked_clients` while it lives.
-struct BlockedClient<'a>(&'a AtomicU64);
+/// Marks a client blocked (CLIENT LIST's flag `b`, CLIENT UNBLOCK) and counts it in INFO's
+/// `blocked_clients` while it lives.
+struct BlockedClient<'a> {
+    client: &'a ClientHandle,
+    blocked_clients: &'a AtomicU64,
+}
 
 impl<'a> BlockedClient<'a> {
-    fn new(blocked_clients: &'a AtomicU64) -> BlockedClient<'a> {
+    fn new(client: &'a ClientHandle, blocked_clients: &'a AtomicU64) -> BlockedClient<'a> {
+        client.set_blocking(Blocking::Blocked);
         blocked_clients.fetch_add(1, Ordering::Relaxed);
-        BlockedClient(blocked_clients)
+        BlockedClient { client, blocked_clients }
     }
 }
 
 impl Drop for BlockedClient<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        self.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+        self.client.set_blocking(Blocking::NotBlocked);
     }
+}
+
+/// How a blocking command's wait ended.
+enum WaitEnd {
+    /// The delay passed, or CLIENT UNBLOCK … TIMEOUT: the command's reply is due.
+    ReplyDue,
+    UnblockedWithError,
+    /// The client left or was killed, or the server is shutting down: no reply.
+    ConnectionEnds,
 }
 
 /// Unregisters its client when dropped: when the connection ends, and also when its task
@@ -385,12 +400,13 @@ impl Connection {
                 self.execute_pending();
                 let durability_failure = self.flush_replies().await?;
                 if let Some(delayed) = self.delayed_reply.take() {
-                    if !self.sit_out(delayed.delay, stop.as_mut(), &mut stop_signalled).await? {
-                        return Ok(());
-                    }
-                    let reply = match durability_failure {
-                        Some(failure) if delayed.held_for_durability => failure,
-                        _ => delayed.reply,
+                    let reply = match self.sit_out(delayed.delay, stop.as_mut(), &mut stop_signalled).await? {
+                        WaitEnd::ConnectionEnds => return Ok(()),
+                        WaitEnd::UnblockedWithError => Reply::error("UNBLOCKED client unblocked via CLIENT UNBLOCK"),
+                        WaitEnd::ReplyDue => match durability_failure {
+                            Some(failure) if delayed.held_for_durability => failure,
+                            _ => delayed.reply,
+                        },
                     };
                     encode(&reply, self.state.protocol, &mut self.output);
                     self.flush().await?;
@@ -552,17 +568,16 @@ impl Connection {
         Ok(durability_failure)
     }
 
-    /// Holds a blocking command's reply back for its delay, reading meanwhile (up to the query
-    /// buffer limit) so that a client that leaves is seen. Returns whether the reply is still
-    /// to be sent: not when the client left or was killed, or the server is shutting down.
+    /// Holds a blocking command's reply back for its delay, or until CLIENT UNBLOCK, reading
+    /// meanwhile (up to the query buffer limit) so that a client that leaves is seen.
     async fn sit_out(
         &mut self,
         delay: ReplyDelay,
         mut stop: std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
         stop_signalled: &mut bool,
-    ) -> std::io::Result<bool> {
-        let shared = Arc::clone(&self.shared);
-        let _blocked = BlockedClient::new(&shared.stats.blocked_clients);
+    ) -> std::io::Result<WaitEnd> {
+        let (shared, client) = (Arc::clone(&self.shared), Arc::clone(&self.state.client));
+        let _blocked = BlockedClient::new(&client, &shared.stats.blocked_clients);
         let deadline = match delay {
             ReplyDelay::Until(deadline) => Some(tokio::time::Instant::from_std(deadline)),
             ReplyDelay::Forever => None,
@@ -576,19 +591,26 @@ impl Connection {
         tokio::pin!(delay_over);
         let query_buffer_bytes_max = shared.config.query_buffer_bytes_max;
         loop {
-            if *stop_signalled || shared.is_shutting_down() || self.state.client.killed.load(Ordering::Relaxed) {
-                return Ok(false);
+            if *stop_signalled || shared.is_shutting_down() || client.killed.load(Ordering::Relaxed) {
+                return Ok(WaitEnd::ConnectionEnds);
+            }
+            match client.blocking() {
+                Blocking::UnblockedAsTimeout => return Ok(WaitEnd::ReplyDue),
+                Blocking::UnblockedWithError => return Ok(WaitEnd::UnblockedWithError),
+                Blocking::Blocked | Blocking::NotBlocked => {}
             }
             self.input.reserve(READ_CHUNK_BYTES);
             tokio::select! {
-                _ = &mut delay_over => return Ok(true),
+                _ = &mut delay_over => return Ok(WaitEnd::ReplyDue),
                 read = self.stream.read_buf(&mut self.input), if self.input.len() <= query_buffer_bytes_max => {
                     let read = read?;
                     if read == 0 {
-                        return Ok(false);
+                        return Ok(WaitEnd::ConnectionEnds);
                     }
                     shared.stats.net_input_bytes.add(read as u64);
                 }
+                // A wake left over from an earlier wait only makes the loop look again.
+                _ = client.unblocked.notified() => {}
                 _ = &mut stop, if !*stop_signalled => *stop_signalled = true,
             }
         }

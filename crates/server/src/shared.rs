@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -117,21 +117,67 @@ pub struct ClientHandle {
     pub last_active: Mutex<Instant>,
     pub kill: Notify,
     pub killed: AtomicBool,
+    /// A `Blocking` state: whether the client waits in a blocking command, and how CLIENT
+    /// UNBLOCK ended the wait.
+    blocking: AtomicU8,
+    /// Wakes the connection of a blocked client that CLIENT UNBLOCK unblocked.
+    pub unblocked: Notify,
+}
+
+/// Where a client stands with blocking commands (WAIT, WAITAOF): CLIENT UNBLOCK moves a blocked
+/// client to an unblocked state, which its connection reads when it wakes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Blocking {
+    NotBlocked = 0,
+    Blocked = 1,
+    /// Answer as if the timeout had passed.
+    UnblockedAsTimeout = 2,
+    /// Answer `-UNBLOCKED client unblocked via CLIENT UNBLOCK`.
+    UnblockedWithError = 3,
 }
 
 impl ClientHandle {
+    pub fn blocking(&self) -> Blocking {
+        match self.blocking.load(Ordering::Acquire) {
+            0 => Blocking::NotBlocked,
+            1 => Blocking::Blocked,
+            2 => Blocking::UnblockedAsTimeout,
+            3 => Blocking::UnblockedWithError,
+            other => unreachable!("blocking state {other} is never stored"),
+        }
+    }
+
+    /// Set by the client's own connection: Blocked when it starts to wait, NotBlocked after.
+    pub fn set_blocking(&self, state: Blocking) {
+        assert!(matches!(state, Blocking::Blocked | Blocking::NotBlocked), "CLIENT UNBLOCK sets the others");
+        self.blocking.store(state as u8, Ordering::Release);
+    }
+
+    /// CLIENT UNBLOCK: ends the wait of this client if it is blocked; whether it was.
+    pub fn unblock(&self, with_error: bool) -> bool {
+        let unblocked = if with_error { Blocking::UnblockedWithError } else { Blocking::UnblockedAsTimeout };
+        let was_blocked =
+            self.blocking.compare_exchange(Blocking::Blocked as u8, unblocked as u8, Ordering::AcqRel, Ordering::Acquire).is_ok();
+        if was_blocked {
+            self.unblocked.notify_one();
+        }
+        was_blocked
+    }
+
     /// One line of CLIENT LIST / CLIENT INFO, with Redis's field names.
     pub fn describe(&self) -> String {
         let now = Instant::now();
         let library = self.library.lock();
         format!(
-            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags=N db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp=2 lib-name={} lib-ver={}\n",
+            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp=2 lib-name={} lib-ver={}\n",
             self.id,
             self.address,
             self.local_address,
             self.name.lock().as_deref().unwrap_or(""),
             now.duration_since(self.created).as_secs(),
             now.duration_since(*self.last_active.lock()).as_secs(),
+            if self.blocking() == Blocking::NotBlocked { "N" } else { "b" },
             self.database.load(Ordering::Relaxed),
             self.last_command.lock(),
             library.0,
@@ -166,6 +212,8 @@ impl Clients {
             last_active: Mutex::new(now),
             kill: Notify::new(),
             killed: AtomicBool::new(false),
+            blocking: AtomicU8::new(Blocking::NotBlocked as u8),
+            unblocked: Notify::new(),
         });
         connected.insert(handle.id, handle.clone());
         Some(handle)
@@ -177,6 +225,10 @@ impl Clients {
 
     pub fn count(&self) -> usize {
         self.connected.lock().len()
+    }
+
+    pub fn find(&self, id: u64) -> Option<Arc<ClientHandle>> {
+        self.connected.lock().get(&id).cloned()
     }
 
     pub fn all(&self) -> Vec<Arc<ClientHandle>> {

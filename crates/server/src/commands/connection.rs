@@ -154,6 +154,7 @@ pub fn client(call: &mut Call<'_>) -> CommandResult {
         "list" => Ok(Reply::Bulk(Bytes::from(call.shared.clients.all().iter().map(|client| client.describe()).collect::<String>()))),
         "info" => Ok(Reply::Bulk(Bytes::from(call.session.client.describe()))),
         "kill" => client_kill(call),
+        "unblock" => client_unblock(call),
         "no-evict" | "no-touch" => Ok(Reply::ok()),
         "help" => Ok(subcommand_help("client")),
         _ => Err(unknown_subcommand("client", &call.args[1])),
@@ -176,6 +177,24 @@ fn client_setinfo(call: &mut Call<'_>) -> CommandResult {
 }
 
 /// CLIENT KILL addr (old form: OK or an error), or CLIENT KILL <filter value>... (the number killed).
+/// CLIENT UNBLOCK id [TIMEOUT|ERROR]: ends a blocked client's wait (WAIT, WAITAOF); 1 if it
+/// was blocked. The checks come in Redis 7.0's order.
+fn client_unblock(call: &mut Call<'_>) -> CommandResult {
+    if call.args.len() > 4 {
+        let subcommand = String::from_utf8_lossy(&call.args[1]);
+        return fail(format!("ERR unknown subcommand or wrong number of arguments for '{subcommand}'. Try CLIENT HELP."));
+    }
+    let with_error = match call.args.get(3) {
+        None => false,
+        Some(reason) if is(reason, "TIMEOUT") => false,
+        Some(reason) if is(reason, "ERROR") => true,
+        Some(_) => return fail("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"),
+    };
+    let id = parse_integer(&call.args[2])?;
+    let client = u64::try_from(id).ok().and_then(|id| call.shared.clients.find(id));
+    Ok(Reply::Integer(i64::from(client.is_some_and(|client| client.unblock(with_error)))))
+}
+
 fn client_kill(call: &mut Call<'_>) -> CommandResult {
     let own_id = call.session.client.id;
     if call.args.len() == 3 {
