@@ -168,6 +168,12 @@ CASES = {
         ["SET", "t", "1", "EX", "100"], ["BITOP", "AND", "t", "x"], ["TTL", "t"], ["BITOP", "AND", "t", "nokey", "nokey2"], ["EXISTS", "t"],
         ["BITOP", "OR", "h", "x"], ["TYPE", "h"], ["GET", "h"],
     ],
+    "reset": [
+        ["CLIENT", "SETNAME", "foo"], ["SELECT", "3"], ["SET", "a", "in 3"], ["WATCH", "a"], ["MULTI"], ["SET", "a", "1"], ["RESET"],
+        ["CLIENT", "GETNAME"], ["GET", "a"], ["EXEC"], ["RESET", "x"], ["MULTI"], ["RESET"], ["PING"], ["SELECT", "3"], ["WATCH", "a"],
+        ["RESET"], ["SELECT", "3"], ["MULTI"], ["SET", "a", "2"], ["EXEC"], ["GET", "a"], ["SUBSTR", "a", "1", "-1"], ["SUBSTR", "a", "0"],
+        ["SUBSTR", "nokey", "0", "1"],
+    ],
     "wait": [
         ["WAIT"], ["WAIT", "0"], ["WAIT", "x", "0"], ["WAIT", "99999999999999999999", "0"], ["WAIT", "0", "x"], ["WAIT", "0", "1.5"],
         ["WAIT", "0", "-1"], ["WAIT", "0", "-0"], ["WAIT", "0", "+5"], ["WAIT", "0", "9223372036854775808"], ["WAIT", "0", "0"],

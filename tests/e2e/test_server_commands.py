@@ -33,6 +33,10 @@ def test_auth_required_before_other_commands(make_server):
     )
     with pytest.raises(redis.AuthenticationError):
         server.client().get("k")
+    # RESET deauthenticates where a password is required, as Redis (RESET itself needs no AUTH).
+    assert raw_exchange(server.port, b"RESET\r\nAUTH s3cret\r\nSELECT 2\r\nRESET\r\nPING\r\nRESET\r\nQUIT\r\n") == (
+        b"+RESET\r\n+OK\r\n+OK\r\n+RESET\r\n-NOAUTH Authentication required.\r\n+RESET\r\n+OK\r\n"
+    )
     client = server.client(password="s3cret")
     assert client.set("k", "v") and client.get("k") == "v"
     assert server.client(username="default", password="s3cret", protocol=3).get("k") == "v"

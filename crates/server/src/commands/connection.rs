@@ -1,4 +1,4 @@
-//! Connection commands: PING ECHO QUIT HELLO AUTH SELECT CLIENT.
+//! Connection commands: PING ECHO QUIT HELLO AUTH SELECT CLIENT RESET.
 
 use std::sync::atomic::Ordering;
 
@@ -108,6 +108,18 @@ pub fn hello(call: &mut Call<'_>) -> CommandResult {
         (text("role"), text("master")),
         (text("modules"), Reply::Array(Vec::new())),
     ]))
+}
+
+/// RESET: the connection as a new one: no transaction, nothing watched, database 0, RESP2, no
+/// name, and authenticated only where no password is required.
+pub fn reset(call: &mut Call<'_>) -> CommandResult {
+    call.session.multi = None;
+    call.session.watched.clear();
+    call.session.select(0);
+    call.session.protocol = ProtocolVersion::Resp2;
+    *call.session.client.name.lock() = None;
+    call.session.authenticated = call.shared.requirepass.read().is_none();
+    Ok(Reply::simple("RESET"))
 }
 
 pub fn select(call: &mut Call<'_>) -> CommandResult {
