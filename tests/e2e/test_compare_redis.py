@@ -142,8 +142,12 @@ CASES = {
         ["SET", "s", "hello"], ["SET", "f", "1.5"], ["SET", "e44", "e" * 44], ["SET", "r45", "r" * 45], ["SET", "shared", "9999"],
         ["SET", "unshared", "10000"], ["INCR", "counter"], ["HSET", "h", "a", "1"], ["HSET", "hv", "a", "v" * 65],
         ["HSET", "hf", "f" * 65, "1"], ["HSET", "hb", *[f"f{n}" for n in range(513) for _ in (0, 1)]], ["HSET", "hs", *[f"f{n}" for n in range(512) for _ in (0, 1)]],
+        # Over 8 KiB of fields, so bucketed here: 500 fields of 64-byte values, 513 of them, or one value of 65 bytes.
+        ["HSET", "bs", *[item for n in range(500) for item in (f"field{n}", "v" * 64)]],
+        ["HSET", "bb", *[item for n in range(513) for item in (f"field{n}", "v" * 64)]],
+        ["HSET", "bv", *[item for n in range(300) for item in (f"field{n}", "v" * (65 if n == 7 else 40))]],
         *[["OBJECT", sub, key] for sub in ("ENCODING", "REFCOUNT")
-          for key in ("i", "big", "neg", "lead", "s", "f", "e44", "r45", "shared", "unshared", "counter", "h", "hv", "hf", "hb", "hs")],
+          for key in ("i", "big", "neg", "lead", "s", "f", "e44", "r45", "shared", "unshared", "counter", "h", "hv", "hf", "hb", "hs", "bs", "bb", "bv")],
         ["OBJECT", "FREQ", "i"],
     ],
     "bitmaps": [

@@ -10,6 +10,7 @@ use hybridkv_resp::Reply;
 use super::{is, parse_integer, subcommand_help, unknown_subcommand, SYNTAX_ERROR};
 use crate::command::{fail, run_over_keys, Call, CommandError, CommandResult, DB_INDEX_OUT_OF_RANGE};
 use crate::glob::glob_match;
+use crate::hash_layout::OpenHash;
 use crate::shared::Shared;
 use crate::values::{type_name_of, Stored};
 
@@ -57,7 +58,11 @@ pub fn object(call: &mut Call<'_>) -> CommandResult {
     let Some(value) = call.store.get(&call.args[2])? else { return Ok(Reply::Null) };
     let stored = Stored::decode(value.bytes)?;
     if is(&subcommand, "ENCODING") {
-        return Ok(Reply::bulk_text(redis_encoding(&stored)));
+        let encoding = match &stored {
+            Stored::BucketedHash(_) => bucketed_hash_encoding(call)?,
+            _ => Some(redis_encoding(&stored)),
+        };
+        return Ok(encoding.map_or(Reply::Null, Reply::bulk_text));
     }
     if is(&subcommand, "REFCOUNT") {
         let shared = matches!(&stored, Stored::String(text) if parse_integer(text).is_ok_and(|number| (0..SHARED_INTEGERS_END).contains(&number)));
@@ -73,21 +78,34 @@ pub fn object(call: &mut Call<'_>) -> CommandResult {
 }
 
 /// Redis's encoding of a value like `stored`: "int", "embstr" or "raw" for strings, "listpack" or
-/// "hashtable" for hashes. A bucketed hash (over 8 KiB of fields) answers "hashtable" even when
-/// Redis would keep it a listpack (at most 512 fields of at most 64 bytes: up to 66 KiB).
+/// "hashtable" for a hash of one record (a bucketed one: `bucketed_hash_encoding`).
 fn redis_encoding(stored: &Stored) -> &'static str {
     match stored {
         Stored::String(text) if parse_integer(text).is_ok() => "int",
         Stored::String(text) if text.len() <= EMBSTR_BYTES_MAX => "embstr",
         Stored::String(_) => "raw",
-        Stored::Hash(record)
-            if record.fields.len() <= LISTPACK_FIELDS_MAX
-                && record.fields.iter().all(|(name, value)| name.len().max(value.len()) <= LISTPACK_ELEMENT_BYTES_MAX) =>
-        {
-            "listpack"
-        }
-        Stored::Hash(_) | Stored::BucketedHash(_) => "hashtable",
+        Stored::Hash(record) => hash_encoding(&record.fields),
+        Stored::BucketedHash(_) => "hashtable",
     }
+}
+
+/// "listpack" for at most 512 fields of at most 64 bytes, as Redis keeps them, else "hashtable".
+fn hash_encoding(fields: &[(Bytes, Bytes)]) -> &'static str {
+    let small = |(name, value): &(Bytes, Bytes)| name.len().max(value.len()) <= LISTPACK_ELEMENT_BYTES_MAX;
+    if fields.len() <= LISTPACK_FIELDS_MAX && fields.iter().all(small) { "listpack" } else { "hashtable" }
+}
+
+/// The encoding of a bucketed hash (over 8 KiB of fields, up to 66 KiB as a listpack): its
+/// fields are read only when the root counts at most LISTPACK_FIELDS_MAX of them, so the read is
+/// bounded. It is not a transaction: a hash rewritten meanwhile may be judged on a mix (None:
+/// it was deleted meanwhile).
+fn bucketed_hash_encoding(call: &mut Call<'_>) -> Result<Option<&'static str>, CommandError> {
+    let key = call.args[2].clone();
+    let Some(hash) = OpenHash::open(call.store, &key)? else { return Ok(None) };
+    if hash.len() > LISTPACK_FIELDS_MAX as u64 {
+        return Ok(Some("hashtable"));
+    }
+    Ok(Some(hash_encoding(&hash.into_fields(call.store)?)))
 }
 
 pub fn type_(call: &mut Call<'_>) -> CommandResult {
