@@ -184,6 +184,7 @@ CASES = {
         ["WAIT", "-5", "0"], ["WAIT", "0", "9223372036854775807"], ["SET", "a", "1"], ["WAIT", "1", "5"], ["MULTI"], ["WAIT", "1", "0"],
         ["WAIT", "0", "-1"], ["EXEC"], ["CLIENT", "UNBLOCK"], ["CLIENT", "UNBLOCK", "x"], ["CLIENT", "UNBLOCK", "x", "FOO"],
         ["CLIENT", "UNBLOCK", "999999"], ["CLIENT", "UNBLOCK", "999999", "error"], ["CLIENT", "UNBLOCK", "999999", "TIMEOUT", "x"],
+        ["ROLE"], ["ROLE", "x"],
     ],
     "watch": [
         ["WATCH", "w"], ["SET", "w", "1"], ["DEL", "w"], ["MULTI"], ["PING"], ["EXEC"],

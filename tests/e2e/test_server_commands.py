@@ -231,6 +231,17 @@ def test_info_sections(r):
     assert "connected_clients" not in r.info("persistence")
     memory = r.info("memory")
     assert memory["ns_default_cache_entries"] >= 1 and memory["ns_default_cache_capacity_bytes"] > 0
+    # A primary without replicas, as tools and client libraries look for it; CPU time as Redis prints it.
+    replication = r.info("replication")
+    assert replication["role"] == "master" and replication["connected_slaves"] == 0 and replication["master_replid"] == info["run_id"]
+    assert r.execute_command("ROLE") == ["master", 0, []]
+    assert r.info("cluster") == {"cluster_enabled": 0}
+    cpu = r.info("cpu")
+    assert set(cpu) == {"used_cpu_sys", "used_cpu_user", "used_cpu_sys_children", "used_cpu_user_children"}
+    assert cpu["used_cpu_user"] + cpu["used_cpu_sys"] > 0
+    headers = raw_exchange(r.connection_pool.connection_kwargs["port"], b"INFO\r\nQUIT\r\n").decode().splitlines()
+    assert [line for line in headers if line.startswith("#")] == [
+        "# Server", "# Clients", "# Memory", "# Persistence", "# Stats", "# Replication", "# CPU", "# Cluster", "# Keyspace"]
 
 
 def test_info_keyspace_counts_keys_with_an_expiry_and_estimates_their_ttl(make_server):

@@ -13,6 +13,7 @@ mod error;
 mod flush;
 mod huge_pages;
 mod medium;
+mod process_cpu;
 mod provider;
 mod region;
 pub mod sim;
@@ -23,6 +24,7 @@ pub use device_reads::{CompletedRead, DeviceRead, DeviceReadCounts, DeviceReadQu
 pub use error::MediaError;
 pub use flush::{cache_flush_instruction, CacheFlushInstruction};
 pub use huge_pages::{disable_transparent_huge_pages, return_heap_memory_in_whole_huge_pages, transparent_huge_pages_disabled};
+pub use process_cpu::{cpu_times, CpuOf, CpuTimes};
 pub use medium::{DurabilityPath, Medium, MediumInfo, Tier, PAGE_BYTES};
 pub use provider::{FsProvider, MediaProvider, OpenedMedium};
 pub use region::{prefetch_address, prefetch_line_range, MmapRegion, PmemMapping};

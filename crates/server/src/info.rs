@@ -4,13 +4,14 @@ use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
 use hybridkv_engine::{NamespaceStats, TierUsage};
+use hybridkv_media::{cpu_times, CpuOf};
 
 use crate::shared::Shared;
 
 /// The Redis version whose commands and replies hybridkv follows (clients gate features on it).
 pub const REDIS_COMPATIBLE_VERSION: &str = "7.0.0";
 
-pub const SECTIONS: &[&str] = &["server", "clients", "memory", "persistence", "stats", "keyspace"];
+pub const SECTIONS: &[&str] = &["server", "clients", "memory", "persistence", "stats", "replication", "cpu", "cluster", "keyspace"];
 
 /// INFO's text for the requested sections ("all"/"everything"/"default" or none = all).
 pub fn info_text(shared: &Shared, requested: &[String]) -> String {
@@ -31,6 +32,9 @@ pub fn info_text(shared: &Shared, requested: &[String]) -> String {
             "memory" => memory_section(&stats, &mut text),
             "persistence" => persistence_section(shared, &stats, &mut text),
             "stats" => stats_section(shared, &stats, &mut text),
+            "replication" => replication_section(shared, &mut text),
+            "cpu" => cpu_section(&mut text),
+            "cluster" => writeln!(text, "# Cluster\r\ncluster_enabled:0\r"),
             _ => keyspace_section(&numbers, &stats, &mut text),
         };
     }
@@ -51,6 +55,34 @@ fn server_section(shared: &Shared, text: &mut String) -> std::fmt::Result {
     writeln!(text, "uptime_in_days:{}\r", uptime / 86_400)?;
     writeln!(text, "executable_threads:{}\r", std::thread::available_parallelism().map_or(1, |count| count.get()))?;
     writeln!(text, "engine_call_mode:{:?}\r", shared.config.engine_call_mode)
+}
+
+/// A primary without replicas, as Redis describes one (the replication ID is the run ID: there is
+/// no replication history to name).
+fn replication_section(shared: &Shared, text: &mut String) -> std::fmt::Result {
+    writeln!(text, "# Replication\r")?;
+    writeln!(text, "role:master\r")?;
+    writeln!(text, "connected_slaves:0\r")?;
+    writeln!(text, "master_failover_state:no-failover\r")?;
+    writeln!(text, "master_replid:{}\r", shared.run_id)?;
+    writeln!(text, "master_replid2:{}\r", "0".repeat(40))?;
+    writeln!(text, "master_repl_offset:0\r")?;
+    writeln!(text, "second_repl_offset:-1\r")?;
+    writeln!(text, "repl_backlog_active:0\r")?;
+    writeln!(text, "repl_backlog_size:0\r")?;
+    writeln!(text, "repl_backlog_first_byte_offset:0\r")?;
+    writeln!(text, "repl_backlog_histlen:0\r")
+}
+
+/// CPU seconds of the process (every thread) and of its waited-for children, as Redis prints them.
+fn cpu_section(text: &mut String) -> std::fmt::Result {
+    writeln!(text, "# CPU\r")?;
+    for (of, suffix) in [(CpuOf::ThisProcess, ""), (CpuOf::Children, "_children")] {
+        let times = cpu_times(of).unwrap_or_default();
+        writeln!(text, "used_cpu_sys{suffix}:{}.{:06}\r", times.system.as_secs(), times.system.subsec_micros())?;
+        writeln!(text, "used_cpu_user{suffix}:{}.{:06}\r", times.user.as_secs(), times.user.subsec_micros())?;
+    }
+    Ok(())
 }
 
 fn clients_section(shared: &Shared, text: &mut String) -> std::fmt::Result {

@@ -46,6 +46,11 @@ pub fn info(call: &mut Call<'_>) -> CommandResult {
     Ok(Reply::Verbatim { format: *b"txt", text: Bytes::from(text) })
 }
 
+/// ROLE: a primary with no replicas and no replication offset.
+pub fn role(_call: &mut Call<'_>) -> CommandResult {
+    Ok(Reply::Array(vec![Reply::bulk_text("master"), Reply::Integer(0), Reply::Array(Vec::new())]))
+}
+
 pub fn time(_call: &mut Call<'_>) -> CommandResult {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     Ok(Reply::Array(vec![Reply::bulk_text(&now.as_secs().to_string()), Reply::bulk_text(&now.subsec_micros().to_string())]))

@@ -57,6 +57,7 @@ pub static TABLE: &[CommandSpec] = &[
     command!("info", -1, KeySpec::NONE, SESSION_OR_SERVER, "server", "Returns information and statistics about the server.", admin::info),
     command!("config", -2, KeySpec::NONE, ADMIN | SESSION_OR_SERVER, "server", "Configuration commands (GET SET RESETSTAT).", admin::config),
     command!("command", -1, KeySpec::NONE, SESSION_OR_SERVER, "server", "Returns detailed information about commands.", admin::command),
+    command!("role", 1, KeySpec::NONE, IN_MULTI, "server", "Returns the replication role: a primary without replicas.", admin::role),
     command!("time", 1, KeySpec::NONE, IN_MULTI, "server", "Returns the server time.", admin::time),
     command!("shutdown", -1, KeySpec::NONE, ADMIN, "server", "Makes everything durable, closes the database cleanly and exits.", admin::shutdown),
     command!("save", 1, KeySpec::NONE, ADMIN, "server", "Checkpoints every namespace synchronously.", admin::save),
