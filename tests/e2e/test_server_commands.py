@@ -300,6 +300,7 @@ def test_metrics_endpoint(make_server):
     server.client().set("k", "v")
     body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
     assert "hybridkv_commands_processed_total" in body
+    assert re.search(r'^hybridkv_cpu_seconds_total\{mode="user"\} \d+\.\d{6}$', body, re.MULTILINE)
     assert 'hybridkv_keys{namespace="default"} 1' in body
     assert 'hybridkv_keys_with_expiry{namespace="default"} 0' in body
     assert 'hybridkv_expired_keys_total{namespace="default"} 0' in body

@@ -219,6 +219,13 @@ pub fn prometheus_text(shared: &Shared) -> String {
     for (name, kind, value) in server_metrics {
         let _ = writeln!(text, "# TYPE {name} {kind}\n{name} {value}");
     }
+    let cpu = cpu_times(CpuOf::ThisProcess).unwrap_or_default();
+    let _ = writeln!(
+        text,
+        "# TYPE hybridkv_cpu_seconds_total counter\nhybridkv_cpu_seconds_total{{mode=\"system\"}} {:.6}\nhybridkv_cpu_seconds_total{{mode=\"user\"}} {:.6}",
+        cpu.system.as_secs_f64(),
+        cpu.user.as_secs_f64()
+    );
     for stats in shared.database.namespaces().map(|(_, namespace)| namespace.stats()) {
         let _ = namespace_metrics(&stats, &mut text);
     }
