@@ -1,6 +1,6 @@
-//! Bitmaps, Redis's bit operations on string values: GETBIT SETBIT BITCOUNT BITPOS BITOP. Bit 0 is the
-//! most significant bit of the first byte; a string reads as followed by zero bits for ever.
-//! The argument checks come in Redis 7.0's order, since that decides which error a client sees.
+//! Bitmaps, Redis's bit operations on string values: GETBIT SETBIT BITCOUNT BITPOS BITOP. Bit 0
+//! is the most significant bit of the first byte; a string reads as followed by zero bits for
+//! ever. The argument checks come in Redis 7.0's order, which decides the error a client sees.
 
 use hybridkv_resp::Reply;
 

@@ -188,7 +188,6 @@ fn client_setinfo(call: &mut Call<'_>) -> CommandResult {
     Ok(Reply::ok())
 }
 
-/// CLIENT KILL addr (old form: OK or an error), or CLIENT KILL <filter value>... (the number killed).
 /// CLIENT UNBLOCK id [TIMEOUT|ERROR]: ends a blocked client's wait (WAIT, WAITAOF); 1 if it
 /// was blocked. The checks come in Redis 7.0's order.
 fn client_unblock(call: &mut Call<'_>) -> CommandResult {
@@ -207,6 +206,7 @@ fn client_unblock(call: &mut Call<'_>) -> CommandResult {
     Ok(Reply::Integer(i64::from(client.is_some_and(|client| client.unblock(with_error)))))
 }
 
+/// CLIENT KILL addr (old form: OK or an error), or CLIENT KILL <filter value>... (the number killed).
 fn client_kill(call: &mut Call<'_>) -> CommandResult {
     let own_id = call.session.client.id;
     if call.args.len() == 3 {

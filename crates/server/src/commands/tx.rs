@@ -3,14 +3,13 @@
 //! EXEC runs every queued command that reads or writes keys inside ONE engine transaction over
 //! the union of their keys and the watched keys: the watched versions are compared under the
 //! same locks the commands run under, and all the writes commit as one atomic, durable batch.
+//! They must all run in one database (a SELECT queued before them may choose it).
 //! The queued session and server commands (INFO, CONFIG, CLIENT…: `AFTER_TRANSACTION`) run
 //! once it has committed, in their queued order, and their replies take their places.
 
-
+use bytes::Bytes;
 use hybridkv_engine::{EngineError, Transaction};
 use hybridkv_resp::Reply;
-
-use bytes::Bytes;
 
 use super::selectable_database;
 use crate::command::{
