@@ -79,8 +79,6 @@ struct Databases {
     select_replies: Vec<Option<Reply>>,
     /// Where the commands that read or write keys run: EXEC's one transaction covers it.
     of_keys: usize,
-    /// The session's database once EXEC has run.
-    last: usize,
 }
 
 /// Plans the databases of `queued`, or refuses a transaction whose key commands would run in
@@ -105,7 +103,7 @@ fn plan_databases(call: &Call<'_>, queued: &[(&CommandSpec, Vec<Bytes>)]) -> Res
         of_command.push(current);
         select_replies.push(select_reply);
     }
-    Ok(Databases { of_command, select_replies, of_keys: of_keys.unwrap_or(call.session.database), last: current })
+    Ok(Databases { of_command, select_replies, of_keys: of_keys.unwrap_or(call.session.database) })
 }
 
 pub fn exec(call: &mut Call<'_>) -> CommandResult {
@@ -183,7 +181,8 @@ pub fn exec(call: &mut Call<'_>) -> CommandResult {
             })
         })
         .collect();
-    call.session.select(databases.last);
+    // The session's database once EXEC has run: the last command's (the last SELECT's).
+    call.session.select(databases.of_command.last().copied().unwrap_or(selected_before));
     // Nothing blocks inside a transaction (Redis answers WAIT there at once).
     call.session.reply_delay = None;
     Ok(Reply::Array(replies))
