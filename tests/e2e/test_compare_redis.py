@@ -201,6 +201,16 @@ CASES = {
         ["SELECT", "3"], ["INCR", "a"], ["SELECT", "0"], ["EXEC"], ["GET", "a"], ["SELECT", "3"], ["GET", "a"], ["MULTI"],
         ["SELECT", "0"], ["EXEC"], ["DBSIZE"], ["MULTI"], ["SELECT"], ["EXEC"], ["DBSIZE"],
     ],
+    "slowlog and config set": [
+        ["CONFIG", "SET", "slowlog-log-slower-than", "-1"], ["SLOWLOG", "RESET"], ["SLOWLOG", "LEN"], ["SLOWLOG", "GET"],
+        ["SLOWLOG", "GET", "-1"], ["SLOWLOG", "GET", "0"], ["SLOWLOG", "GET", "-2"], ["SLOWLOG", "GET", "x"], ["SLOWLOG", "LEN", "x"],
+        ["SLOWLOG", "NOSUCH"], ["SLOWLOG"], ["SLOWLOG", "RESET", "x"],
+        # slowlog-max-len's upper bound is hybridkv's (SLOWLOG_ENTRIES_MAX), so its range error differs.
+        ["CONFIG", "SET", "slowlog-max-len", "abc"], ["CONFIG", "SET", "slowlog-max-len", "5", "slowlog-max-len", "6"],
+        ["CONFIG", "SET", "maxclients", "0"], ["CONFIG", "SET", "maxclients", "500", "slowlog-log-slower-than", "-3"], ["CONFIG", "GET", "maxclients"],
+        ["CONFIG", "SET", "slowlog-log-slower-than", "-2"], ["CONFIG", "SET", "slowlog-log-slower-than", "1.5"], ("sorted", ["CONFIG", "GET", "slowlog-*"]),
+        ["CONFIG", "SET", "slowlog-max-len", "128", "slowlog-log-slower-than", "10000"], ("sorted", ["CONFIG", "GET", "slowlog-*"]),
+    ],
     "session commands in transactions": [
         ["CLIENT", "SETNAME", "before"], ["MULTI"], ["SET", "a", "1"], ["CLIENT", "SETNAME", "inside"], ["CLIENT", "GETNAME"],
         ["CONFIG", "GET", "maxclients"], ["GET", "a"], ["CLIENT", "NOSUCH"], ["CONFIG", "NOSUCH"], ["EXEC"],

@@ -241,7 +241,7 @@ def test_info_sections(r):
     assert cpu["used_cpu_user"] + cpu["used_cpu_sys"] > 0
     headers = raw_exchange(r.connection_pool.connection_kwargs["port"], b"INFO\r\nQUIT\r\n").decode().splitlines()
     assert [line for line in headers if line.startswith("#")] == [
-        "# Server", "# Clients", "# Memory", "# Persistence", "# Stats", "# Replication", "# CPU", "# Cluster", "# Keyspace"]
+        "# Server", "# Clients", "# Memory", "# Persistence", "# Stats", "# Replication", "# CPU", "# Errorstats", "# Cluster", "# Keyspace"]
 
 
 def test_info_keyspace_counts_keys_with_an_expiry_and_estimates_their_ttl(make_server):

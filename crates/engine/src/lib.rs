@@ -34,7 +34,7 @@ pub use hybridkv_media::{DurabilityPath, Tier};
 pub use namespace::{BatchOp, CacheLoad, CommitTicket, DurableCallback, FullScanReport, KeySnapshot, Namespace, ScanPage, SubmitReads, Transaction, Value, LOAD_AHEAD_WINDOW_READS};
 pub use recovery::{RestartKind, RestartReport};
 pub use stats::{CacheStats, NamespaceStats, TierUsage};
-pub use striped_counter::StripedCounter;
+pub use striped_counter::{thread_stripe, StripedCounter, COUNTER_STRIPES};
 
 /// Milliseconds since the Unix epoch: the clock of expiry times.
 pub fn now_unix_ms() -> u64 {

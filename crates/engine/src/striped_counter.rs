@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 /// Stripes per counter: at least the threads that add to counters at once here (a worker per
 /// core, the committers, the maintenance thread); threads beyond it share stripes, which stays
 /// correct and only costs speed.
-const COUNTER_STRIPES: usize = 8;
+pub const COUNTER_STRIPES: usize = 8;
 
 /// Two cache lines: x86's adjacent-line prefetcher moves lines in pairs, so stripes 64 bytes
 /// apart would still be fetched together.
@@ -30,10 +30,15 @@ pub struct StripedCounter {
     stripes: [Stripe; COUNTER_STRIPES],
 }
 
+/// The calling thread's stripe (below `COUNTER_STRIPES`): a table of counters kept once per
+/// stripe, each thread adding to its own copy, is striped as these counters are.
+pub fn thread_stripe() -> usize {
+    THREAD_STRIPE.with(|stripe| *stripe)
+}
+
 impl StripedCounter {
     pub fn add(&self, amount: u64) {
-        let stripe = THREAD_STRIPE.with(|stripe| *stripe);
-        self.stripes[stripe].0.fetch_add(amount, Ordering::Relaxed);
+        self.stripes[thread_stripe()].0.fetch_add(amount, Ordering::Relaxed);
     }
 
     /// The sum of every add so far (adds racing with the read may or may not be in it).

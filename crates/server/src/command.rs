@@ -4,6 +4,7 @@
 
 use std::borrow::Cow;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hybridkv_engine::{EngineError, Namespace, ScanPage, Transaction, Value};
@@ -341,6 +342,29 @@ pub fn run(spec: &CommandSpec, args: &[Bytes], session: &mut SessionState, share
         (spec.handler)(&mut Call { args, session, shared, namespace: &namespace, store: &mut store })
     };
     result.unwrap_or_else(CommandError::into_reply)
+}
+
+/// Runs a command as `run` does, and counts it (`account`).
+pub fn run_measured(spec: &'static CommandSpec, args: &[Bytes], session: &mut SessionState, shared: &Shared) -> Reply {
+    let started = Instant::now();
+    let reply = run(spec, args, session, shared);
+    account(spec, args, started.elapsed(), &reply, session, shared);
+    reply
+}
+
+/// Counts a command that ran for `elapsed` and answered `reply` in INFO commandstats (and
+/// errorstats), and logs it when slow. EXEC is never logged, its commands are (as in Redis).
+pub fn account(spec: &'static CommandSpec, args: &[Bytes], elapsed: Duration, reply: &Reply, session: &SessionState, shared: &Shared) {
+    let error = match reply {
+        Reply::Error(text) => Some(text.as_ref()),
+        _ => None,
+    };
+    let row = crate::commands::stat_row(spec, args).expect("a command that ran has a known subcommand");
+    shared.command_stats.record_call(row, elapsed, error);
+    if shared.slowlog.is_slow(elapsed) && spec.name != "exec" {
+        let client_name = session.client.name.lock().clone().unwrap_or_default();
+        shared.slowlog.push(args, elapsed, session.client.address.to_string(), client_name);
+    }
 }
 
 /// Runs `handler` in a transaction over `keys` of the session's namespace: its writes commit as

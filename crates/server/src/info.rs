@@ -6,21 +6,28 @@ use std::sync::atomic::Ordering;
 use hybridkv_engine::{NamespaceStats, TierUsage};
 use hybridkv_media::{cpu_times, CpuOf};
 
+use crate::command_stats::CommandCounts;
 use crate::shared::Shared;
 
 /// The Redis version whose commands and replies hybridkv follows (clients gate features on it).
 pub const REDIS_COMPATIBLE_VERSION: &str = "7.0.0";
 
-pub const SECTIONS: &[&str] = &["server", "clients", "memory", "persistence", "stats", "replication", "cpu", "cluster", "keyspace"];
+pub const SECTIONS: &[&str] =
+    &["server", "clients", "memory", "persistence", "stats", "replication", "cpu", "commandstats", "errorstats", "cluster", "keyspace"];
+/// Sections that INFO without arguments (or `default`) leaves out, as Redis does.
+const NOT_DEFAULT_SECTIONS: &[&str] = &["commandstats"];
 
-/// INFO's text for the requested sections ("all"/"everything"/"default" or none = all).
+/// INFO's text for the requested sections (none or "default": all but NOT_DEFAULT_SECTIONS;
+/// "all"/"everything": all).
 pub fn info_text(shared: &Shared, requested: &[String]) -> String {
-    let everything = requested.is_empty() || requested.iter().any(|section| matches!(section.as_str(), "all" | "everything" | "default"));
+    let all = requested.iter().any(|section| matches!(section.as_str(), "all" | "everything"));
+    let default = requested.is_empty() || requested.iter().any(|section| section == "default");
+    let wanted = |section: &str| all || (default && !NOT_DEFAULT_SECTIONS.contains(&section)) || requested.iter().any(|wanted| wanted == section);
     let (numbers, stats): (Vec<usize>, Vec<NamespaceStats>) =
         shared.database.namespaces().map(|(number, namespace)| (number, namespace.stats())).unzip();
     let mut text = String::new();
     for section in SECTIONS {
-        if !everything && !requested.iter().any(|wanted| wanted == section) {
+        if !wanted(section) {
             continue;
         }
         if !text.is_empty() {
@@ -34,6 +41,8 @@ pub fn info_text(shared: &Shared, requested: &[String]) -> String {
             "stats" => stats_section(shared, &stats, &mut text),
             "replication" => replication_section(shared, &mut text),
             "cpu" => cpu_section(&mut text),
+            "commandstats" => shared.command_stats.write_commandstats(&mut text),
+            "errorstats" => shared.command_stats.write_errorstats(&mut text),
             "cluster" => writeln!(text, "# Cluster\r\ncluster_enabled:0\r"),
             _ => keyspace_section(&numbers, &stats, &mut text),
         };
@@ -181,6 +190,7 @@ fn stats_section(shared: &Shared, stats: &[NamespaceStats], text: &mut String) -
     writeln!(text, "total_net_input_bytes:{}\r", counters.net_input_bytes.get())?;
     writeln!(text, "total_net_output_bytes:{}\r", counters.net_output_bytes.get())?;
     writeln!(text, "rejected_connections:{}\r", load(&counters.rejected_connections))?;
+    writeln!(text, "total_error_replies:{}\r", shared.command_stats.error_replies())?;
     writeln!(text, "total_error_replies_protocol:{}\r", load(&counters.protocol_errors))?;
     writeln!(text, "expired_keys:{}\r", stats.iter().map(|stats| stats.expired_keys).sum::<u64>())?;
     // Keys are never evicted: the record caches evict copies, the records stay on their tier.
@@ -207,8 +217,9 @@ pub fn prometheus_text(shared: &Shared) -> String {
     let mut text = String::new();
     let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
     let counters = &shared.stats;
-    let server_metrics: [(&str, &str, u64); 7] = [
+    let server_metrics: [(&str, &str, u64); 8] = [
         ("hybridkv_connected_clients", "gauge", shared.clients.count() as u64),
+        ("hybridkv_error_replies_total", "counter", shared.command_stats.error_replies()),
         ("hybridkv_blocked_clients", "gauge", load(&counters.blocked_clients)),
         ("hybridkv_commands_processed_total", "counter", counters.commands_processed.get()),
         ("hybridkv_connections_received_total", "counter", load(&counters.connections_received)),
@@ -226,10 +237,34 @@ pub fn prometheus_text(shared: &Shared) -> String {
         cpu.system.as_secs_f64(),
         cpu.user.as_secs_f64()
     );
+    let _ = command_metrics(shared, &mut text);
     for stats in shared.database.namespaces().map(|(_, namespace)| namespace.stats()) {
         let _ = namespace_metrics(&stats, &mut text);
     }
     text
+}
+
+/// INFO commandstats and errorstats as labelled counters.
+fn command_metrics(shared: &Shared, text: &mut String) -> std::fmt::Result {
+    let used = shared.command_stats.used_commands();
+    type ValueOf = fn(&CommandCounts) -> u64;
+    let metrics: [(&str, ValueOf); 4] = [
+        ("hybridkv_command_calls_total", |counts| counts.calls),
+        ("hybridkv_command_microseconds_total", |counts| counts.microseconds),
+        ("hybridkv_command_rejected_calls_total", |counts| counts.rejected),
+        ("hybridkv_command_failed_calls_total", |counts| counts.failed),
+    ];
+    for (name, value_of) in metrics {
+        writeln!(text, "# TYPE {name} counter")?;
+        for (command, counts) in &used {
+            writeln!(text, "{name}{{command=\"{command}\"}} {}", value_of(counts))?;
+        }
+    }
+    writeln!(text, "# TYPE hybridkv_error_replies_by_prefix_total counter")?;
+    for (prefix, count) in shared.command_stats.error_counts() {
+        writeln!(text, "hybridkv_error_replies_by_prefix_total{{prefix=\"{prefix}\"}} {count}")?;
+    }
+    Ok(())
 }
 
 fn namespace_metrics(stats: &NamespaceStats, text: &mut String) -> std::fmt::Result {

@@ -3,9 +3,11 @@
 //! Reading order: `config` → `server` (listener, shutdown) → `session` (one connection: decode,
 //! execute, reply) → `command` (dispatch, the store a command runs on) → `commands/` (handlers)
 //! → `watch` (WATCH's keys and the writes that touch them) → `values` (how Redis types are stored in engine values) → `hash_layout` (a hash over one
-//! record or a root and buckets) → `info` (INFO and metrics).
+//! record or a root and buckets) → `info` (INFO and metrics) → `command_stats` and `slowlog` (what
+//! INFO commandstats/errorstats and SLOWLOG report).
 
 mod command;
+mod command_stats;
 mod commands;
 mod config;
 mod glob;
@@ -15,6 +17,7 @@ mod long_double;
 mod server;
 mod session;
 mod shared;
+mod slowlog;
 mod values;
 mod watch;
 

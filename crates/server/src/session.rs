@@ -133,24 +133,44 @@ pub fn execute(args: Vec<Bytes>, session: &mut SessionState, shared: &Shared) ->
     shared.stats.commands_processed.add(1);
     let Some(spec) = commands::lookup(&args[0]) else {
         session.fail_multi();
-        return unknown_command(&args);
+        let reply = unknown_command(&args);
+        shared.command_stats.record_error_reply(error_text(&reply));
+        return reply;
     };
     *session.client.last_command.lock() = spec.name;
-    if !spec.arity_ok(args.len()) {
-        session.fail_multi();
-        return wrong_arity(spec.name).into_reply();
-    }
-    if let Err(error) = commands::check_subcommand(spec, &args) {
-        session.fail_multi();
-        return error.into_reply();
-    }
-    if !session.authenticated && !spec.has(BEFORE_AUTH) {
-        return Reply::error("NOAUTH Authentication required.");
+    if let Some(refusal) = refusal(spec, &args, session) {
+        shared.command_stats.record_rejection(commands::stat_row(spec, &args), error_text(&refusal));
+        return refusal;
     }
     if session.multi.is_some() && !spec.has(TRANSACTION_CONTROL) {
         return queue(spec, args, session, shared);
     }
-    command::run(spec, &args, session, shared)
+    command::run_measured(spec, &args, session, shared)
+}
+
+/// Why a request of a known command is refused before it runs or is queued (Redis counts these
+/// as the command's rejected calls), if it is.
+fn refusal(spec: &CommandSpec, args: &[Bytes], session: &mut SessionState) -> Option<Reply> {
+    if !spec.arity_ok(args.len()) {
+        session.fail_multi();
+        return Some(wrong_arity(spec.name).into_reply());
+    }
+    if let Err(error) = commands::check_subcommand(spec, args) {
+        session.fail_multi();
+        return Some(error.into_reply());
+    }
+    if !session.authenticated && !spec.has(BEFORE_AUTH) {
+        return Some(Reply::error("NOAUTH Authentication required."));
+    }
+    None
+}
+
+/// The text of an error reply ("" for any other reply).
+fn error_text(reply: &Reply) -> &str {
+    match reply {
+        Reply::Error(text) => text,
+        _ => "",
+    }
 }
 
 /// The spec of a command that may open or join a write group (`command::run_grouped`): a
@@ -203,9 +223,15 @@ fn take_write_group(
 /// Runs a write group in one transaction, or its commands one at a time when that fails (see
 /// `command::run_grouped`).
 fn execute_group(group: Vec<command::ReadyCommand>, session: &mut SessionState, shared: &Shared) -> Vec<Reply> {
+    let started = Instant::now();
     if let Some(replies) = command::run_grouped(&group, session, shared) {
         shared.stats.commands_processed.add(group.len() as u64);
         *session.client.last_command.lock() = group.last().expect("a group has commands").0.name;
+        // Each command is counted with an equal share of the group's time.
+        let share = started.elapsed() / group.len() as u32;
+        for ((spec, args), reply) in group.iter().zip(&replies) {
+            command::account(spec, args, share, reply, session, shared);
+        }
         return replies;
     }
     group.into_iter().map(|(_, args)| execute(args, session, shared)).collect()
@@ -214,13 +240,17 @@ fn execute_group(group: Vec<command::ReadyCommand>, session: &mut SessionState, 
 fn queue(spec: &'static CommandSpec, args: Vec<Bytes>, session: &mut SessionState, shared: &Shared) -> Reply {
     let limit = shared.config.multi_queued_commands_max;
     let Some(multi) = &mut session.multi else { unreachable!("queue is only called inside MULTI") };
-    if !spec.has(IN_MULTI) {
+    let refusal = if !spec.has(IN_MULTI) {
+        Some(Reply::error("ERR Command not allowed inside a transaction"))
+    } else if multi.queued.len() >= limit {
+        Some(Reply::error(format!("ERR MULTI queue is full ({limit} commands): EXEC commits them as one batch")))
+    } else {
+        None
+    };
+    if let Some(refusal) = refusal {
         multi.failed = true;
-        return Reply::error("ERR Command not allowed inside a transaction");
-    }
-    if multi.queued.len() >= limit {
-        multi.failed = true;
-        return Reply::error(format!("ERR MULTI queue is full ({limit} commands): EXEC commits them as one batch"));
+        shared.command_stats.record_rejection(commands::stat_row(spec, &args), error_text(&refusal));
+        return refusal;
     }
     if spec.name == "select" {
         // Opened now, on a thread that may block (`may_block`), not in EXEC, which only
@@ -402,7 +432,11 @@ impl Connection {
                 if let Some(delayed) = self.delayed_reply.take() {
                     let reply = match self.sit_out(delayed.delay, stop.as_mut(), &mut stop_signalled).await? {
                         WaitEnd::ConnectionEnds => return Ok(()),
-                        WaitEnd::UnblockedWithError => Reply::error("UNBLOCKED client unblocked via CLIENT UNBLOCK"),
+                        WaitEnd::UnblockedWithError => {
+                            let reply = Reply::error("UNBLOCKED client unblocked via CLIENT UNBLOCK");
+                            self.shared.command_stats.record_error_reply(error_text(&reply));
+                            reply
+                        }
                         WaitEnd::ReplyDue => match durability_failure {
                             Some(failure) if delayed.held_for_durability => failure,
                             _ => delayed.reply,
@@ -418,7 +452,9 @@ impl Connection {
             }
             if let Some(error) = self.protocol_error.take() {
                 self.shared.stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
-                encode(&Reply::error(format!("ERR {error}")), self.state.protocol, &mut self.output);
+                let reply = Reply::error(format!("ERR {error}"));
+                self.shared.command_stats.record_error_reply(error_text(&reply));
+                encode(&reply, self.state.protocol, &mut self.output);
                 return self.flush().await;
             }
             if self.shared.is_shutting_down() || self.state.client.killed.load(Ordering::Relaxed) {
@@ -427,6 +463,7 @@ impl Connection {
             if self.input.len() > self.shared.config.query_buffer_bytes_max {
                 let limit = self.shared.config.query_buffer_bytes_max;
                 let reply = Reply::error(format!("ERR query buffer exceeds client-query-buffer-limit of {limit} bytes"));
+                self.shared.command_stats.record_error_reply(error_text(&reply));
                 encode(&reply, self.state.protocol, &mut self.output);
                 return self.flush().await;
             }
@@ -630,6 +667,9 @@ impl Connection {
                 Err(_) => Reply::error("ERR the server stopped before the write was durable"),
             };
             let spans = std::mem::take(&mut self.durable_reply_spans);
+            for _ in &spans {
+                self.shared.command_stats.record_error_reply(error_text(&failure));
+            }
             self.output = replace_spans(&self.output, &spans, &failure, self.state.protocol);
             durability_failure = Some(failure);
         }

@@ -12,7 +12,9 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
+use crate::command_stats::CommandStats;
 use crate::config::ServerConfig;
+use crate::slowlog::SlowLog;
 use crate::watch::WatchRegistry;
 
 pub struct Shared {
@@ -22,6 +24,9 @@ pub struct Shared {
     pub max_clients: AtomicUsize,
     pub clients: Clients,
     pub stats: ServerStats,
+    /// Calls, time and errors per command (INFO commandstats, errorstats).
+    pub command_stats: CommandStats,
+    pub slowlog: SlowLog,
     /// Becomes true once SIGTERM, SIGINT or SHUTDOWN asked the server to stop.
     pub shutdown: watch::Sender<bool>,
     /// The same flag for sessions to poll between requests: reading the watch takes its lock,
@@ -55,6 +60,8 @@ impl Shared {
             config,
             clients: Clients::default(),
             stats: ServerStats::default(),
+            command_stats: CommandStats::new(crate::commands::stat_row_names()),
+            slowlog: SlowLog::default(),
             shutdown: watch::channel(false).0,
             shutting_down: AtomicBool::new(false),
             started: Instant::now(),

@@ -1,5 +1,5 @@
 //! Server commands: DBSIZE FLUSHDB FLUSHALL INFO CONFIG COMMAND TIME SHUTDOWN SAVE BGSAVE LASTSAVE
-//! MEMORY.
+//! MEMORY SLOWLOG.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -9,8 +9,9 @@ use hybridkv_engine::Durability;
 use hybridkv_resp::Reply;
 
 use super::{is, parse_integer, subcommand_help, unknown_subcommand, SYNTAX_ERROR, TABLE};
-use crate::command::{fail, wrong_arity, Call, CommandResult, CommandSpec, ADMIN, READONLY, WRITE};
+use crate::command::{fail, wrong_arity, Call, CommandError, CommandResult, CommandSpec, ADMIN, READONLY, WRITE};
 use crate::glob::glob_match;
+use crate::slowlog::{SlowEntry, SLOWLOG_ENTRIES_MAX};
 use crate::values::Stored;
 
 pub fn dbsize(call: &mut Call<'_>) -> CommandResult {
@@ -18,7 +19,7 @@ pub fn dbsize(call: &mut Call<'_>) -> CommandResult {
 }
 
 /// FLUSHDB/FLUSHALL take an optional ASYNC or SYNC; both run synchronously here.
-fn check_flush_mode(call: &Call<'_>) -> Result<(), crate::command::CommandError> {
+fn check_flush_mode(call: &Call<'_>) -> Result<(), CommandError> {
     match call.args.get(1) {
         None => Ok(()),
         Some(mode) if call.args.len() == 2 && (is(mode, "ASYNC") || is(mode, "SYNC")) => Ok(()),
@@ -115,7 +116,7 @@ fn memory_usage(call: &mut Call<'_>) -> CommandResult {
 
 /// SAMPLES' count as Redis parses it: a non-negative integer, 0 for every element; the last
 /// SAMPLES given counts.
-fn memory_usage_samples(options: &[Bytes]) -> Result<u64, crate::command::CommandError> {
+fn memory_usage_samples(options: &[Bytes]) -> Result<u64, CommandError> {
     let mut samples = MEMORY_USAGE_SAMPLES_DEFAULT;
     let mut options = options.iter();
     while let Some(option) = options.next() {
@@ -129,7 +130,7 @@ fn memory_usage_samples(options: &[Bytes]) -> Result<u64, crate::command::Comman
 }
 
 /// The bytes of `samples` of the hash's buckets, spread evenly over them, scaled to all of them.
-fn sampled_buckets_bytes(call: &mut Call<'_>, key: &[u8], bucket_count: u32, samples: u64) -> Result<u64, crate::command::CommandError> {
+fn sampled_buckets_bytes(call: &mut Call<'_>, key: &[u8], bucket_count: u32, samples: u64) -> Result<u64, CommandError> {
     let read = samples.min(u64::from(bucket_count));
     let mut bytes = 0;
     for sample in 0..read {
@@ -162,6 +163,46 @@ pub fn shutdown(call: &mut Call<'_>) -> CommandResult {
     Ok(Reply::ok())
 }
 
+/// SLOWLOG GET [count] | LEN | RESET | HELP.
+pub fn slowlog(call: &mut Call<'_>) -> CommandResult {
+    let log = &call.shared.slowlog;
+    let subcommand = String::from_utf8_lossy(&call.args[1]).to_ascii_lowercase();
+    match subcommand.as_str() {
+        "get" => {
+            let count = match call.args.get(2) {
+                None => Some(SLOWLOG_GET_COUNT_DEFAULT),
+                Some(count) => match parse_integer(count) {
+                    Ok(-1) => None,
+                    Ok(count) if count >= 0 => Some(usize::try_from(count).unwrap_or(usize::MAX)),
+                    _ => return fail("ERR count should be greater than or equal to -1"),
+                },
+            };
+            Ok(Reply::Array(log.newest(count, slowlog_entry)))
+        }
+        "len" => Ok(Reply::Integer(log.len() as i64)),
+        "reset" => {
+            log.reset();
+            Ok(Reply::ok())
+        }
+        "help" => Ok(subcommand_help("slowlog")),
+        _ => Err(unknown_subcommand("slowlog", &call.args[1])),
+    }
+}
+
+/// Entries SLOWLOG GET answers without a count (Redis's 10).
+const SLOWLOG_GET_COUNT_DEFAULT: usize = 10;
+
+fn slowlog_entry(entry: &SlowEntry) -> Reply {
+    Reply::Array(vec![
+        Reply::Integer(entry.id as i64),
+        Reply::Integer(entry.unix_seconds as i64),
+        Reply::Integer(i64::try_from(entry.microseconds).unwrap_or(i64::MAX)),
+        Reply::Array(entry.arguments.iter().cloned().map(Reply::Bulk).collect()),
+        Reply::bulk_text(&entry.peer),
+        Reply::bulk_text(&entry.client_name),
+    ])
+}
+
 /// CONFIG GET's parameters and their current values.
 fn config_values(call: &Call<'_>) -> Vec<(&'static str, String)> {
     let config = &call.shared.config;
@@ -192,6 +233,8 @@ fn config_values(call: &Call<'_>) -> Vec<(&'static str, String)> {
         ("timeout", "0".into()),
         ("durability", durability.name().into()),
         ("value-bytes-max", namespace.map_or(0, |namespace| namespace.value_bytes_max).to_string()),
+        ("slowlog-log-slower-than", call.shared.slowlog.threshold_microseconds().to_string()),
+        ("slowlog-max-len", call.shared.slowlog.entries_max().to_string()),
     ]
 }
 
@@ -206,6 +249,7 @@ pub fn config(call: &mut Call<'_>) -> CommandResult {
         "set" if call.args.len().is_multiple_of(2) => config_set(call),
         "resetstat" => {
             call.shared.stats.reset();
+            call.shared.command_stats.reset();
             call.shared.database.reset_statistics();
             Ok(Reply::ok())
         }
@@ -216,29 +260,52 @@ pub fn config(call: &mut Call<'_>) -> CommandResult {
     }
 }
 
-/// CONFIG SET changes what is safe to change at run time: maxclients and requirepass.
+/// What CONFIG SET may change at run time.
+enum Setting {
+    MaxClients(usize),
+    RequirePass(Option<String>),
+    SlowlogThresholdMicroseconds(i64),
+    SlowlogEntriesMax(usize),
+}
+
+/// CONFIG SET parameter value [parameter value ...]: every pair is checked before any is
+/// applied, so a refused CONFIG SET changes nothing (as in Redis).
 fn config_set(call: &mut Call<'_>) -> CommandResult {
-    for pair in call.args[2..].chunks(2) {
+    let mut settings = Vec::new();
+    for (position, pair) in call.args[2..].chunks(2).enumerate() {
         let name = String::from_utf8_lossy(&pair[0]).to_ascii_lowercase();
-        match name.as_str() {
-            "maxclients" => {
-                let value = parse_integer(&pair[1]).ok().filter(|value| *value >= 1).map_or_else(
-                    || fail(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - argument must be a positive integer")),
-                    Ok,
-                )?;
-                call.shared.max_clients.store(value as usize, Ordering::Relaxed);
-            }
-            "requirepass" => {
-                let password = String::from_utf8_lossy(&pair[1]).into_owned();
-                *call.shared.requirepass.write() = (!password.is_empty()).then_some(password);
-            }
-            _ if config_values(call).iter().any(|(known, _)| *known == name) => {
-                return fail(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - can't set immutable config"));
-            }
-            _ => return fail(format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'")),
+        if call.args[2..2 + 2 * position].chunks(2).any(|earlier| earlier[0].eq_ignore_ascii_case(name.as_bytes())) {
+            return fail(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - duplicate parameter"));
+        }
+        settings.push(setting(call, &name, &pair[1])?);
+    }
+    for setting in settings {
+        match setting {
+            Setting::MaxClients(count) => call.shared.max_clients.store(count, Ordering::Relaxed),
+            Setting::RequirePass(password) => *call.shared.requirepass.write() = password,
+            Setting::SlowlogThresholdMicroseconds(threshold) => call.shared.slowlog.set_threshold_microseconds(threshold),
+            Setting::SlowlogEntriesMax(entries) => call.shared.slowlog.set_entries_max(entries),
         }
     }
     Ok(Reply::ok())
+}
+
+fn setting(call: &Call<'_>, name: &str, value: &[u8]) -> Result<Setting, CommandError> {
+    let integer_between = |low: i64, high: i64| match parse_integer(value) {
+        Ok(number) if (low..=high).contains(&number) => Ok(number),
+        Ok(_) => fail(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - argument must be between {low} and {high} inclusive")),
+        Err(_) => fail(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - argument couldn't be parsed into an integer")),
+    };
+    match name {
+        "maxclients" => Ok(Setting::MaxClients(integer_between(1, i64::from(u32::MAX))? as usize)),
+        "requirepass" => Ok(Setting::RequirePass((!value.is_empty()).then(|| String::from_utf8_lossy(value).into_owned()))),
+        "slowlog-log-slower-than" => Ok(Setting::SlowlogThresholdMicroseconds(integer_between(-1, i64::MAX)?)),
+        "slowlog-max-len" => Ok(Setting::SlowlogEntriesMax(integer_between(0, SLOWLOG_ENTRIES_MAX as i64)? as usize)),
+        _ if config_values(call).iter().any(|(known, _)| *known == name) => {
+            fail(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - can't set immutable config"))
+        }
+        _ => fail(format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'")),
+    }
 }
 
 /// One command's COMMAND INFO entry (the 10 fields of Redis 7).

@@ -57,6 +57,7 @@ pub static TABLE: &[CommandSpec] = &[
     command!("info", -1, KeySpec::NONE, SESSION_OR_SERVER, "server", "Returns information and statistics about the server.", admin::info),
     command!("config", -2, KeySpec::NONE, ADMIN | SESSION_OR_SERVER, "server", "Configuration commands (GET SET RESETSTAT).", admin::config),
     command!("command", -1, KeySpec::NONE, SESSION_OR_SERVER, "server", "Returns detailed information about commands.", admin::command),
+    command!("slowlog", -2, KeySpec::NONE, SESSION_OR_SERVER, "server", "The commands that ran longer than slowlog-log-slower-than microseconds (GET LEN RESET).", admin::slowlog),
     command!("role", 1, KeySpec::NONE, IN_MULTI, "server", "Returns the replication role: a primary without replicas.", admin::role),
     command!("time", 1, KeySpec::NONE, IN_MULTI, "server", "Returns the server time.", admin::time),
     command!("shutdown", -1, KeySpec::NONE, ADMIN, "server", "Makes everything durable, closes the database cleanly and exits.", admin::shutdown),
@@ -171,7 +172,7 @@ static SUBCOMMANDS: &[(&str, &[Subcommand])] = &[
     ]),
     ("config", &[
         subcommand("get", -3, "<pattern> ...", "Return parameters matching the glob-like <pattern> and their values."),
-        subcommand("set", -4, "<directive> <value> ...", "Set the configuration <directive> to <value> (maxclients, requirepass)."),
+        subcommand("set", -4, "<directive> <value> ...", "Set the configuration <directive> to <value> (maxclients, requirepass, slowlog-log-slower-than, slowlog-max-len)."),
         subcommand("resetstat", 2, "", "Reset statistics reported by the INFO command."),
         subcommand("rewrite", 2, "", "Rewrite the configuration file (the server has none to rewrite)."),
         subcommand("help", 2, "", "Print this help."),
@@ -190,6 +191,12 @@ static SUBCOMMANDS: &[(&str, &[Subcommand])] = &[
         subcommand("idletime", 3, "<key>", "Not tracked: hybridkv keeps no access times."),
         subcommand("refcount", 3, "<key>", "Return the number of references of the value (Redis's shared small integers included)."),
         subcommand("help", 2, "", "Print this help."),
+    ]),
+    ("slowlog", &[
+        subcommand("get", -2, "[<count>]", "Return top <count> entries from the slowlog (default: 10, -1 mean all). Entries are made of: id, timestamp, time in microseconds, arguments array, client IP and port, client name."),
+        subcommand("len", 2, "", "Return the length of the slowlog."),
+        subcommand("reset", 2, "", "Reset the slowlog."),
+        subcommand("help", 2, "", "Prints this help."),
     ]),
     ("memory", &[
         subcommand("purge", 2, "", "Empty the record caches (a COLD start without a restart)."),
@@ -230,6 +237,35 @@ pub fn check_subcommand(spec: &CommandSpec, args: &[Bytes]) -> Result<(), Comman
         return Err(wrong_arity(&format!("{}|{}", spec.name, known.name)));
     }
     Ok(())
+}
+
+/// Where INFO commandstats counts a request of `spec`: the command's row (its place in TABLE),
+/// or, for a known subcommand, the subcommand's row after every command's (Redis counts
+/// `config|get` apart from `config|set`). None for an unknown subcommand, which Redis counts
+/// under no command. Rows are below `stat_row_names().len()`.
+pub fn stat_row(spec: &'static CommandSpec, args: &[Bytes]) -> Option<usize> {
+    let command_row = (spec as *const CommandSpec as usize - TABLE.as_ptr() as usize) / std::mem::size_of::<CommandSpec>();
+    assert!(std::ptr::eq(&TABLE[command_row], spec), "a spec of the command table");
+    let Some(subcommand) = args.get(1) else { return Some(command_row) };
+    let mut row = TABLE.len();
+    for (command, subcommands) in SUBCOMMANDS {
+        if *command == spec.name {
+            let position = subcommands.iter().position(|known| subcommand.eq_ignore_ascii_case(known.name.as_bytes()));
+            return position.map(|position| row + position);
+        }
+        row += subcommands.len();
+    }
+    Some(command_row)
+}
+
+/// The name of each `stat_row`: a command's, or `command|subcommand`.
+pub fn stat_row_names() -> &'static [String] {
+    static NAMES: OnceLock<Vec<String>> = OnceLock::new();
+    NAMES.get_or_init(|| {
+        let commands = TABLE.iter().map(|spec| spec.name.to_string());
+        let subcommands = SUBCOMMANDS.iter().flat_map(|(command, subcommands)| subcommands.iter().map(move |known| format!("{command}|{}", known.name)));
+        commands.chain(subcommands).collect()
+    })
 }
 
 /// Longest command name in the table; longer names cannot match.
@@ -350,6 +386,28 @@ mod tests {
         assert!(lookup(b"get\0").is_none());
         assert!(lookup(b"").is_none());
         assert!(lookup(b"incrbyfloatxxxxxx").is_none());
+    }
+
+    #[test]
+    fn every_command_and_subcommand_has_its_own_stat_row() {
+        let names = stat_row_names();
+        let row_of = |text: &str| {
+            let args = words(text);
+            stat_row(lookup(&args[0]).expect("a known command"), &args).expect("a row")
+        };
+        assert_eq!(names[row_of("GET key")], "get");
+        assert_eq!(names[row_of("config GET maxclients")], "config|get");
+        assert_eq!(names[row_of("CONFIG set maxclients 5")], "config|set");
+        assert_eq!(names[row_of("memory usage k")], "memory|usage");
+        assert_eq!(names[row_of("COMMAND")], "command");
+        assert_eq!(names[row_of("set key value")], "set", "an argument is not a subcommand");
+        let unknown = words("CONFIG NOSUCH");
+        assert_eq!(stat_row(lookup(&unknown[0]).unwrap(), &unknown), None);
+        for spec in TABLE {
+            assert_eq!(names[row_of(spec.name)], spec.name);
+        }
+        let distinct: std::collections::HashSet<&String> = names.iter().collect();
+        assert_eq!(distinct.len(), names.len());
     }
 
     #[test]

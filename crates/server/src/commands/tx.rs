@@ -7,13 +7,15 @@
 //! The queued session and server commands (INFO, CONFIG, CLIENT…: `AFTER_TRANSACTION`) run
 //! once it has committed, in their queued order, and their replies take their places.
 
+use std::time::Instant;
+
 use bytes::Bytes;
 use hybridkv_engine::{EngineError, Transaction};
 use hybridkv_resp::Reply;
 
 use super::selectable_database;
 use crate::command::{
-    engine_error_reply, fail, run, run_in_transaction, Call, CommandError, CommandResult, CommandSpec, KeyStore, AFTER_TRANSACTION, DB_INDEX_OUT_OF_RANGE,
+    account, engine_error_reply, fail, run_in_transaction, run_measured, Call, CommandError, CommandResult, CommandSpec, KeyStore, AFTER_TRANSACTION, DB_INDEX_OUT_OF_RANGE,
     READONLY, WHOLE_KEYSPACE, WRITE,
 };
 use crate::session::MultiState;
@@ -150,8 +152,10 @@ pub fn exec(call: &mut Call<'_>) -> CommandResult {
                 replies.push(None);
                 continue;
             }
+            let started = Instant::now();
             let mut queued_call = Call { args: args.as_slice(), session, shared, namespace: &namespace, store: transaction };
             let reply = run_in_transaction(spec.handler, &mut queued_call)?.unwrap_or_else(|error| error.into_reply());
+            account(spec, args, started.elapsed(), &reply, session, shared);
             replies.push(Some(reply));
         }
         shared.watches.touch(database, transaction.changed_keys());
@@ -177,7 +181,7 @@ pub fn exec(call: &mut Call<'_>) -> CommandResult {
         .map(|(((spec, args), database), reply)| {
             reply.unwrap_or_else(|| {
                 call.session.select(*database);
-                run(spec, args, call.session, call.shared)
+                run_measured(spec, args, call.session, call.shared)
             })
         })
         .collect();
