@@ -135,6 +135,9 @@ def test_value_over_the_namespace_limit_is_refused(make_server):
         client.append("small", "y" * (64 * 1024))
     with pytest.raises(redis.ResponseError, match="string exceeds maximum allowed size"):
         client.setrange("small", 100 * 1024, "z")
+    with pytest.raises(redis.ResponseError, match="string exceeds maximum allowed size"):
+        client.execute_command("BITFIELD", "small", "SET", "u8", "#70000", "1")
+    assert client.execute_command("BITFIELD", "small", "GET", "u8", "#70000") == [0], "reading past the end is not growing"
     assert client.strlen("small") == 1024
 
 

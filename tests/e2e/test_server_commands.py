@@ -429,3 +429,28 @@ def test_sigterm_finishes_and_closes_cleanly(make_server):
     assert "database closed cleanly" in server.log()
     server.start()
     assert server.client().get("kept") == "yes"
+
+
+def test_bitfield_writes_keep_the_ttl_abort_watchers_and_survive_a_kill(make_server):
+    server = make_server()
+    client = server.client(decode_responses=False)
+    assert client.execute_command("BITFIELD", "counters", "INCRBY", "u16", "#0", "7", "INCRBY", "i16", "#1", "-3") == [7, -3]
+    client.expire("counters", 1000)
+    assert client.execute_command("BITFIELD", "counters", "OVERFLOW", "SAT", "INCRBY", "u16", "#0", "70000") == [65535]
+    assert 990 < client.ttl("counters") <= 1000, "a BITFIELD write keeps the key's expiry"
+    assert client.get("counters") == b"\xff\xff\xff\xfd"
+    # A write aborts a transaction watching the key, even when FAIL refused its change (as Redis).
+    pipe = server.client().pipeline(transaction=True)
+    pipe.watch("counters")
+    assert client.execute_command("BITFIELD", "counters", "OVERFLOW", "FAIL", "INCRBY", "u16", "#0", "1") == [None]
+    pipe.multi()
+    pipe.set("other", "1")
+    with pytest.raises(redis.WatchError):
+        pipe.execute()
+    # BITFIELD_RO runs where only reads may (a read-only command) and inside MULTI.
+    pipe = client.pipeline(transaction=True)
+    pipe.execute_command("BITFIELD_RO", "counters", "GET", "u16", "#0").execute_command("BITFIELD", "counters", "INCRBY", "i16", "#1", "1")
+    assert pipe.execute() == [[65535], [-2]]
+    server.kill9()
+    server.start()
+    assert server.client(decode_responses=False).get("counters") == b"\xff\xff\xff\xfe"

@@ -1,4 +1,5 @@
-//! Bitmaps, Redis's bit operations on string values: GETBIT SETBIT BITCOUNT BITPOS BITOP. Bit 0
+//! Bitmaps, Redis's bit operations on string values: GETBIT SETBIT BITCOUNT BITPOS BITOP (and
+//! BITFIELD in `bitfield.rs`). Bit 0
 //! is the most significant bit of the first byte; a string reads as followed by zero bits for
 //! ever. The argument checks come in Redis 7.0's order, which decides the error a client sees.
 
@@ -10,7 +11,7 @@ use crate::values::encode_string;
 
 /// Bits a bitmap may address: Redis's 512 MiB bulk limit (`proto-max-bulk-len`) in bits. The
 /// namespace's value limit (`check_string_size`) may be lower.
-const BIT_OFFSET_END: u64 = 512 * 1024 * 1024 * 8;
+pub(super) const BIT_OFFSET_END: u64 = 512 * 1024 * 1024 * 8;
 
 /// A bit offset as GETBIT and SETBIT read it.
 fn parse_bit_offset(text: &[u8]) -> Result<u64, CommandError> {
@@ -18,7 +19,7 @@ fn parse_bit_offset(text: &[u8]) -> Result<u64, CommandError> {
     offset.map_or_else(|| fail("ERR bit offset is not an integer or out of range"), Ok)
 }
 
-fn bit_at(value: &[u8], offset: u64) -> u8 {
+pub(super) fn bit_at(value: &[u8], offset: u64) -> u8 {
     let byte = value.get((offset / 8) as usize).copied().unwrap_or(0);
     (byte >> (7 - offset % 8)) & 1
 }

@@ -1,6 +1,7 @@
 //! The command table and the helpers command handlers share (argument parsing, typed reads).
 
 mod admin;
+mod bitfield;
 mod bits;
 mod connection;
 mod hashes;
@@ -93,6 +94,8 @@ pub static TABLE: &[CommandSpec] = &[
     command!("setbit", 4, KeySpec::ONE, WRITES, "bitmap", "Sets or clears a bit of a string, growing it with zero bytes; returns the bit's previous value.", bits::setbit),
     command!("bitcount", -2, KeySpec::ONE, READ, "bitmap", "Counts the set bits of a string or of a range of it (BYTE or BIT).", bits::bitcount),
     command!("bitpos", -3, KeySpec::ONE, READ, "bitmap", "Returns the first set or clear bit of a string or of a range of it (BYTE or BIT).", bits::bitpos),
+    command!("bitfield", -2, KeySpec::ONE, WRITES, "bitmap", "Reads, sets and increments integers of 1 to 64 bits at any offset of a string (GET SET INCRBY, OVERFLOW WRAP|SAT|FAIL).", bitfield::bitfield),
+    command!("bitfield_ro", -2, KeySpec::ONE, READ, "bitmap", "BITFIELD with GET only.", bitfield::bitfield_ro),
     command!("bitop", -4, KeySpec { first: 2, last: -1, step: 1 }, WRITES, "bitmap", "Combines strings bit by bit (AND OR XOR NOT) into a destination key.", bits::bitop),
     command!("del", -2, KeySpec::ALL, WRITES, "keyspace", "Deletes keys.", keys::del),
     command!("unlink", -2, KeySpec::ALL, WRITES, "keyspace", "Deletes keys.", keys::del),
