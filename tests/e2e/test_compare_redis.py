@@ -185,6 +185,13 @@ CASES = {
         ["HSET", "h", "f", "v"], ["BITFIELD", "h", "GET", "u8", "0"], ["BITFIELD", "h", "SET", "u8", "0", "1"], ["BITFIELD_RO", "h", "GET", "u8", "0"],
         ["BITFIELD_RO", "h", "SET", "u8", "0", "1"], ["BITFIELD", "h", "GET", "u8", "x"],
     ],
+    "lcs": [
+        ["MSET", "a", "ohmytext", "b", "mynewtext"], ["LCS", "a", "b"], ["LCS", "a", "b", "LEN"], ["LCS", "a", "b", "IDX"],
+        ["LCS", "a", "b", "IDX", "MINMATCHLEN", "4", "WITHMATCHLEN"], ["LCS", "a", "b", "IDX", "MINMATCHLEN", "-3"], ["LCS", "a", "nokey"],
+        ["LCS", "nokey", "nokey2", "IDX"], ["LCS", "a", "b", "LEN", "IDX"], ["LCS", "a", "b", "MINMATCHLEN"], ["LCS", "a", "b", "MINMATCHLEN", "x"],
+        ["LCS", "a", "b", "BOGUS"], ["LCS", "a"], ["HSET", "h", "f", "v"], ["LCS", "a", "h"], ["LCS", "h", "a", "BOGUS"],
+        ["SET", "n", "12345"], ["LCS", "n", "a"], ["SET", "c", "aaaa"], ["LCS", "c", "c", "IDX", "WITHMATCHLEN"],
+    ],
     "reset": [
         ["CLIENT", "SETNAME", "foo"], ["SELECT", "3"], ["SET", "a", "in 3"], ["WATCH", "a"], ["MULTI"], ["SET", "a", "1"], ["RESET"],
         ["CLIENT", "GETNAME"], ["GET", "a"], ["EXEC"], ["RESET", "x"], ["MULTI"], ["RESET"], ["PING"], ["SELECT", "3"], ["WATCH", "a"],

@@ -125,6 +125,17 @@ def test_unknown_command(r):
         r.execute_command("FOO", "x")
 
 
+def test_lcs_refuses_strings_whose_table_would_pass_its_memory_bound(r):
+    r.mset({"a": "x" * 5000, "b": "y" * 5000, "small": "xyx"})
+    with pytest.raises(redis.ResponseError, match="transient memory for LCS would be 100040004 bytes, over the limit of 67108864"):
+        r.execute_command("LCS", "a", "b")
+    assert r.execute_command("LCS", "a", "small", "LEN") == 2, "a long string with a short one fits"
+    pipe = r.pipeline(transaction=True)
+    pipe.execute_command("LCS", "a", "b", "LEN").execute_command("LCS", "small", "small")
+    replies = pipe.execute(raise_on_error=False)
+    assert isinstance(replies[0], redis.ResponseError) and replies[1] == "xyx"
+
+
 def test_value_over_the_namespace_limit_is_refused(make_server):
     server = make_server("--value-bytes-max", "64KiB")
     client = server.client()

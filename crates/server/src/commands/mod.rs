@@ -6,6 +6,7 @@ mod bits;
 mod connection;
 mod hashes;
 mod keys;
+mod lcs;
 mod strings;
 mod tx;
 mod waits;
@@ -85,6 +86,7 @@ pub static TABLE: &[CommandSpec] = &[
     command!("getrange", 4, KeySpec::ONE, READ, "string", "Returns a substring.", strings::getrange),
     command!("substr", 4, KeySpec::ONE, READ, "string", "Returns a substring (GETRANGE's old name).", strings::getrange),
     command!("setrange", 4, KeySpec::ONE, WRITES, "string", "Overwrites part of a string at an offset.", strings::setrange),
+    command!("lcs", -3, TWO, READ, "string", "Returns the longest common subsequence of two strings (LEN, IDX with MINMATCHLEN and WITHMATCHLEN).", lcs::lcs),
     command!("incr", 2, KeySpec::ONE, WRITES, "string", "Increments an integer by one.", strings::incr),
     command!("decr", 2, KeySpec::ONE, WRITES, "string", "Decrements an integer by one.", strings::decr),
     command!("incrby", 3, KeySpec::ONE, WRITES, "string", "Increments an integer.", strings::incrby),
