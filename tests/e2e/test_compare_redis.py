@@ -223,7 +223,7 @@ CASES = {
     ],
     "slowlog and config set": [
         ["CONFIG", "SET", "slowlog-log-slower-than", "-1"], ["SLOWLOG", "RESET"], ["SLOWLOG", "LEN"], ["SLOWLOG", "GET"],
-        ["SLOWLOG", "GET", "-1"], ["SLOWLOG", "GET", "0"], ["SLOWLOG", "GET", "-2"], ["SLOWLOG", "GET", "x"], ["SLOWLOG", "LEN", "x"],
+        ["SLOWLOG", "GET", "-1"], ["SLOWLOG", "GET", "0"], ["SLOWLOG", "GET", "-2"], ["SLOWLOG", "GET", "x"], ["SLOWLOG", "GET", "1", "2"], ["SLOWLOG", "LEN", "x"],
         ["SLOWLOG", "NOSUCH"], ["SLOWLOG"], ["SLOWLOG", "RESET", "x"],
         # slowlog-max-len's upper bound is hybridkv's (SLOWLOG_ENTRIES_MAX), so its range error differs.
         ["CONFIG", "SET", "slowlog-max-len", "abc"], ["CONFIG", "SET", "slowlog-max-len", "5", "slowlog-max-len", "6"],

@@ -168,6 +168,9 @@ pub fn slowlog(call: &mut Call<'_>) -> CommandResult {
     let log = &call.shared.slowlog;
     let subcommand = String::from_utf8_lossy(&call.args[1]).to_ascii_lowercase();
     match subcommand.as_str() {
+        "get" if call.args.len() > 3 => {
+            fail(format!("ERR unknown subcommand or wrong number of arguments for '{}'. Try SLOWLOG HELP.", String::from_utf8_lossy(&call.args[1])))
+        }
         "get" => {
             let count = match call.args.get(2) {
                 None => Some(SLOWLOG_GET_COUNT_DEFAULT),
