@@ -169,3 +169,67 @@ def test_config_set_is_all_or_nothing_and_bounds_the_slowlog_length(make_server)
         client.execute_command("CONFIG", "SET", "maxclients", "5", "MAXCLIENTS", "6")
     assert client.execute_command("CONFIG", "SET", "maxclients", "500", "slowlog-max-len", "100000")
     assert client.config_get("maxclients") == {"maxclients": "500"} and client.config_get("slowlog-max-len") == {"slowlog-max-len": "100000"}
+
+
+def received(connection, seconds=0.3) -> bytes:
+    """What arrives on a raw connection within `seconds` of quiet."""
+    connection.settimeout(seconds)
+    data = b""
+    try:
+        while chunk := connection.recv(65536):
+            data += chunk
+    except socket.timeout:
+        pass
+    return data
+
+
+def test_monitor_streams_the_commands_that_ran_until_reset(make_server):
+    server = make_server()
+    client = server.client()
+    address = client.client_info()["addr"]
+    monitor = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    monitor.sendall(b"MONITOR\r\n")
+    assert received(monitor) == b"+OK\r\n"
+    client.set("k", 'a b"c\n')
+    client.config_get("maxclients")
+    pipe = client.pipeline(transaction=True)
+    pipe.set("x", "1")
+    pipe.execute()
+    with pytest.raises(redis.ResponseError):
+        client.execute_command("GET")
+    lines = received(monitor).decode().splitlines()
+    commands = [line.split("] ", 1)[1] for line in lines]
+    assert commands == ['"SET" "k" "a b\\"c\\n"', '"MULTI"', '"SET" "x" "1"', '"EXEC"'], "CONFIG hidden, a refused GET not run"
+    assert all(line.startswith("+") and f"[0 {address}]" in line for line in lines)
+    assert abs(float(lines[0][1:].split()[0]) - time.time()) < 60
+    # A monitoring connection answers PING, ignores MONITOR and refuses the rest, until RESET.
+    monitor.sendall(b"GET k\r\nMONITOR\r\nPING\r\n")
+    assert received(monitor).startswith(b"-ERR Replica can't interact with the keyspace\r\n+PONG\r\n")
+    monitor.sendall(b"RESET\r\nGET k\r\n")
+    assert received(monitor) == b'+RESET\r\n$6\r\na b"c\n\r\n'
+    client.set("after", "1")
+    assert received(monitor, 0.2) == b"", "no longer monitoring"
+    monitor.sendall(b"MULTI\r\nMONITOR\r\nDISCARD\r\nQUIT\r\n")
+    assert received(monitor) == b"+OK\r\n-ERR Command not allowed inside a transaction\r\n+OK\r\n+OK\r\n"
+
+
+def test_a_monitor_that_does_not_read_is_disconnected_and_the_server_goes_on(make_server):
+    server = make_server("--durability", "none")
+    monitor = socket.socket()
+    monitor.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    monitor.connect(("127.0.0.1", server.port))
+    monitor.sendall(b"MONITOR\r\n")
+    client = server.client()
+    value = "v" * 4096
+    for batch in range(16):
+        pipe = client.pipeline(transaction=False)
+        for number in range(1000):
+            pipe.set(f"k{number}", value)
+        pipe.execute()
+    assert client.dbsize() == 1000
+    # Reading what the kernel buffered ends in EOF: the server closed the connection.
+    monitor.settimeout(10)
+    while monitor.recv(1 << 20):
+        pass
+    monitor.close()
+    assert "monitoring client fell too far behind" in server.log()

@@ -353,7 +353,8 @@ pub fn run_measured(spec: &'static CommandSpec, args: &[Bytes], session: &mut Se
 }
 
 /// Counts a command that ran for `elapsed` and answered `reply` in INFO commandstats (and
-/// errorstats), and logs it when slow. EXEC is never logged, its commands are (as in Redis).
+/// errorstats), logs it when slow and shows it to monitors. EXEC is never logged, its commands
+/// are (as in Redis).
 pub fn account(spec: &'static CommandSpec, args: &[Bytes], elapsed: Duration, reply: &Reply, session: &SessionState, shared: &Shared) {
     let error = match reply {
         Reply::Error(text) => Some(text.as_ref()),
@@ -365,6 +366,7 @@ pub fn account(spec: &'static CommandSpec, args: &[Bytes], elapsed: Duration, re
         let client_name = session.client.name.lock().clone().unwrap_or_default();
         shared.slowlog.push(args, elapsed, session.client.address.to_string(), client_name);
     }
+    shared.monitors.feed(spec.name, session.database, &session.client.address, args);
 }
 
 /// Runs `handler` in a transaction over `keys` of the session's namespace: its writes commit as

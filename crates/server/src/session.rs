@@ -20,9 +20,12 @@ use crate::command::{
 };
 use crate::commands;
 use crate::config::{EngineCallMode, READ_CHUNK_BYTES, REPLY_FLUSH_BYTES};
+use crate::monitor::MONITOR_BACKLOG_LINES;
 use crate::shared::{Blocking, ClientHandle, Shared};
 use crate::watch::{WatchRegistry, WatchedKeys};
 
+/// How often a monitoring connection whose write does not progress looks at its backlog.
+const MONITOR_BACKLOG_CHECK_INTERVAL: Duration = Duration::from_millis(100);
 /// Requests decoded ahead before they are executed as one batch (one engine-call hand-off).
 const BATCH_COMMANDS_MAX: usize = 1024;
 /// Largest single read reserved for a pending large argument; the buffer grows past it as bytes
@@ -57,6 +60,8 @@ pub struct SessionState {
     pub multi: Option<MultiState>,
     pub watched: WatchedKeys,
     pub close_after_reply: bool,
+    /// MONITOR ran: the connection streams commands once the replies before are sent.
+    pub enters_monitor_mode: bool,
     /// The command's reply is not sent (SHUTDOWN closes the connection without one, as Redis).
     pub suppress_reply: bool,
     /// What must be durable before the replies gathered so far may be sent: per namespace, the
@@ -99,6 +104,7 @@ impl SessionState {
             multi: None,
             watched: WatchedKeys::new(watches),
             close_after_reply: false,
+            enters_monitor_mode: false,
             suppress_reply: false,
             pending_commits: Vec::new(),
             commits_registered: 0,
@@ -448,6 +454,9 @@ impl Connection {
                 if self.state.close_after_reply {
                     return Ok(());
                 }
+                if std::mem::take(&mut self.state.enters_monitor_mode) && !self.monitor(stop.as_mut(), &mut stop_signalled).await? {
+                    return Ok(());
+                }
                 continue;
             }
             if let Some(error) = self.protocol_error.take() {
@@ -577,7 +586,7 @@ impl Connection {
                 if state.commits_registered != commits_before {
                     durable_reply_spans.push(reply_start..output.len());
                 }
-                if state.close_after_reply || output.len() >= REPLY_FLUSH_BYTES {
+                if state.close_after_reply || state.enters_monitor_mode || output.len() >= REPLY_FLUSH_BYTES {
                     break;
                 }
             }
@@ -587,6 +596,100 @@ impl Connection {
         } else {
             work();
         }
+    }
+
+    /// Streams the commands the server runs until the client sends QUIT or RESET (returned to the
+    /// request loop, which runs them: true) or the connection ends (false). Meanwhile PING is
+    /// answered, MONITOR ignored, and anything else refused, as Redis answers a monitor.
+    async fn monitor(
+        &mut self,
+        mut stop: std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+        stop_signalled: &mut bool,
+    ) -> std::io::Result<bool> {
+        let shared = Arc::clone(&self.shared);
+        let mut subscription = shared.monitors.subscribe();
+        loop {
+            while let Some(arguments) = self.pending.pop_front() {
+                let name = String::from_utf8_lossy(&arguments[0]).to_ascii_lowercase();
+                match name.as_str() {
+                    "quit" | "reset" => {
+                        self.pending.push_front(arguments);
+                        return Ok(true);
+                    }
+                    "monitor" => {}
+                    "ping" => {
+                        let reply = execute(arguments, &mut self.state, &shared);
+                        encode(&reply, self.state.protocol, &mut self.output);
+                    }
+                    _ => {
+                        let reply = Reply::error("ERR Replica can't interact with the keyspace");
+                        shared.command_stats.record_error_reply(error_text(&reply));
+                        encode(&reply, self.state.protocol, &mut self.output);
+                    }
+                }
+            }
+            if let Some(error) = self.protocol_error.take() {
+                let reply = Reply::error(format!("ERR {error}"));
+                shared.command_stats.record_error_reply(error_text(&reply));
+                encode(&reply, self.state.protocol, &mut self.output);
+                self.flush().await?;
+                return Ok(false);
+            }
+            if !self.send_monitor_output(&subscription.lines).await? {
+                tracing::warn!(client = self.state.client.id, "a monitoring client fell too far behind and is disconnected");
+                return Ok(false);
+            }
+            if *stop_signalled || shared.is_shutting_down() || self.state.client.killed.load(Ordering::Relaxed) {
+                return Ok(false);
+            }
+            self.input.reserve(READ_CHUNK_BYTES);
+            let query_buffer_bytes_max = shared.config.query_buffer_bytes_max;
+            tokio::select! {
+                line = subscription.lines.recv() => match line {
+                    Ok(line) => self.output.extend_from_slice(&line),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
+                        tracing::warn!(client = self.state.client.id, missed, "a monitoring client fell too far behind and is disconnected");
+                        return Ok(false);
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(false),
+                },
+                read = self.stream.read_buf(&mut self.input), if self.input.len() <= query_buffer_bytes_max => {
+                    let read = read?;
+                    if read == 0 {
+                        return Ok(false);
+                    }
+                    shared.stats.net_input_bytes.add(read as u64);
+                    self.decode_requests();
+                }
+                _ = &mut stop, if !*stop_signalled => *stop_signalled = true,
+            }
+            // Lines that are already waiting go out in the same write.
+            while self.output.len() < REPLY_FLUSH_BYTES {
+                let Ok(line) = subscription.lines.try_recv() else { break };
+                self.output.extend_from_slice(&line);
+            }
+        }
+    }
+
+    /// Sends the gathered output of a monitoring connection; false when it fell
+    /// MONITOR_BACKLOG_LINES behind meanwhile (a client that stopped reading would otherwise
+    /// hold this write for ever).
+    async fn send_monitor_output(&mut self, lines: &tokio::sync::broadcast::Receiver<Bytes>) -> std::io::Result<bool> {
+        let write = self.stream.write_all(&self.output);
+        tokio::pin!(write);
+        loop {
+            tokio::select! {
+                written = &mut write => break written?,
+                _ = tokio::time::sleep(MONITOR_BACKLOG_CHECK_INTERVAL) => {
+                    if lines.len() >= MONITOR_BACKLOG_LINES {
+                        return Ok(false);
+                    }
+                }
+            }
+        }
+        self.shared.stats.net_output_bytes.add(self.output.len() as u64);
+        self.output.clear();
+        Ok(true)
     }
 
     async fn flush(&mut self) -> std::io::Result<()> {

@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 
 use crate::command_stats::CommandStats;
 use crate::config::ServerConfig;
+use crate::monitor::Monitors;
 use crate::slowlog::SlowLog;
 use crate::watch::WatchRegistry;
 
@@ -27,6 +28,8 @@ pub struct Shared {
     /// Calls, time and errors per command (INFO commandstats, errorstats).
     pub command_stats: CommandStats,
     pub slowlog: SlowLog,
+    /// MONITOR's feed of the commands that ran.
+    pub monitors: Monitors,
     /// Becomes true once SIGTERM, SIGINT or SHUTDOWN asked the server to stop.
     pub shutdown: watch::Sender<bool>,
     /// The same flag for sessions to poll between requests: reading the watch takes its lock,
@@ -62,6 +65,7 @@ impl Shared {
             stats: ServerStats::default(),
             command_stats: CommandStats::new(crate::commands::stat_row_names()),
             slowlog: SlowLog::default(),
+            monitors: Monitors::default(),
             shutdown: watch::channel(false).0,
             shutting_down: AtomicBool::new(false),
             started: Instant::now(),

@@ -138,7 +138,7 @@ fn kept_arguments(arguments: &[Bytes]) -> Vec<Bytes> {
 
 /// Whether the argument at `position` is a password, which Redis writes as `(redacted)`: AUTH's
 /// arguments, HELLO's after AUTH, and CONFIG SET requirepass's value.
-fn is_secret(arguments: &[Bytes], position: usize) -> bool {
+pub(crate) fn is_secret(arguments: &[Bytes], position: usize) -> bool {
     let is = |at: usize, word: &str| arguments.get(at).is_some_and(|argument| argument.eq_ignore_ascii_case(word.as_bytes()));
     if is(0, "auth") {
         return position > 0;

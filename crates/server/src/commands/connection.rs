@@ -110,6 +110,13 @@ pub fn hello(call: &mut Call<'_>) -> CommandResult {
     ]))
 }
 
+/// MONITOR: the connection streams the commands the server runs from now on
+/// (`Connection::monitor`), once its OK is sent.
+pub fn monitor(call: &mut Call<'_>) -> CommandResult {
+    call.session.enters_monitor_mode = true;
+    Ok(Reply::ok())
+}
+
 /// RESET: the connection as a new one: no transaction, nothing watched, database 0, RESP2, no
 /// name, and authenticated only where no password is required.
 pub fn reset(call: &mut Call<'_>) -> CommandResult {

@@ -59,6 +59,7 @@ pub static TABLE: &[CommandSpec] = &[
     command!("info", -1, KeySpec::NONE, SESSION_OR_SERVER, "server", "Returns information and statistics about the server.", admin::info),
     command!("config", -2, KeySpec::NONE, ADMIN | SESSION_OR_SERVER, "server", "Configuration commands (GET SET RESETSTAT).", admin::config),
     command!("command", -1, KeySpec::NONE, SESSION_OR_SERVER, "server", "Returns detailed information about commands.", admin::command),
+    command!("monitor", 1, KeySpec::NONE, 0, "server", "Streams every command the server runs (PING, QUIT and RESET still answer; RESET stops the stream).", connection::monitor),
     command!("slowlog", -2, KeySpec::NONE, SESSION_OR_SERVER, "server", "The commands that ran longer than slowlog-log-slower-than microseconds (GET LEN RESET).", admin::slowlog),
     command!("role", 1, KeySpec::NONE, IN_MULTI, "server", "Returns the replication role: a primary without replicas.", admin::role),
     command!("time", 1, KeySpec::NONE, IN_MULTI, "server", "Returns the server time.", admin::time),
