@@ -609,24 +609,8 @@ impl Connection {
         let shared = Arc::clone(&self.shared);
         let mut subscription = shared.monitors.subscribe();
         loop {
-            while let Some(arguments) = self.pending.pop_front() {
-                let name = String::from_utf8_lossy(&arguments[0]).to_ascii_lowercase();
-                match name.as_str() {
-                    "quit" | "reset" => {
-                        self.pending.push_front(arguments);
-                        return Ok(true);
-                    }
-                    "monitor" => {}
-                    "ping" => {
-                        let reply = execute(arguments, &mut self.state, &shared);
-                        encode(&reply, self.state.protocol, &mut self.output);
-                    }
-                    _ => {
-                        let reply = Reply::error("ERR Replica can't interact with the keyspace");
-                        shared.command_stats.record_error_reply(error_text(&reply));
-                        encode(&reply, self.state.protocol, &mut self.output);
-                    }
-                }
+            if self.answer_requests_while_monitoring() {
+                return Ok(true);
             }
             if let Some(error) = self.protocol_error.take() {
                 let reply = Reply::error(format!("ERR {error}"));
@@ -636,8 +620,7 @@ impl Connection {
                 return Ok(false);
             }
             if !self.send_monitor_output(&subscription.lines).await? {
-                tracing::warn!(client = self.state.client.id, "a monitoring client fell too far behind and is disconnected");
-                return Ok(false);
+                return Ok(self.fell_behind());
             }
             if *stop_signalled || shared.is_shutting_down() || self.state.client.killed.load(Ordering::Relaxed) {
                 return Ok(false);
@@ -647,10 +630,7 @@ impl Connection {
             tokio::select! {
                 line = subscription.lines.recv() => match line {
                     Ok(line) => self.output.extend_from_slice(&line),
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
-                        tracing::warn!(client = self.state.client.id, missed, "a monitoring client fell too far behind and is disconnected");
-                        return Ok(false);
-                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return Ok(self.fell_behind()),
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(false),
                 },
                 read = self.stream.read_buf(&mut self.input), if self.input.len() <= query_buffer_bytes_max => {
@@ -669,6 +649,37 @@ impl Connection {
                 self.output.extend_from_slice(&line);
             }
         }
+    }
+
+    /// Answers the requests a monitoring connection sent: PING, MONITOR (ignored) and Redis's
+    /// refusal for the rest. True when QUIT or RESET came, left pending for the request loop.
+    fn answer_requests_while_monitoring(&mut self) -> bool {
+        while let Some(arguments) = self.pending.pop_front() {
+            let name = String::from_utf8_lossy(&arguments[0]).to_ascii_lowercase();
+            match name.as_str() {
+                "quit" | "reset" => {
+                    self.pending.push_front(arguments);
+                    return true;
+                }
+                "monitor" => {}
+                "ping" => {
+                    let reply = execute(arguments, &mut self.state, &self.shared);
+                    encode(&reply, self.state.protocol, &mut self.output);
+                }
+                _ => {
+                    let reply = Reply::error("ERR Replica can't interact with the keyspace");
+                    self.shared.command_stats.record_error_reply(error_text(&reply));
+                    encode(&reply, self.state.protocol, &mut self.output);
+                }
+            }
+        }
+        false
+    }
+
+    /// Logs a monitoring client dropped for its backlog; false: the connection ends.
+    fn fell_behind(&self) -> bool {
+        tracing::warn!(client = self.state.client.id, lines = MONITOR_BACKLOG_LINES, "a monitoring client fell too far behind and is disconnected");
+        false
     }
 
     /// Sends the gathered output of a monitoring connection; false when it fell
