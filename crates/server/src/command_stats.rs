@@ -4,12 +4,14 @@
 //! is: each thread adds to its own table of rows (one cache line per row) and INFO sums the
 //! tables. Error replies are rarer: they take one mutex for their prefix's count.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use hybridkv_engine::{thread_stripe, StripedCounter, COUNTER_STRIPES};
+use hybridkv_resp::Reply;
 use parking_lot::Mutex;
 
 /// Distinct error prefixes counted at most, as Redis's ERROR_STATS_NUMBER: one more replaces
@@ -93,6 +95,14 @@ impl CommandStats {
             self.row(row).rejected.fetch_add(1, Ordering::Relaxed);
         }
         self.record_error_reply(text);
+    }
+
+    /// The error reply `text`, counted (`record_error_reply`): for errors the server answers
+    /// outside a command (protocol errors, limits, a monitor's refusals).
+    pub fn error_reply(&self, text: impl Into<Cow<'static, str>>) -> Reply {
+        let text = text.into();
+        self.record_error_reply(&text);
+        Reply::Error(text)
     }
 
     /// An error reply went to a client (every one, whatever produced it).

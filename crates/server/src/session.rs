@@ -438,11 +438,7 @@ impl Connection {
                 if let Some(delayed) = self.delayed_reply.take() {
                     let reply = match self.sit_out(delayed.delay, stop.as_mut(), &mut stop_signalled).await? {
                         WaitEnd::ConnectionEnds => return Ok(()),
-                        WaitEnd::UnblockedWithError => {
-                            let reply = Reply::error("UNBLOCKED client unblocked via CLIENT UNBLOCK");
-                            self.shared.command_stats.record_error_reply(error_text(&reply));
-                            reply
-                        }
+                        WaitEnd::UnblockedWithError => self.shared.command_stats.error_reply("UNBLOCKED client unblocked via CLIENT UNBLOCK"),
                         WaitEnd::ReplyDue => match durability_failure {
                             Some(failure) if delayed.held_for_durability => failure,
                             _ => delayed.reply,
@@ -460,19 +456,14 @@ impl Connection {
                 continue;
             }
             if let Some(error) = self.protocol_error.take() {
-                self.shared.stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
-                let reply = Reply::error(format!("ERR {error}"));
-                self.shared.command_stats.record_error_reply(error_text(&reply));
-                encode(&reply, self.state.protocol, &mut self.output);
-                return self.flush().await;
+                return self.end_with_protocol_error(error).await;
             }
             if self.shared.is_shutting_down() || self.state.client.killed.load(Ordering::Relaxed) {
                 return Ok(());
             }
             if self.input.len() > self.shared.config.query_buffer_bytes_max {
                 let limit = self.shared.config.query_buffer_bytes_max;
-                let reply = Reply::error(format!("ERR query buffer exceeds client-query-buffer-limit of {limit} bytes"));
-                self.shared.command_stats.record_error_reply(error_text(&reply));
+                let reply = self.shared.command_stats.error_reply(format!("ERR query buffer exceeds client-query-buffer-limit of {limit} bytes"));
                 encode(&reply, self.state.protocol, &mut self.output);
                 return self.flush().await;
             }
@@ -613,10 +604,7 @@ impl Connection {
                 return Ok(true);
             }
             if let Some(error) = self.protocol_error.take() {
-                let reply = Reply::error(format!("ERR {error}"));
-                shared.command_stats.record_error_reply(error_text(&reply));
-                encode(&reply, self.state.protocol, &mut self.output);
-                self.flush().await?;
+                self.end_with_protocol_error(error).await?;
                 return Ok(false);
             }
             if !self.send_monitor_output(&subscription.lines).await? {
@@ -667,13 +655,20 @@ impl Connection {
                     encode(&reply, self.state.protocol, &mut self.output);
                 }
                 _ => {
-                    let reply = Reply::error("ERR Replica can't interact with the keyspace");
-                    self.shared.command_stats.record_error_reply(error_text(&reply));
+                    let reply = self.shared.command_stats.error_reply("ERR Replica can't interact with the keyspace");
                     encode(&reply, self.state.protocol, &mut self.output);
                 }
             }
         }
         false
+    }
+
+    /// Answers a request the decoder could not read; the connection ends after it, as in Redis.
+    async fn end_with_protocol_error(&mut self, error: ProtocolError) -> std::io::Result<()> {
+        self.shared.stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
+        let reply = self.shared.command_stats.error_reply(format!("ERR {error}"));
+        encode(&reply, self.state.protocol, &mut self.output);
+        self.flush().await
     }
 
     /// Logs a monitoring client dropped for its backlog; false: the connection ends.
