@@ -215,6 +215,17 @@ CASES = {
         ["HSET", "h", "f", "v"], ["WATCH", "h"], ["HSET", "h", "f", "v"], ["MULTI"], ["EXEC"],
         ["WATCH", "h"], ["HDEL", "h", "nofield"], ["MULTI"], ["EXEC"], ["WATCH", "r"], ["RENAME", "h", "r"], ["MULTI"], ["EXEC"],
     ],
+    "swapdb": [
+        ["SWAPDB"], ["SWAPDB", "0"], ["SWAPDB", "x", "1"], ["SWAPDB", "0", "x"], ["SWAPDB", "99", "x"], ["SWAPDB", "0", "16"],
+        ["SWAPDB", "-1", "0"], ["SWAPDB", "0", "99999999999"], ["SWAPDB", "0", "1.5"], ["SWAPDB", "0", "0"],
+        ["SET", "a", "zero"], ["SELECT", "3"], ["SET", "a", "three"], ["HSET", "h", "f", "v"], ["SELECT", "0"], ["SWAPDB", "0", "3"],
+        ["GET", "a"], ["HGETALL", "h"], ["DBSIZE"], ["SELECT", "3"], ["GET", "a"], ["DBSIZE"], ["SWAPDB", "3", "0"], ["GET", "a"],
+        ["SELECT", "0"], ["GET", "a"], ["SWAPDB", "0", "7"], ["DBSIZE"], ["SWAPDB", "7", "0"], ["DBSIZE"],
+        # WATCH: a watched key of either database that exists in either is touched; one absent from both is not.
+        ["WATCH", "a"], ["SWAPDB", "0", "5"], ["MULTI"], ["PING"], ["EXEC"], ["SWAPDB", "0", "5"],
+        ["SELECT", "5"], ["SET", "only5", "x"], ["SELECT", "0"], ["WATCH", "only5"], ["SWAPDB", "0", "5"], ["MULTI"], ["PING"], ["EXEC"],
+        ["WATCH", "nokey"], ["SWAPDB", "0", "5"], ["MULTI"], ["PING"], ["EXEC"], ["SWAPDB", "5", "0"], ["GET", "a"],
+    ],
     "select in transactions": [
         ["MULTI"], ["SELECT", "3"], ["SET", "a", "1"], ["SELECT", "x"], ["SELECT", "99"], ["GET", "a"], ["DBSIZE"], ["EXEC"],
         ["GET", "a"], ["SELECT", "0"], ["GET", "a"], ["MULTI"], ["SELECT", "3"], ["DISCARD"], ["GET", "a"], ["MULTI"], ["PING"],

@@ -79,6 +79,47 @@ def mover(server, source, target, stop):
         pass  # the server was killed under us
 
 
+def swapper(server, attempted, acknowledged, stop):
+    """SWAPDB 0 1 until the server dies: counts the swaps sent and those answered OK."""
+    client = server.client(socket_timeout=5, retry=Retry(NoBackoff(), 0))
+    try:
+        while not stop.is_set():
+            attempted.append(1)
+            assert client.swapdb(0, 1) is True
+            acknowledged.append(1)
+    except (redis.ConnectionError, redis.TimeoutError, ConnectionResetError):
+        pass
+
+
+def test_swapped_databases_stay_swapped_after_a_clean_restart_and_after_kill_9_during_swaps(make_server):
+    """The numbering is durable before SWAPDB answers (docs/design/formats.md, "Database
+    numbering"): after a crash each database holds what the acknowledged swaps, or the one in
+    flight, gave it; a client already in a database sees the other's keys at once."""
+    server = make_server("--durability", "none")
+    zero, one = server.client(), server.client(db=1)
+    zero.set("which", "zero")
+    one.set("which", "one")
+    assert zero.swapdb(0, 1) is True
+    assert (zero.get("which"), one.get("which")) == ("one", "zero"), "sessions keep their numbers"
+    server.restart()
+    assert [server.client(db=number).get("which") for number in (0, 1)] == ["one", "zero"]
+    for _ in range(3):
+        before = server.client().get("which")
+        attempted, acknowledged, stop = [], [], threading.Event()
+        thread = threading.Thread(target=swapper, args=(server, attempted, acknowledged, stop))
+        thread.start()
+        time.sleep(0.3)
+        server.kill9()
+        stop.set()
+        thread.join(timeout=10)
+        server.start()
+        values = [server.client(db=number).get("which") for number in (0, 1)]
+        assert sorted(values) == ["one", "zero"], values
+        swapped_parities = {len(acknowledged) % 2, len(attempted) % 2}
+        assert (values[0] != before) in {parity == 1 for parity in swapped_parities}, (values, before, len(acknowledged), len(attempted))
+        assert len(acknowledged) > 10
+
+
 @pytest.mark.parametrize("durability", ["always", "periodic"])
 def test_a_key_moved_back_and_forth_survives_kill_9_in_one_database_at_least(make_server, durability):
     """MOVE deletes the original only once the copy is durable (docs/design/server.md,

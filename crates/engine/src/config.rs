@@ -258,11 +258,17 @@ impl Config {
         Ok(())
     }
 
-    /// The namespace of database `number` past the configured ones: the first namespace's
-    /// placement, sizes and durability under the name `db<number>`.
-    pub fn on_demand_namespace(&self, number: usize) -> NamespaceConfig {
-        assert!(number >= self.namespaces.len() && number < self.databases, "database {number} is not on demand");
-        NamespaceConfig { name: on_demand_name(number), ..self.namespaces[0].clone() }
+    /// The namespace created for database `home` past the configured ones: the first
+    /// namespace's placement, sizes and durability under the name `db<home>`. `home` may be
+    /// past `databases` when SWAPDB gave a lower number that namespace before the count fell;
+    /// then its name is checked against the configured ones here.
+    pub fn on_demand_namespace(&self, home: usize) -> Result<NamespaceConfig> {
+        assert!(home >= self.namespaces.len() && home < NAMESPACES_MAX, "database {home} is not on demand");
+        let name = on_demand_name(home);
+        if self.namespaces.iter().any(|namespace| namespace.name == name) {
+            return Err(EngineError::Config(format!("namespace name '{name}' is the name of the on-demand namespace serving a database: choose another")));
+        }
+        Ok(NamespaceConfig { name, ..self.namespaces[0].clone() })
     }
 }
 
@@ -447,7 +453,7 @@ mod tests {
     fn databases_past_the_configured_namespaces_are_on_demand_copies_of_the_first() {
         let config = Config::from_toml("[[namespace]]\nname = \"a\"\ndurability = \"none\"\n[[namespace]]\n").unwrap();
         assert_eq!(config.databases, DATABASES_DEFAULT);
-        let third = config.on_demand_namespace(2);
+        let third = config.on_demand_namespace(2).unwrap();
         assert_eq!(third.name, "db2");
         assert_eq!(third.durability, Durability::None);
         assert_eq!(Config::from_toml("databases = 2\n[[namespace]]\n[[namespace]]\n").unwrap().databases, 2);

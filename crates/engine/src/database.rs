@@ -1,6 +1,7 @@
 //! A database: the namespaces of one configuration, opened and recovered together, with a lock
 //! on the data directory so that two processes never share media. Database numbers past the
-//! configured namespaces open on demand, with the first namespace's placement.
+//! configured namespaces open on demand, with the first namespace's placement. Which namespace
+//! serves which number is the `numbering` (SWAPDB exchanges two).
 
 use std::collections::BTreeSet;
 use std::fs::{File, OpenOptions};
@@ -10,17 +11,21 @@ use std::sync::{Arc, OnceLock};
 use hybridkv_media::{FsProvider, MediaProvider};
 use parking_lot::Mutex;
 
-use crate::config::{on_demand_number_of, Config};
+use crate::config::{on_demand_number_of, Config, NAMESPACES_MAX};
 use crate::error::{EngineError, Result};
 use crate::namespace::Namespace;
+use crate::numbering::Numbering;
 use crate::recovery::RestartReport;
 
 pub struct Database {
-    /// One slot per database number; a slot is empty until its namespace is opened (configured
-    /// namespaces at once, on-demand ones when first selected or found on the media at start).
+    /// One slot per home (the number a namespace was created for, `numbering`); a slot is
+    /// empty until its namespace is opened (configured namespaces at once, on-demand ones when
+    /// first selected or found on the media at start).
     namespaces: Vec<OnceLock<Arc<Namespace>>>,
+    numbering: Numbering,
     reports: Mutex<Vec<RestartReport>>,
-    /// Serializes opening on demand, so that one number's media are opened once.
+    /// Serializes opening on demand and swaps, so that one home's media are opened once and
+    /// a swap never races an open of the numbers it exchanges.
     opening: Mutex<()>,
     config: Config,
     provider: Arc<dyn MediaProvider>,
@@ -38,80 +43,103 @@ impl Database {
         Ok(database)
     }
 
-    /// Opens with any media provider (the simulated one in tests). On-demand databases whose
-    /// media exist (selected before) are opened and recovered too, so that their
-    /// keys count, list and flush from the start.
+    /// Opens with any media provider (the simulated one in tests). The namespaces that serve
+    /// a database number are opened and recovered: the configured ones, and on-demand ones whose
+    /// media exist (selected before), so that their keys count, list and flush from the start.
     pub fn open_with(config: Config, provider: Arc<dyn MediaProvider>) -> Result<Database> {
         config.validate()?;
         let database = Database {
-            namespaces: (0..config.databases).map(|_| OnceLock::new()).collect(),
+            namespaces: (0..NAMESPACES_MAX).map(|_| OnceLock::new()).collect(),
+            numbering: Numbering::open(provider.as_ref())?,
             reports: Mutex::new(Vec::with_capacity(config.namespaces.len())),
             opening: Mutex::new(()),
             config,
             provider,
             _directory_lock: None,
         };
-        for number in 0..database.config.namespaces.len() {
-            database.open_namespace(number)?;
-        }
-        for number in database.on_demand_numbers_with_media()? {
-            if number < database.config.databases {
-                database.open_namespace(number)?;
-            } else {
-                // A start with fewer databases than before: the media stay as they are.
-                tracing::warn!(database = number, databases = database.config.databases, "media of a database past the last one are left unopened: its keys are out of reach until databases is raised");
+        let mut left = database.on_demand_homes_with_media()?;
+        left.extend(0..database.config.namespaces.len());
+        for number in 0..database.config.databases {
+            let home = database.numbering.home(number);
+            if left.remove(&home) {
+                database.open_home(home)?;
             }
+        }
+        for home in left {
+            // A start with fewer databases than before: the media stay as they are.
+            tracing::warn!(database = home, databases = database.config.databases, "media of the namespace created for this database are left unopened: it serves a number past the last one (after SWAPDB, maybe another than its own), so its keys are out of reach until databases is raised");
         }
         Ok(database)
     }
 
-    /// The numbers of on-demand databases that left media behind (selected before): files named
+    /// The homes of on-demand namespaces that left media behind (selected before): files named
     /// `db<n>.…` on the tiers of database 0's placement, which they share, not those of a
     /// configured namespace that happens to be named so.
-    fn on_demand_numbers_with_media(&self) -> Result<BTreeSet<usize>> {
+    fn on_demand_homes_with_media(&self) -> Result<BTreeSet<usize>> {
         let first = &self.config.namespaces[0];
         let configured = |name: &str| self.config.namespaces.iter().any(|namespace| name.split_once('.').is_some_and(|(owner, _)| owner == namespace.name));
-        let mut numbers = BTreeSet::new();
+        let mut homes = BTreeSet::new();
         for tier in [first.index, first.data, first.journal] {
             let names = self.provider.list("db", tier)?;
-            numbers.extend(names.iter().filter(|name| !configured(name)).filter_map(|name| on_demand_number_of(name)));
+            homes.extend(names.iter().filter(|name| !configured(name)).filter_map(|name| on_demand_number_of(name)));
         }
-        numbers.retain(|number| *number >= self.config.namespaces.len());
-        Ok(numbers)
+        homes.retain(|home| (self.config.namespaces.len()..NAMESPACES_MAX).contains(home));
+        Ok(homes)
     }
 
     /// Database numbers SELECT takes (`Config::databases`).
     pub fn database_count(&self) -> usize {
-        self.namespaces.len()
+        self.config.databases
+    }
+
+    /// The home of the namespace serving database `number`: an identity of that namespace
+    /// below `NAMESPACES_MAX` that stays when SWAPDB moves it to another number.
+    pub fn home(&self, number: usize) -> usize {
+        assert!(number < self.database_count(), "database {number}");
+        self.numbering.home(number)
     }
 
     /// The opened namespaces with their database numbers, in order.
     pub fn namespaces(&self) -> impl Iterator<Item = (usize, &Arc<Namespace>)> {
-        self.namespaces.iter().enumerate().filter_map(|(number, slot)| Some((number, slot.get()?)))
+        (0..self.database_count()).filter_map(|number| Some((number, self.namespace(number)?)))
     }
 
     /// Database `number`'s namespace when it is open.
     pub fn namespace(&self, number: usize) -> Option<&Arc<Namespace>> {
-        self.namespaces.get(number)?.get()
+        Some(self.namespace_and_home(number)?.1)
+    }
+
+    /// Database `number`'s home and namespace (when open), read together: a SWAPDB that runs
+    /// meanwhile cannot pair one namespace with another's home.
+    pub fn namespace_and_home(&self, number: usize) -> Option<(usize, &Arc<Namespace>)> {
+        let home = (number < self.database_count()).then(|| self.numbering.home(number))?;
+        Some((home, self.namespaces[home].get()?))
     }
 
     /// Database `number`'s namespace, opened (created when new) if it is not yet. Errors for a
     /// number past `database_count` or media that cannot be opened; a failed open leaves the
     /// number unopened, to be tried again.
     pub fn open_namespace(&self, number: usize) -> Result<&Arc<Namespace>> {
-        let slot = self.namespaces.get(number).ok_or_else(|| {
-            EngineError::Config(format!("database {number} is past the last one ({})", self.database_count() - 1))
-        })?;
-        if let Some(namespace) = slot.get() {
+        if number >= self.database_count() {
+            return Err(EngineError::Config(format!("database {number} is past the last one ({})", self.database_count() - 1)));
+        }
+        if let Some(namespace) = self.namespace(number) {
             return Ok(namespace);
         }
         let _opening = self.opening.lock();
+        self.open_home(self.numbering.home(number))
+    }
+
+    /// The namespace created for `home`, opened if it is not yet. Callers hold `opening`, or
+    /// are `open_with`, before anyone else can.
+    fn open_home(&self, home: usize) -> Result<&Arc<Namespace>> {
+        let slot = &self.namespaces[home];
         if let Some(namespace) = slot.get() {
             return Ok(namespace);
         }
-        let config = match self.config.namespaces.get(number) {
+        let config = match self.config.namespaces.get(home) {
             Some(configured) => configured.clone(),
-            None => self.config.on_demand_namespace(number),
+            None => self.config.on_demand_namespace(home)?,
         };
         let (namespace, report) = Namespace::open(config, self.provider.clone())?;
         namespace.start_committers();
@@ -119,8 +147,23 @@ impl Database {
             namespace.start_maintenance();
         }
         self.reports.lock().push(report);
-        assert!(slot.set(namespace).is_ok(), "database {number} opened twice");
+        assert!(slot.set(namespace).is_ok(), "home {home} opened twice");
         Ok(slot.get().expect("just set"))
+    }
+
+    /// SWAPDB: database `first` is served by `second`'s namespace and the other way round,
+    /// for every session at once and after every restart (durable before it returns). Both
+    /// namespaces are opened first; a number swapped with itself is left as it is, unopened if
+    /// it was. A command that already found its namespace finishes there.
+    pub fn swap(&self, first: usize, second: usize) -> Result<()> {
+        if first == second && first < self.database_count() {
+            return Ok(());
+        }
+        for number in [first, second] {
+            self.open_namespace(number)?;
+        }
+        let _opening = self.opening.lock();
+        self.numbering.swap(first, second)
     }
 
     /// The restart reports of the namespaces opened so far, in the order they were opened.

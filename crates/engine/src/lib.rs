@@ -3,7 +3,7 @@
 //!
 //! Reading order: `config` → `digest` → `log/record` (record format) → `log/block` →
 //! `log/record_log` (appends, group commit) → `index/` (persistent hash index) → `journal/`
-//! (records in DRAM) → `namespace` (write and read paths) → `recovery` → `database`.
+//! (records in DRAM) → `namespace` (write and read paths) → `recovery` → `numbering` → `database`.
 
 mod background_pace;
 mod cache;
@@ -18,6 +18,7 @@ mod index;
 mod journal;
 mod log;
 mod namespace;
+mod numbering;
 mod recovery;
 mod stats;
 mod striped_counter;

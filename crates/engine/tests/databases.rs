@@ -94,3 +94,88 @@ fn a_key_snapshot_is_written_whole_in_another_database_and_sync_makes_it_durable
     let copied = target.transaction(&[b"hash"], |t| t.snapshot(b"hash", "copy")).unwrap().expect("durable before the cut");
     assert_eq!((copied.value.bytes, copied.value.expiry_unix_ms, copied.parts), (snapshot.value.bytes, snapshot.value.expiry_unix_ms, snapshot.parts));
 }
+
+/// The namespace serving each database number, "-" where none is open.
+fn served_by(database: &Database) -> Vec<String> {
+    (0..database.database_count()).map(|number| database.namespace(number).map_or("-".into(), |namespace| namespace.name().to_string())).collect()
+}
+
+#[test]
+fn swapped_databases_exchange_namespaces_for_good_across_a_clean_close_and_a_crash() {
+    let store = SimStore::new(14);
+    let provider = Arc::new(store.clone());
+    let database = Database::open_with(four_databases(), provider.clone()).unwrap();
+    database.namespace(0).unwrap().put(b"key", b"zero", 0).unwrap();
+    database.open_namespace(2).unwrap().put(b"key", b"two", 0).unwrap();
+    database.swap(0, 2).unwrap();
+    assert_eq!(served_by(&database), ["db2", "-", "first", "-"]);
+    assert_eq!(database.namespace(0).unwrap().get(b"key").unwrap().unwrap().bytes, b"two");
+    assert_eq!((database.home(0), database.home(2)), (2, 0));
+    database.swap(1, 1).unwrap();
+    assert_eq!(served_by(&database), ["db2", "-", "first", "-"], "a swap with itself changes nothing");
+    database.close().unwrap();
+
+    let database = Database::open_with(four_databases(), provider.clone()).unwrap();
+    assert_eq!(served_by(&database), ["db2", "-", "first", "-"]);
+    assert_eq!(database.namespace(2).unwrap().get(b"key").unwrap().unwrap().bytes, b"zero");
+    database.swap(2, 3).unwrap();
+    assert_eq!(served_by(&database), ["db2", "-", "db3", "first"], "the unopened side is opened");
+    store.freeze();
+    drop(database);
+    store.crash_process();
+
+    let database = Database::open_with(four_databases(), provider).unwrap();
+    assert_eq!(served_by(&database), ["db2", "-", "db3", "first"]);
+    assert_eq!(database.namespace(3).unwrap().get(b"key").unwrap().unwrap().bytes, b"zero");
+    assert!(database.swap(0, 4).unwrap_err().to_string().contains("past the last one (3)"));
+}
+
+#[test]
+fn a_namespace_swapped_to_a_number_past_a_smaller_count_is_left_unopened_and_comes_back_with_the_count() {
+    let store = SimStore::new(15);
+    let provider = Arc::new(store.clone());
+    let database = Database::open_with(four_databases(), provider.clone()).unwrap();
+    database.swap(0, 3).unwrap();
+    database.namespace(3).unwrap().put(b"key", b"first's", 0).unwrap();
+    database.close().unwrap();
+
+    let mut two_databases = four_databases();
+    two_databases.databases = 2;
+    let database = Database::open_with(two_databases, provider.clone()).unwrap();
+    assert_eq!(served_by(&database), ["db3", "-"], "database 0 is db3's; first serves number 3, past the last");
+    database.close().unwrap();
+    let database = Database::open_with(four_databases(), provider).unwrap();
+    assert_eq!(served_by(&database), ["db3", "-", "-", "first"]);
+    assert_eq!(database.namespace(3).unwrap().get(b"key").unwrap().unwrap().bytes, b"first's");
+}
+
+/// Power cut at every operation of a series of swaps: after the reboot each number is served
+/// as after the last acknowledged swap, or after the one that was in flight.
+#[test]
+fn a_power_cut_during_swaps_keeps_every_acknowledged_swap_and_the_one_in_flight_whole_or_not_at_all() {
+    const SWAPS: [(usize, usize); 5] = [(0, 1), (1, 2), (2, 3), (3, 0), (0, 2)];
+    for cut_after in 0..(2 * SWAPS.len() as u64 + 1) {
+        let store = SimStore::new(1_000 + cut_after);
+        let provider = Arc::new(store.clone());
+        let database = Database::open_with(four_databases(), provider.clone()).unwrap();
+        (0..4).for_each(|number| assert!(database.open_namespace(number).is_ok()));
+        let mut acknowledged = served_by(&database);
+        let mut in_flight = None;
+        store.cut_power_at(store.operations() + cut_after);
+        for (first, second) in SWAPS {
+            let mut after = acknowledged.clone();
+            after.swap(first, second);
+            if database.swap(first, second).is_err() {
+                in_flight = Some(after);
+                break;
+            }
+            acknowledged = after;
+        }
+        store.freeze();
+        drop(database);
+        store.power_cut();
+        let database = Database::open_with(four_databases(), provider).unwrap();
+        let recovered = served_by(&database);
+        assert!(recovered == acknowledged || Some(&recovered) == in_flight.as_ref(), "cut after {cut_after}: {recovered:?}, acknowledged {acknowledged:?}, in flight {in_flight:?}");
+    }
+}

@@ -50,7 +50,7 @@ pub async fn serve(config: ServerConfig, database: Arc<Database>) -> Result<Arc<
     }
     helpers.push(tokio::spawn(shutdown_on_signals(shared.clone()).await?));
     for (number, namespace) in shared.database.namespaces() {
-        helpers.extend(drive_device_reads(&shared, number, namespace));
+        helpers.extend(drive_device_reads(&shared, shared.database.home(number), namespace));
     }
     tracing::info!(%address, "ready to accept connections");
     accept_until_shutdown(&listener, &shared).await;
@@ -130,13 +130,27 @@ pub fn open_database(shared: &Shared, number: usize) -> Result<&Arc<Namespace>, 
         return Ok(namespace);
     }
     let mut tasks = shared.device_read_tasks.lock();
+    let home = shared.database.home(number);
     let opened_before = shared.database.namespace(number).is_some();
     let namespace = shared.database.open_namespace(number)?;
     if !opened_before {
         tracing::info!(database = number, namespace = namespace.name(), "opened on demand");
-        tasks.extend(drive_device_reads(shared, number, namespace));
+        tasks.extend(drive_device_reads(shared, home, namespace));
     }
     Ok(namespace)
+}
+
+/// SWAPDB: both databases opened (with their device read tasks), then exchanged while no
+/// database opens, so that `open_database` sees one numbering throughout. A database swapped
+/// with itself is left as it is.
+pub fn swap_databases(shared: &Shared, first: usize, second: usize) -> Result<(), EngineError> {
+    if first == second {
+        return shared.database.swap(first, second);
+    }
+    open_database(shared, first)?;
+    open_database(shared, second)?;
+    let _tasks = shared.device_read_tasks.lock();
+    shared.database.swap(first, second)
 }
 
 /// Two tasks per namespace with a device read queue. One submits the reads sessions queue:
@@ -145,7 +159,7 @@ pub fn open_database(shared: &Shared, number: usize) -> Result<&Arc<Namespace>, 
 /// and their misses go in the same submission. The other, whenever reads complete, finishes
 /// them (records into the cache, waiting sessions woken). Marks the namespaces they serve in
 /// `device_reads_driven`; the others load on blocking threads.
-fn drive_device_reads(shared: &Shared, number: usize, namespace: &Arc<Namespace>) -> Vec<JoinHandle<()>> {
+fn drive_device_reads(shared: &Shared, home: usize, namespace: &Arc<Namespace>) -> Vec<JoinHandle<()>> {
     let Some(fd) = namespace.device_read_completions() else { return Vec::new() };
     // Deprecated because an `AsRawFd` type may change or close its descriptor while
     // registered; an `OwnedFd` owned by the `AsyncFd` cannot.
@@ -157,8 +171,8 @@ fn drive_device_reads(shared: &Shared, number: usize, namespace: &Arc<Namespace>
             return Vec::new();
         }
     };
-    shared.device_reads_driven[number].store(true, Ordering::Relaxed);
-    let (submitter, submissions) = (namespace.clone(), shared.device_read_submissions[number].clone());
+    shared.device_reads_driven[home].store(true, Ordering::Relaxed);
+    let (submitter, submissions) = (namespace.clone(), shared.device_read_submissions[home].clone());
     let submit = tokio::spawn(async move {
         loop {
             submissions.notified().await;

@@ -513,7 +513,7 @@ impl Connection {
         if self.shared.config.engine_call_mode != EngineCallMode::Inline || !self.state.authenticated || self.state.multi.is_some() {
             return;
         }
-        let Some(namespace) = self.shared.database.namespace(self.state.database) else { return };
+        let Some((home, namespace)) = self.shared.database.namespace_and_home(self.state.database) else { return };
         // Gathering the keys costs a command lookup per request: not while the gate is shut.
         if !namespace.checks_load_ahead() {
             return;
@@ -524,10 +524,10 @@ impl Connection {
         }
         // Starting the loads looks the keys up once; asking `reads_would_wait` first would
         // look them up twice whenever a record is missing.
-        if self.shared.device_reads_driven[self.state.database].load(Ordering::Relaxed) {
+        if self.shared.device_reads_driven[home].load(Ordering::Relaxed) {
             if let Some(load) = namespace.start_loading_into_cache(&keys, SubmitReads::Later) {
                 if load.waits_for_device_reads() {
-                    self.shared.device_read_submissions[self.state.database].notify_one();
+                    self.shared.device_read_submissions[home].notify_one();
                 }
                 return load.await;
             }

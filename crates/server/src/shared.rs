@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use hybridkv_engine::{Database, StripedCounter};
+use hybridkv_engine::{Database, StripedCounter, NAMESPACES_MAX};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
@@ -42,14 +42,16 @@ pub struct Shared {
     pub watches: Arc<WatchRegistry>,
     /// A BGSAVE is running.
     pub background_save: Arc<AtomicBool>,
-    /// Per namespace: a task takes its completed device reads (`server::drive_device_reads`),
-    /// so sessions may wait for cache loads without a blocking thread.
+    /// Per namespace, by its home (`Database::home`): a task takes its completed device reads
+    /// (`server::drive_device_reads`), so sessions may wait for cache loads without a blocking
+    /// thread.
     pub device_reads_driven: Vec<AtomicBool>,
-    /// Per namespace: notified after a session queued device reads, which the namespace's
+    /// Per namespace, by its home: notified after a session queued device reads, which the namespace's
     /// submission task then submits together with those other sessions queue meanwhile.
     pub device_read_submissions: Vec<Arc<Notify>>,
     /// The tasks that drive device reads, stopped at shutdown; held while a database opens, so
-    /// that a namespace gets its tasks once (`server::open_database`).
+    /// that a namespace gets its tasks once (`server::open_database`), and while SWAPDB
+    /// exchanges two, so that an open sees one numbering.
     pub device_read_tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -72,8 +74,8 @@ impl Shared {
             run_id: run_id[run_id.len() - 40..].to_string(),
             watches: Arc::new(WatchRegistry::default()),
             background_save: Arc::new(AtomicBool::new(false)),
-            device_reads_driven: (0..database.database_count()).map(|_| AtomicBool::new(false)).collect(),
-            device_read_submissions: (0..database.database_count()).map(|_| Arc::new(Notify::new())).collect(),
+            device_reads_driven: (0..NAMESPACES_MAX).map(|_| AtomicBool::new(false)).collect(),
+            device_read_submissions: (0..NAMESPACES_MAX).map(|_| Arc::new(Notify::new())).collect(),
             device_read_tasks: Mutex::new(Vec::new()),
             database,
         }

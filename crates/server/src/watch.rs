@@ -60,6 +60,11 @@ impl WatchRegistry {
         }
     }
 
+    /// The keys some session watches in `database`.
+    pub fn keys_of(&self, database: usize) -> Vec<Bytes> {
+        self.watchers.lock().get(&database).map_or_else(Vec::new, |by_key| by_key.keys().cloned().collect())
+    }
+
     fn register(&self, database: usize, key: &Bytes, flag: &Arc<AtomicBool>) {
         self.watchers.lock().entry(database).or_default().entry(key.clone()).or_default().push(Arc::clone(flag));
     }

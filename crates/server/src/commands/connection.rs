@@ -146,6 +146,41 @@ pub fn selectable_database(shared: &Shared, argument: &[u8]) -> Result<usize, Co
     Ok(number)
 }
 
+/// SWAPDB: the two databases exchange namespaces for every client at once, durably
+/// (`Database::swap`). As in Redis, sessions watching a key of either database that exists in
+/// either see it touched.
+pub fn swapdb(call: &mut Call<'_>) -> CommandResult {
+    let first = parse_db_index(&call.args[1], "ERR invalid first DB index")?;
+    let second = parse_db_index(&call.args[2], "ERR invalid second DB index")?;
+    let count = call.shared.database.database_count();
+    let (Ok(first), Ok(second)) = (usize::try_from(first), usize::try_from(second)) else { return fail(DB_INDEX_OUT_OF_RANGE) };
+    if first >= count || second >= count {
+        return fail(DB_INDEX_OUT_OF_RANGE);
+    }
+    crate::server::swap_databases(call.shared, first, second)?;
+    touch_keys_watched_in_swapped(call.shared, [first, second]);
+    Ok(Reply::ok())
+}
+
+/// A SWAPDB argument: an integer in C's int range, or Redis's `invalid` error.
+fn parse_db_index(argument: &[u8], invalid: &'static str) -> Result<i64, CommandError> {
+    parse_integer(argument).ok().filter(|number| i32::try_from(*number).is_ok()).map_or_else(|| fail(invalid), Ok)
+}
+
+/// Touches the watched keys of the swapped databases that exist in either of them (a key that
+/// cannot be read counts as existing: a spurious abort is safe, a missed one is not).
+fn touch_keys_watched_in_swapped(shared: &Shared, numbers: [usize; 2]) {
+    if !shared.watches.any() {
+        return;
+    }
+    let namespaces: Vec<_> = numbers.iter().filter_map(|number| shared.database.namespace(*number)).collect();
+    for number in numbers {
+        let watched = shared.watches.keys_of(number);
+        let present = watched.iter().filter(|key| namespaces.iter().any(|namespace| !matches!(namespace.get(key), Ok(None))));
+        shared.watches.touch(number, present.map(|key| key.as_ref()));
+    }
+}
+
 /// Redis accepts names of printable characters without spaces ('!'..='~').
 fn is_printable_word(text: &[u8]) -> bool {
     text.iter().all(|byte| (b'!'..=b'~').contains(byte))

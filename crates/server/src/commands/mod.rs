@@ -56,6 +56,7 @@ pub static TABLE: &[CommandSpec] = &[
     command!("dbsize", 1, KeySpec::NONE, READ, "server", "Returns the number of keys in the database.", admin::dbsize),
     command!("flushdb", -1, KeySpec::NONE, WRITE | IN_MULTI | WHOLE_KEYSPACE, "server", "Removes all keys from the current database.", admin::flushdb),
     command!("flushall", -1, KeySpec::NONE, WRITE, "server", "Removes all keys from all databases.", admin::flushall),
+    command!("swapdb", 3, KeySpec::NONE, WRITE | CROSSES_DATABASES, "server", "Swaps two databases, for every client and across restarts (not inside MULTI).", connection::swapdb),
     command!("info", -1, KeySpec::NONE, SESSION_OR_SERVER, "server", "Returns information and statistics about the server.", admin::info),
     command!("config", -2, KeySpec::NONE, ADMIN | SESSION_OR_SERVER, "server", "Configuration commands (GET SET RESETSTAT).", admin::config),
     command!("command", -1, KeySpec::NONE, SESSION_OR_SERVER, "server", "Returns detailed information about commands.", admin::command),
