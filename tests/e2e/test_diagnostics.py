@@ -190,6 +190,8 @@ def test_monitor_streams_the_commands_that_ran_until_reset(make_server):
     monitor = socket.create_connection(("127.0.0.1", server.port), timeout=5)
     monitor.sendall(b"MONITOR\r\n")
     assert received(monitor) == b"+OK\r\n"
+    assert [client["flags"] for client in client.client_list()].count("O") == 1, "CLIENT LIST flags the monitor"
+    assert received(monitor).endswith(b'"CLIENT" "LIST"\r\n')
     client.set("k", 'a b"c\n')
     client.config_get("maxclients")
     pipe = client.pipeline(transaction=True)
@@ -207,6 +209,7 @@ def test_monitor_streams_the_commands_that_ran_until_reset(make_server):
     assert received(monitor).startswith(b"-ERR Replica can't interact with the keyspace\r\n+PONG\r\n")
     monitor.sendall(b"RESET\r\nGET k\r\n")
     assert received(monitor) == b'+RESET\r\n$6\r\na b"c\n\r\n'
+    assert "O" not in {client["flags"] for client in client.client_list()}
     client.set("after", "1")
     assert received(monitor, 0.2) == b"", "no longer monitoring"
     monitor.sendall(b"MULTI\r\nMONITOR\r\nDISCARD\r\nQUIT\r\n")

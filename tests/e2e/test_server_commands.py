@@ -335,9 +335,29 @@ def test_client_commands(r, shared_server):
     listed = {client["id"]: client for client in r.client_list()}
     assert listed[str(own_id)]["name"] == "worker-1"
     assert listed[str(own_id)]["lib-name"] == "mylib"
+    # redis-py 8 speaks RESP3 unless told otherwise.
+    assert (listed[str(own_id)]["flags"], listed[str(own_id)]["multi"], listed[str(own_id)]["resp"]) == ("N", "-1", "3")
+    assert [client["id"] for client in r.client_list(client_id=[own_id, 999999, own_id])] == [str(own_id)] * 2
+    assert r.client_list(_type="normal") == r.client_list() and r.client_list(_type="pubsub") == []
+    for arguments, error in [(["TYPE", "bogus"], "Unknown client type 'bogus'"), (["ID", "x"], "Invalid client ID"), (["ID"], "syntax error"),
+                             (["TYPE"], "syntax error"), (["TYPE", "normal", "x"], "syntax error")]:
+        with pytest.raises(redis.ResponseError, match=f"^{error}$"):
+            r.execute_command("CLIENT", "LIST", *arguments)
+    with socket.create_connection(("127.0.0.1", shared_server.port), timeout=5) as other:
+        other.sendall(b"HELLO 3\r\nMULTI\r\nSET a 1\r\nGET a\r\n")
+        other_id = None
+        deadline = time.time() + 5
+        while time.time() < deadline:
+            line = next((line for line in r.execute_command("CLIENT", "LIST").splitlines() if " multi=2 " in line), None)
+            if line:
+                other_id = line.split()[0]
+                break
+            time.sleep(0.01)
+        assert other_id and " flags=x " in line and " resp=3 " in line, line
     with socket.create_connection(("127.0.0.1", shared_server.port), timeout=5) as victim:
         victim.sendall(b"CLIENT ID\r\n")
         victim_id = int(victim.recv(100)[1:-2])
+        assert r.client_list(client_id=[victim_id])[0]["resp"] == "2"
         assert r.client_kill_filter(_id=victim_id) == 1
         assert victim.recv(100) == b"", "a killed client's connection is closed"
     with pytest.raises(redis.ResponseError, match="No such client"):
@@ -454,3 +474,21 @@ def test_bitfield_writes_keep_the_ttl_abort_watchers_and_survive_a_kill(make_ser
     server.kill9()
     server.start()
     assert server.client(decode_responses=False).get("counters") == b"\xff\xff\xff\xfe"
+
+
+CLIENT_REPLY_EXCHANGES = [
+    b"CLIENT REPLY OFF\r\nSET reply:a 1\r\nGET reply:a\r\nNOSUCH\r\nCLIENT REPLY ON\r\nGET reply:a\r\n",
+    b"CLIENT REPLY SKIP\r\nGET reply:a\r\nPING\r\nCLIENT REPLY SKIP\r\nNOSUCH\r\nECHO x\r\n",
+    b"CLIENT REPLY OFF\r\nCLIENT REPLY SKIP\r\nPING\r\nCLIENT REPLY ON\r\nPING\r\n",
+    b"CLIENT REPLY MAYBE\r\nCLIENT REPLY\r\nCLIENT REPLY OFF\r\nRESET\r\nPING\r\n",
+    b"CLIENT REPLY OFF\r\n" + b"".join(b"SET reply:k%d v\r\n" % n for n in range(200)) + b"CLIENT REPLY ON\r\nMGET reply:k0 reply:k199\r\n",
+    b"CLIENT REPLY SKIP\r\nMULTI\r\nSET reply:t 1\r\nEXEC\r\n",
+]
+
+
+@pytest.mark.parametrize("exchange", range(len(CLIENT_REPLY_EXCHANGES)))
+def test_client_reply_drops_replies_as_redis_does(shared_server, reference_redis, exchange):
+    """Replies dropped by CLIENT REPLY OFF or SKIP, byte for byte as Redis (pipelined writes are
+    not grouped while replies are off, and every one of them is still written)."""
+    payload = CLIENT_REPLY_EXCHANGES[exchange] + b"QUIT\r\n"
+    assert raw_exchange(shared_server.port, payload) == raw_exchange(reference_redis, payload)

@@ -163,7 +163,7 @@ impl Database {
             self.open_namespace(number)?;
         }
         let _opening = self.opening.lock();
-        self.numbering.swap(first, second)
+        self.numbering.swap(self.provider.as_ref(), first, second)
     }
 
     /// The restart reports of the namespaces opened so far, in the order they were opened.

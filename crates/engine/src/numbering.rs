@@ -1,6 +1,6 @@
 //! Which namespace each database number serves: the identity until SWAPDB exchanges two, then
-//! kept durably in `databases.map` (a block file in the data directory) so that a swap survives
-//! restarts and crashes. Byte layout and protocol: docs/design/formats.md, "Database numbering".
+//! kept durably in `databases.map` (a block file in the data directory, created by the first
+//! swap) so that a swap survives restarts and crashes. Byte layout and protocol: docs/design/formats.md, "Database numbering".
 //!
 //! A namespace's *home* is the number it was created for (its configuration's place, or the
 //! `db<n>` of an on-demand namespace); its media keep that name whatever number serves it.
@@ -8,8 +8,8 @@
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
 use hybridkv_media::{MediaProvider, Medium, Tier};
+use parking_lot::Mutex;
 
 use crate::checksum::crc32c;
 use crate::config::NAMESPACES_MAX;
@@ -47,40 +47,34 @@ fn is_permutation(homes: &Homes) -> bool {
 /// The current numbering, readable without a lock; changed only by `swap`.
 pub(crate) struct Numbering {
     homes: Vec<AtomicU8>,
-    medium: Arc<dyn Medium>,
+    /// Held through a swap, so that swaps take turns.
+    kept: Mutex<Kept>,
+}
+
+/// Where the numbering is kept.
+struct Kept {
+    /// `databases.map`, created by the first swap (until then every number serves its home).
+    medium: Option<Arc<dyn Medium>>,
     /// The sequence number of the newest valid slot (the next write goes to the other slot),
     /// or the error that made it unknown: after a failed write or flush the slot may or may not
-    /// become durable, so swaps are refused until restart. Held through a swap, so that swaps
-    /// take turns.
-    sequence: Mutex<std::result::Result<u64, String>>,
+    /// become durable, so swaps are refused until restart.
+    sequence: std::result::Result<u64, String>,
 }
 
 impl Numbering {
-    /// Reads `databases.map` (created empty when missing: the identity). Errors when both
-    /// slots hold bytes and neither is valid, since starting with the identity then could
-    /// silently undo swaps.
+    /// Reads `databases.map`; the identity when there is none. Errors when neither slot is
+    /// valid and one holds bytes, since starting with the identity then could silently undo a
+    /// swap.
     pub(crate) fn open(provider: &dyn MediaProvider) -> Result<Numbering> {
-        let opened = provider.open(NUMBERING_MEDIUM_NAME, Tier::Ssd, (NUMBERING_SLOTS * NUMBERING_SLOT_BYTES) as u64)?;
-        provider.sync_names(Tier::Ssd)?;
-        let medium = opened.medium;
-        let mut slots = Vec::with_capacity(NUMBERING_SLOTS);
-        for slot in 0..NUMBERING_SLOTS {
-            let mut bytes = vec![0u8; NUMBERING_SLOT_BYTES];
-            medium.read_at((slot * NUMBERING_SLOT_BYTES) as u64, &mut bytes)?;
-            slots.push(bytes);
-        }
-        let newest = slots.iter().filter_map(|bytes| decode_slot(bytes)).max_by_key(|(sequence, _)| *sequence);
-        let (sequence, homes) = match newest {
-            Some(found) => found,
-            None if slots.iter().all(|bytes| bytes.iter().all(|&byte| byte == 0)) => (0, identity()),
-            None => {
-                return Err(EngineError::Corrupt {
-                    what: NUMBERING_MEDIUM_NAME.into(),
-                    detail: "neither slot is valid (magic, version, checksum, permutation): which namespace serves which database number is lost".into(),
-                })
-            }
+        let exists = provider.list(NUMBERING_MEDIUM_NAME, Tier::Ssd)?.iter().any(|name| name == NUMBERING_MEDIUM_NAME);
+        let (medium, sequence, homes) = if exists {
+            let medium = open_medium(provider)?;
+            let (sequence, homes) = read_newest(medium.as_ref())?;
+            (Some(medium), sequence, homes)
+        } else {
+            (None, 0, identity())
         };
-        Ok(Numbering { homes: homes.iter().map(|&home| AtomicU8::new(home)).collect(), medium, sequence: Mutex::new(Ok(sequence)) })
+        Ok(Numbering { homes: homes.iter().map(|&home| AtomicU8::new(home)).collect(), kept: Mutex::new(Kept { medium, sequence: Ok(sequence) }) })
     }
 
     /// The home of database `number`.
@@ -88,27 +82,69 @@ impl Numbering {
         self.homes[number].load(Ordering::Acquire) as usize
     }
 
-    /// Exchanges the homes of two numbers: durable in `databases.map` before anyone sees it.
-    pub(crate) fn swap(&self, first: usize, second: usize) -> Result<()> {
+    /// Exchanges the homes of two numbers: durable in `databases.map` (created by the first
+    /// swap) before anyone sees it.
+    pub(crate) fn swap(&self, provider: &dyn MediaProvider, first: usize, second: usize) -> Result<()> {
         assert!(first < NAMESPACES_MAX && second < NAMESPACES_MAX, "database numbers {first} and {second}");
-        let mut newest = self.sequence.lock();
-        let sequence = match &*newest {
+        let mut kept = self.kept.lock();
+        let sequence = match &kept.sequence {
             Ok(newest) => newest + 1,
             Err(reason) => return Err(EngineError::Poisoned { namespace: NUMBERING_MEDIUM_NAME.into(), reason: reason.clone() }),
         };
         let mut homes: Homes = std::array::from_fn(|number| self.home(number) as u8);
         homes.swap(first, second);
-        let slot = (sequence % NUMBERING_SLOTS as u64) as usize;
-        let written = self.medium.write_at((slot * NUMBERING_SLOT_BYTES) as u64, &encode_slot(sequence, &homes));
-        if let Err(error) = written.and_then(|()| self.medium.persist((slot * NUMBERING_SLOT_BYTES) as u64, NUMBERING_SLOT_BYTES as u64)) {
-            *newest = Err(error.to_string());
-            return Err(error.into());
+        if let Err(error) = write_slot(&mut kept.medium, provider, sequence, &homes) {
+            kept.sequence = Err(error.to_string());
+            return Err(error);
         }
-        *newest = Ok(sequence);
+        kept.sequence = Ok(sequence);
         self.homes[first].store(homes[first], Ordering::Release);
         self.homes[second].store(homes[second], Ordering::Release);
         Ok(())
     }
+}
+
+fn open_medium(provider: &dyn MediaProvider) -> Result<Arc<dyn Medium>> {
+    Ok(provider.open(NUMBERING_MEDIUM_NAME, Tier::Ssd, (NUMBERING_SLOTS * NUMBERING_SLOT_BYTES) as u64)?.medium)
+}
+
+/// Writes and flushes slot `sequence` mod 2, creating `databases.map` (durably named) first if
+/// it is missing.
+fn write_slot(medium: &mut Option<Arc<dyn Medium>>, provider: &dyn MediaProvider, sequence: u64, homes: &Homes) -> Result<()> {
+    let medium = match medium {
+        Some(medium) => medium,
+        None => {
+            let created = open_medium(provider)?;
+            provider.sync_names(Tier::Ssd)?;
+            medium.insert(created)
+        }
+    };
+    let offset = (sequence % NUMBERING_SLOTS as u64) * NUMBERING_SLOT_BYTES as u64;
+    medium.write_at(offset, &encode_slot(sequence, homes))?;
+    medium.persist(offset, NUMBERING_SLOT_BYTES as u64)?;
+    Ok(())
+}
+
+/// The sequence number and homes of the newest valid slot; the identity when both slots are
+/// unwritten (a crash before the first swap's write reached the device).
+fn read_newest(medium: &dyn Medium) -> Result<(u64, Homes)> {
+    let mut slots = Vec::with_capacity(NUMBERING_SLOTS);
+    for slot in 0..NUMBERING_SLOTS {
+        let mut bytes = vec![0u8; NUMBERING_SLOT_BYTES];
+        medium.read_at((slot * NUMBERING_SLOT_BYTES) as u64, &mut bytes)?;
+        slots.push(bytes);
+    }
+    if let Some(newest) = slots.iter().filter_map(|bytes| decode_slot(bytes)).max_by_key(|(sequence, _)| *sequence) {
+        return Ok(newest);
+    }
+    // Only the fields count: damage to the zero padding of an unwritten slot is no swap.
+    if slots.iter().all(|bytes| bytes[..SLOT_USED_BYTES].iter().all(|&byte| byte == 0)) {
+        return Ok((0, identity()));
+    }
+    Err(EngineError::Corrupt {
+        what: NUMBERING_MEDIUM_NAME.into(),
+        detail: "neither slot is valid (magic, version, checksum, permutation), so which namespace serves which database number after SWAPDB is lost; removing the file makes every database number serve its own namespace again".into(),
+    })
 }
 
 fn encode_slot(sequence: u64, homes: &Homes) -> Vec<u8> {
@@ -144,16 +180,17 @@ mod tests {
     fn swapped(provider: &dyn MediaProvider, swaps: &[(usize, usize)]) -> Numbering {
         let numbering = Numbering::open(provider).unwrap();
         for &(first, second) in swaps {
-            numbering.swap(first, second).unwrap();
+            numbering.swap(provider, first, second).unwrap();
         }
         numbering
     }
 
     #[test]
-    fn a_new_numbering_is_the_identity_and_swaps_survive_reopening() {
+    fn a_new_numbering_is_the_identity_without_a_file_and_swaps_survive_reopening() {
         let provider = SimStore::new(1);
         let numbering = swapped(&provider, &[]);
         assert!((0..NAMESPACES_MAX).all(|number| numbering.home(number) == number));
+        assert!(provider.list_names().is_empty(), "databases.map is created by the first swap");
         drop(swapped(&provider, &[(0, 1), (1, 5), (63, 0)]));
         let reopened = Numbering::open(&provider).unwrap();
         assert_eq!((reopened.home(0), reopened.home(1), reopened.home(5), reopened.home(63)), (63, 5, 0, 1));
@@ -174,14 +211,26 @@ mod tests {
     }
 
     #[test]
+    fn unwritten_slots_are_the_identity_whatever_their_padding_holds_but_a_damaged_only_slot_refuses_to_open() {
+        let provider = SimStore::new(4);
+        drop(open_medium(&provider).unwrap());
+        assert!(provider.corrupt(NUMBERING_MEDIUM_NAME, Tier::Ssd, SLOT_USED_BYTES as u64));
+        assert_eq!(Numbering::open(&provider).unwrap().home(0), 0, "a crash before the first swap's write, then damage to padding");
+        drop(swapped(&provider, &[(0, 1)]));
+        assert!(provider.corrupt(NUMBERING_MEDIUM_NAME, Tier::Ssd, (NUMBERING_SLOT_BYTES + HOMES_OFFSET) as u64));
+        let refused = Numbering::open(&provider).err().expect("the only swap is lost");
+        assert!(refused.to_string().contains("removing the file"), "{refused}");
+    }
+
+    #[test]
     fn a_failed_flush_refuses_every_later_swap_until_reopened() {
         use hybridkv_media::sim::{FaultKind, FaultOn, FaultPlan};
         let provider = SimStore::new(3);
         let numbering = swapped(&provider, &[(0, 1)]);
         provider.inject(FaultPlan { at_op: provider.operations() + 2, kind: FaultKind::Eio, on: FaultOn::Persist, repeat: false });
-        assert!(matches!(numbering.swap(2, 3), Err(EngineError::Media(_))));
+        assert!(matches!(numbering.swap(&provider, 2, 3), Err(EngineError::Media(_))));
         assert_eq!(numbering.home(2), 2, "not swapped in memory");
-        assert!(matches!(numbering.swap(4, 5), Err(EngineError::Poisoned { .. })), "refused though the medium works again");
+        assert!(matches!(numbering.swap(&provider, 4, 5), Err(EngineError::Poisoned { .. })), "refused though the medium works again");
         drop(numbering);
         let reopened = swapped(&provider, &[(4, 5)]);
         assert_eq!((reopened.home(0), reopened.home(4)), (1, 5));

@@ -52,6 +52,15 @@ pub struct MultiState {
 }
 
 /// Per-connection protocol state that commands read and change.
+/// CLIENT REPLY ON, OFF or SKIP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplyMode {
+    On,
+    Off,
+    /// This many more replies are dropped: SKIP's own, then the next command's.
+    Skip(u8),
+}
+
 pub struct SessionState {
     pub client: Arc<ClientHandle>,
     pub database: usize,
@@ -64,6 +73,8 @@ pub struct SessionState {
     pub enters_monitor_mode: bool,
     /// The command's reply is not sent (SHUTDOWN closes the connection without one, as Redis).
     pub suppress_reply: bool,
+    /// CLIENT REPLY: whether replies are sent.
+    pub replies: ReplyMode,
     /// What must be durable before the replies gathered so far may be sent: per namespace, the
     /// ticket of its latest write (it covers the earlier ones).
     pub pending_commits: Vec<(Arc<Namespace>, CommitTicket)>,
@@ -106,6 +117,7 @@ impl SessionState {
             close_after_reply: false,
             enters_monitor_mode: false,
             suppress_reply: false,
+            replies: ReplyMode::On,
             pending_commits: Vec::new(),
             commits_registered: 0,
             reply_delay: None,
@@ -127,6 +139,20 @@ impl SessionState {
         self.client.database.store(number, Ordering::Relaxed);
     }
 
+    /// Whether the reply of the command that just ran is sent (CLIENT REPLY, SHUTDOWN); counts
+    /// a skipped reply off.
+    fn takes_reply(&mut self) -> bool {
+        match self.replies {
+            _ if self.suppress_reply => false,
+            ReplyMode::On => true,
+            ReplyMode::Off => false,
+            ReplyMode::Skip(replies) => {
+                self.replies = if replies > 1 { ReplyMode::Skip(replies - 1) } else { ReplyMode::On };
+                false
+            }
+        }
+    }
+
     fn fail_multi(&mut self) {
         if let Some(multi) = &mut self.multi {
             multi.failed = true;
@@ -136,6 +162,13 @@ impl SessionState {
 
 /// Checks and runs (or queues, inside MULTI) one request.
 pub fn execute(args: Vec<Bytes>, session: &mut SessionState, shared: &Shared) -> Reply {
+    let reply = check_and_run(args, session, shared);
+    let resp = if session.protocol == ProtocolVersion::Resp3 { 3 } else { 2 };
+    session.client.show_session(session.multi.as_ref().map(|multi| multi.queued.len()), resp);
+    reply
+}
+
+fn check_and_run(args: Vec<Bytes>, session: &mut SessionState, shared: &Shared) -> Reply {
     shared.stats.commands_processed.add(1);
     let Some(spec) = commands::lookup(&args[0]) else {
         session.fail_multi();
@@ -183,7 +216,7 @@ fn error_text(reply: &Reply) -> &str {
 /// known single-key write with a valid arity, from an authenticated client outside MULTI, which
 /// `execute` would run directly.
 fn groupable_write(args: &[Bytes], session: &SessionState) -> Option<&'static CommandSpec> {
-    if session.multi.is_some() || !session.authenticated {
+    if session.multi.is_some() || !session.authenticated || session.replies != ReplyMode::On {
         return None;
     }
     let spec = commands::lookup(&args[0])?;
@@ -345,6 +378,8 @@ struct Connection {
 struct DelayedReply {
     delay: ReplyDelay,
     reply: Reply,
+    /// False when CLIENT REPLY drops it: the wait still happens.
+    sent: bool,
     /// The command registered writes to wait for (WAITAOF 1 …): if that wait fails, the
     /// reply is the error.
     held_for_durability: bool,
@@ -444,14 +479,21 @@ impl Connection {
                             _ => delayed.reply,
                         },
                     };
-                    encode(&reply, self.state.protocol, &mut self.output);
-                    self.flush().await?;
+                    if delayed.sent {
+                        encode(&reply, self.state.protocol, &mut self.output);
+                        self.flush().await?;
+                    }
                 }
                 if self.state.close_after_reply {
                     return Ok(());
                 }
-                if std::mem::take(&mut self.state.enters_monitor_mode) && !self.monitor(stop.as_mut(), &mut stop_signalled).await? {
-                    return Ok(());
+                if std::mem::take(&mut self.state.enters_monitor_mode) {
+                    self.state.client.monitoring.store(true, Ordering::Relaxed);
+                    let goes_on = self.monitor(stop.as_mut(), &mut stop_signalled).await?;
+                    self.state.client.monitoring.store(false, Ordering::Relaxed);
+                    if !goes_on {
+                        return Ok(());
+                    }
                 }
                 continue;
             }
@@ -564,17 +606,19 @@ impl Connection {
                     }
                     Err(arguments) => {
                         let reply = execute(arguments, state, shared);
+                        let sent = state.takes_reply();
                         if let Some(delay) = state.reply_delay.take() {
                             let held_for_durability = state.commits_registered != commits_before;
-                            *delayed_reply = Some(DelayedReply { delay, reply, held_for_durability });
+                            *delayed_reply = Some(DelayedReply { delay, reply, sent, held_for_durability });
                             break;
                         }
-                        if !state.suppress_reply {
+                        if sent {
                             encode(&reply, state.protocol, output);
                         }
                     }
                 }
-                if state.commits_registered != commits_before {
+                // A reply that is not sent (CLIENT REPLY OFF) is not replaced by a failed wait's error either.
+                if state.commits_registered != commits_before && output.len() > reply_start {
                     durable_reply_spans.push(reply_start..output.len());
                 }
                 if state.close_after_reply || state.enters_monitor_mode || output.len() >= REPLY_FLUSH_BYTES {

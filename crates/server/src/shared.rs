@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -135,6 +135,13 @@ pub struct ClientHandle {
     blocking: AtomicU8,
     /// Wakes the connection of a blocked client that CLIENT UNBLOCK unblocked.
     pub unblocked: Notify,
+    /// What CLIENT LIST shows of the session, set by its connection after every request
+    /// (`ClientHandle::show_session`): the RESP version, and the commands queued in MULTI or
+    /// -1 outside one.
+    resp: AtomicU8,
+    queued: AtomicI64,
+    /// In MONITOR mode (CLIENT LIST flag O).
+    pub monitoring: AtomicBool,
 }
 
 /// Where a client stands with blocking commands (WAIT, WAITAOF): CLIENT UNBLOCK moves a blocked
@@ -178,21 +185,42 @@ impl ClientHandle {
         was_blocked
     }
 
+    /// Records what CLIENT LIST shows of the session: `queued` commands when in MULTI.
+    pub fn show_session(&self, queued: Option<usize>, resp: u8) {
+        self.queued.store(queued.map_or(-1, |queued| queued as i64), Ordering::Relaxed);
+        self.resp.store(resp, Ordering::Relaxed);
+    }
+
+    /// CLIENT LIST's flags, in Redis's order: O (monitor), x (in MULTI), b (blocked), or N.
+    fn flags(&self) -> String {
+        let flags: String = [
+            (self.monitoring.load(Ordering::Relaxed), 'O'),
+            (self.queued.load(Ordering::Relaxed) >= 0, 'x'),
+            (self.blocking() != Blocking::NotBlocked, 'b'),
+        ]
+        .iter()
+        .filter_map(|(set, flag)| set.then_some(*flag))
+        .collect();
+        if flags.is_empty() { "N".into() } else { flags }
+    }
+
     /// One line of CLIENT LIST / CLIENT INFO, with Redis's field names.
     pub fn describe(&self) -> String {
         let now = Instant::now();
         let library = self.library.lock();
         format!(
-            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp=2 lib-name={} lib-ver={}\n",
+            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}\n",
             self.id,
             self.address,
             self.local_address,
             self.name.lock().as_deref().unwrap_or(""),
             now.duration_since(self.created).as_secs(),
             now.duration_since(*self.last_active.lock()).as_secs(),
-            if self.blocking() == Blocking::NotBlocked { "N" } else { "b" },
+            self.flags(),
             self.database.load(Ordering::Relaxed),
+            self.queued.load(Ordering::Relaxed),
             self.last_command.lock(),
+            self.resp.load(Ordering::Relaxed),
             library.0,
             library.1,
         )
@@ -227,6 +255,9 @@ impl Clients {
             killed: AtomicBool::new(false),
             blocking: AtomicU8::new(Blocking::NotBlocked as u8),
             unblocked: Notify::new(),
+            resp: AtomicU8::new(2),
+            queued: AtomicI64::new(-1),
+            monitoring: AtomicBool::new(false),
         });
         connected.insert(handle.id, handle.clone());
         Some(handle)

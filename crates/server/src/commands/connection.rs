@@ -8,6 +8,7 @@ use hybridkv_resp::{ProtocolVersion, Reply};
 use super::{is, parse_integer, subcommand_help, unknown_subcommand, NOT_INTEGER, SYNTAX_ERROR};
 use crate::command::{fail, Call, CommandError, CommandResult, DB_INDEX_OUT_OF_RANGE};
 use crate::info::REDIS_COMPATIBLE_VERSION;
+use crate::session::ReplyMode;
 use crate::shared::Shared;
 
 pub fn ping(call: &mut Call<'_>) -> CommandResult {
@@ -117,13 +118,14 @@ pub fn monitor(call: &mut Call<'_>) -> CommandResult {
     Ok(Reply::ok())
 }
 
-/// RESET: the connection as a new one: no transaction, nothing watched, database 0, RESP2, no
-/// name, and authenticated only where no password is required.
+/// RESET: the connection as a new one: no transaction, nothing watched, database 0, RESP2,
+/// replies on, no name, and authenticated only where no password is required.
 pub fn reset(call: &mut Call<'_>) -> CommandResult {
     call.session.multi = None;
     call.session.watched.clear();
     call.session.select(0);
     call.session.protocol = ProtocolVersion::Resp2;
+    call.session.replies = ReplyMode::On;
     *call.session.client.name.lock() = None;
     call.session.authenticated = call.shared.requirepass.read().is_none();
     Ok(Reply::simple("RESET"))
@@ -205,14 +207,50 @@ pub fn client(call: &mut Call<'_>) -> CommandResult {
             set_client_name(call, &name).map(|_| Reply::ok())
         }
         "setinfo" => client_setinfo(call),
-        "list" => Ok(Reply::Bulk(Bytes::from(call.shared.clients.all().iter().map(|client| client.describe()).collect::<String>()))),
+        "list" => client_list(call),
         "info" => Ok(Reply::Bulk(Bytes::from(call.session.client.describe()))),
         "kill" => client_kill(call),
         "unblock" => client_unblock(call),
+        "reply" => client_reply(call),
         "no-evict" | "no-touch" => Ok(Reply::ok()),
         "help" => Ok(subcommand_help("client")),
         _ => Err(unknown_subcommand("client", &call.args[1])),
     }
+}
+
+/// CLIENT LIST [TYPE normal|master|replica|slave|pubsub] [ID id ...], as Redis 7.0 parses it:
+/// every client is of type normal here (a monitor too, as in Redis); IDs are listed in the
+/// order given, those of no client skipped.
+fn client_list(call: &mut Call<'_>) -> CommandResult {
+    let clients = match &call.args[2..] {
+        [] => call.shared.clients.all(),
+        [option, kind] if is(option, "TYPE") => match String::from_utf8_lossy(kind).to_ascii_lowercase().as_str() {
+            "normal" => call.shared.clients.all(),
+            "master" | "replica" | "slave" | "pubsub" => Vec::new(),
+            _ => return fail(format!("ERR Unknown client type '{}'", String::from_utf8_lossy(kind))),
+        },
+        [option, ids @ ..] if is(option, "ID") && !ids.is_empty() => {
+            let ids = ids.iter().map(|id| parse_integer(id).or_else(|_| fail("ERR Invalid client ID"))).collect::<Result<Vec<_>, _>>()?;
+            ids.into_iter().filter_map(|id| call.shared.clients.find(u64::try_from(id).ok()?)).collect()
+        }
+        _ => return fail(SYNTAX_ERROR),
+    };
+    Ok(Reply::Bulk(Bytes::from(clients.iter().map(|client| client.describe()).collect::<String>())))
+}
+
+/// CLIENT REPLY ON|OFF|SKIP: OFF and SKIP are not answered themselves (`SessionState::
+/// takes_reply` drops their OK); SKIP drops the next command's reply too, and does nothing
+/// while replies are off.
+fn client_reply(call: &mut Call<'_>) -> CommandResult {
+    let mode = &call.args[2];
+    call.session.replies = match call.session.replies {
+        _ if is(mode, "ON") => ReplyMode::On,
+        _ if is(mode, "OFF") => ReplyMode::Off,
+        ReplyMode::Off if is(mode, "SKIP") => ReplyMode::Off,
+        _ if is(mode, "SKIP") => ReplyMode::Skip(2),
+        _ => return fail(SYNTAX_ERROR),
+    };
+    Ok(Reply::ok())
 }
 
 fn client_setinfo(call: &mut Call<'_>) -> CommandResult {
