@@ -375,7 +375,9 @@ def test_memory_usage_counts_every_bucket_or_estimates_from_samples(r):
     exact = r.memory_usage("usage", samples=0)
     assert field_bytes < exact < 2 * field_bytes, (field_bytes, exact)
     estimated = r.memory_usage("usage")
-    assert 0.7 * exact < estimated < 1.3 * exact, (exact, estimated)
+    # Five buckets of about thirty fields each: a standard error near 8% (the salt is random per
+    # server), so these bounds are five of them away.
+    assert 0.6 * exact < estimated < 1.4 * exact, (exact, estimated)
     r.set("small", "x" * 100)
     assert 100 < r.memory_usage("small") < r.memory_usage("usage")
     assert r.memory_usage("missing") is None

@@ -225,6 +225,8 @@ CASES = {
         ["WATCH", "a"], ["SWAPDB", "0", "5"], ["MULTI"], ["PING"], ["EXEC"], ["SWAPDB", "0", "5"],
         ["SELECT", "5"], ["SET", "only5", "x"], ["SELECT", "0"], ["WATCH", "only5"], ["SWAPDB", "0", "5"], ["MULTI"], ["PING"], ["EXEC"],
         ["WATCH", "nokey"], ["SWAPDB", "0", "5"], ["MULTI"], ["PING"], ["EXEC"], ["SWAPDB", "5", "0"], ["GET", "a"],
+        # A database swapped with itself: nothing happens, not even a touch.
+        ["WATCH", "a"], ["SWAPDB", "0", "0"], ["MULTI"], ["PING"], ["EXEC"],
     ],
     "select in transactions": [
         ["MULTI"], ["SELECT", "3"], ["SET", "a", "1"], ["SELECT", "x"], ["SELECT", "99"], ["GET", "a"], ["DBSIZE"], ["EXEC"],

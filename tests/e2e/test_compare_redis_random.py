@@ -127,6 +127,7 @@ def command(rng: random.Random) -> list[str]:
         # Another database: the same key names, other keys (refused inside MULTI, see below).
         lambda: ["SELECT", rng.choice(["0", "0", "1", "2"])],
         lambda: ["MOVE", key, rng.choice(["0", "1", "2"])],
+        lambda: ["SWAPDB", rng.choice(["0", "1", "2"]), rng.choice(["0", "1", "2"])],
     ]
     return rng.choice(choices)()
 
@@ -207,9 +208,9 @@ def run(clients: list[redis.Redis], commands: list[tuple[int, list[str]]]) -> li
 
 
 # Pseudo-commands of several calls, SELECT (a transaction whose key commands run in two databases
-# is refused: EXEC commits one batch of one database) and MOVE (refused there): not inside MULTI.
-# test_compare_redis.py compares SELECT inside MULTI.
-NOT_IN_MULTI = {"SCAN*", "HSCAN*", "SELECT", "MOVE"}
+# is refused: EXEC commits one batch of one database), MOVE and SWAPDB (refused there): not inside
+# MULTI. test_compare_redis.py compares SELECT inside MULTI.
+NOT_IN_MULTI = {"SCAN*", "HSCAN*", "SELECT", "MOVE", "SWAPDB"}
 
 
 CONNECTIONS = 2

@@ -474,6 +474,14 @@ fn bucket_hash_bits(number: u32, bucket_count: u32) -> u32 {
     if number < bucket_count - low || number >= low { level + 1 } else { level }
 }
 
+/// How many buckets of bucket `number`'s share of the field hashes would hold all of them: the
+/// weight that scales a sampled bucket up to the whole hash (an unsplit bucket holds twice the
+/// share of a split one).
+pub fn buckets_per_share(number: u32, bucket_count: u32) -> u64 {
+    assert!(number < bucket_count);
+    1 << bucket_hash_bits(number, bucket_count)
+}
+
 /// The cursor after the bucket holding `cursor`, picked by its low `bits` hash bits: the next
 /// such class of hashes in bit-reversed order, 0 after the last.
 fn next_scan_cursor(cursor: u64, bits: u32) -> u64 {
@@ -679,6 +687,20 @@ mod tests {
                 let split = count - lowest_power(count);
                 // Only fields of the split bucket move, and only to the new bucket.
                 assert!(before == after || (before == split && after == count), "{count} {hash}");
+            }
+        }
+    }
+
+    #[test]
+    fn each_bucket_holds_the_share_of_hashes_its_weight_names() {
+        const HASHES: u64 = 1 << 12;
+        for count in 1..200u32 {
+            let mut held = vec![0u64; count as usize];
+            for hash in 0..HASHES {
+                held[bucket_of(hash, count) as usize] += 1;
+            }
+            for (number, held) in held.into_iter().enumerate() {
+                assert_eq!(held * buckets_per_share(number as u32, count), HASHES, "{count} {number}");
             }
         }
     }

@@ -11,6 +11,7 @@ use hybridkv_resp::Reply;
 use super::{is, parse_integer, subcommand_help, unknown_subcommand, SYNTAX_ERROR, TABLE};
 use crate::command::{fail, wrong_arity, Call, CommandError, CommandResult, CommandSpec, ADMIN, READONLY, WRITE};
 use crate::glob::glob_match;
+use crate::hash_layout::buckets_per_share;
 use crate::slowlog::{SlowEntry, SLOWLOG_ENTRIES_MAX};
 use crate::values::Stored;
 
@@ -129,17 +130,19 @@ fn memory_usage_samples(options: &[Bytes]) -> Result<u64, CommandError> {
     Ok(samples)
 }
 
-/// The bytes of `samples` of the hash's buckets, spread evenly over them, scaled to all of them.
+/// The bytes of `samples` of the hash's buckets, spread evenly over them, each scaled to the
+/// whole hash by its share of the field hashes, averaged.
 fn sampled_buckets_bytes(call: &mut Call<'_>, key: &[u8], bucket_count: u32, samples: u64) -> Result<u64, CommandError> {
     let read = samples.min(u64::from(bucket_count));
-    let mut bytes = 0;
+    let mut scaled_bytes = 0;
     for sample in 0..read {
         let number = (sample * u64::from(bucket_count) / read) as u32;
         if let Some(bucket) = call.store.get_part(key, number)? {
-            bytes += hybridkv_engine::stored_bytes(0, bucket.len(), true);
+            let bytes = hybridkv_engine::stored_bytes(0, bucket.len(), true);
+            scaled_bytes += bytes * buckets_per_share(number, bucket_count);
         }
     }
-    Ok((bytes * u64::from(bucket_count)).checked_div(read).unwrap_or(0))
+    Ok(scaled_bytes.checked_div(read).unwrap_or(0))
 }
 
 pub fn lastsave(call: &mut Call<'_>) -> CommandResult {

@@ -160,7 +160,10 @@ pub fn swapdb(call: &mut Call<'_>) -> CommandResult {
         return fail(DB_INDEX_OUT_OF_RANGE);
     }
     crate::server::swap_databases(call.shared, first, second)?;
-    touch_keys_watched_in_swapped(call.shared, [first, second]);
+    // Redis swaps a database with itself by doing nothing, touching no watched key.
+    if first != second {
+        touch_keys_watched_in_swapped(call.shared, [first, second]);
+    }
     Ok(Reply::ok())
 }
 
