@@ -228,6 +228,15 @@ CASES = {
         # A database swapped with itself: nothing happens, not even a touch.
         ["WATCH", "a"], ["SWAPDB", "0", "0"], ["MULTI"], ["PING"], ["EXEC"],
     ],
+    "client pause": [
+        # Errors only (a pause holds every client of the server: tests/e2e/test_client_pause.py);
+        # a pause of 0 ms ends at once.
+        ["CLIENT", "PAUSE"], ["CLIENT", "PAUSE", "x"], ["CLIENT", "PAUSE", "-1"], ["CLIENT", "PAUSE", "1.5"],
+        ["CLIENT", "PAUSE", "x", "NONE"], ["CLIENT", "PAUSE", "-1", "WRITE"], ["CLIENT", "PAUSE", "10", "ALL", "x"],
+        ["CLIENT", "UNPAUSE", "x"], ["CLIENT", "PAUSE", "99999999999999999999"], ["CLIENT", "PAUSE", "0"],
+        ["CLIENT", "PAUSE", "0", "write"], ["CLIENT", "PAUSE", "0", "All"], ["CLIENT", "UNPAUSE"], ["CLIENT", "UNPAUSE"],
+        ["MULTI"], ["CLIENT", "PAUSE", "0", "WRITE"], ["CLIENT", "UNPAUSE"], ["EXEC"],
+    ],
     "select in transactions": [
         ["MULTI"], ["SELECT", "3"], ["SET", "a", "1"], ["SELECT", "x"], ["SELECT", "99"], ["GET", "a"], ["DBSIZE"], ["EXEC"],
         ["GET", "a"], ["SELECT", "0"], ["GET", "a"], ["MULTI"], ["SELECT", "3"], ["DISCARD"], ["GET", "a"], ["MULTI"], ["PING"],

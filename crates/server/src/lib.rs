@@ -4,7 +4,8 @@
 //! execute, reply) → `command` (dispatch, the store a command runs on) → `commands/` (handlers)
 //! → `watch` (WATCH's keys and the writes that touch them) → `values` (how Redis types are stored in engine values) → `hash_layout` (a hash over one
 //! record or a root and buckets) → `info` (INFO and metrics) → `command_stats` and `slowlog` (what
-//! INFO commandstats/errorstats and SLOWLOG report) → `monitor` (MONITOR's feed).
+//! INFO commandstats/errorstats and SLOWLOG report) → `monitor` (MONITOR's feed) → `pause` (CLIENT
+//! PAUSE's hold on sessions).
 
 mod command;
 mod command_stats;
@@ -15,6 +16,7 @@ mod hash_layout;
 mod info;
 mod long_double;
 mod monitor;
+mod pause;
 mod server;
 mod session;
 mod shared;

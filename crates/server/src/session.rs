@@ -21,6 +21,7 @@ use crate::command::{
 use crate::commands;
 use crate::config::{EngineCallMode, READ_CHUNK_BYTES, REPLY_FLUSH_BYTES};
 use crate::monitor::MONITOR_BACKLOG_LINES;
+use crate::pause::PauseHold;
 use crate::shared::{Blocking, ClientHandle, Shared};
 use crate::watch::{WatchRegistry, WatchedKeys};
 
@@ -190,18 +191,41 @@ fn check_and_run(args: Vec<Bytes>, session: &mut SessionState, shared: &Shared) 
 /// Why a request of a known command is refused before it runs or is queued (Redis counts these
 /// as the command's rejected calls), if it is.
 fn refusal(spec: &CommandSpec, args: &[Bytes], session: &mut SessionState) -> Option<Reply> {
+    let refusal = refusal_reason(spec, args, session.authenticated)?;
+    // Outside MULTI (where NOAUTH is answered: MULTI needs AUTH first) this does nothing.
+    session.fail_multi();
+    Some(refusal)
+}
+
+fn refusal_reason(spec: &CommandSpec, args: &[Bytes], authenticated: bool) -> Option<Reply> {
     if !spec.arity_ok(args.len()) {
-        session.fail_multi();
         return Some(wrong_arity(spec.name).into_reply());
     }
     if let Err(error) = commands::check_subcommand(spec, args) {
-        session.fail_multi();
         return Some(error.into_reply());
     }
-    if !session.authenticated && !spec.has(BEFORE_AUTH) {
+    if !authenticated && !spec.has(BEFORE_AUTH) {
         return Some(Reply::error("NOAUTH Authentication required."));
     }
     None
+}
+
+/// Whether CLIENT PAUSE holds this request back, as Redis postpones a command: once it is known
+/// to run or be queued (unknown commands and refusals are answered at once); a write pause holds
+/// writes, queued ones included, and the EXEC of a transaction that queued one.
+fn held_by_pause(args: &[Bytes], session: &SessionState, shared: &Shared) -> Option<PauseHold> {
+    if !shared.pause.is_set() {
+        return None;
+    }
+    let spec = commands::lookup(&args[0])?;
+    if refusal_reason(spec, args, session.authenticated).is_some() {
+        return None;
+    }
+    let writes = match spec.name {
+        "exec" => session.multi.as_ref().is_some_and(|multi| multi.queued.iter().any(|(queued, _)| queued.has(WRITE))),
+        _ => spec.has(WRITE),
+    };
+    shared.pause.holds(writes)
 }
 
 /// The text of an error reply ("" for any other reply).
@@ -373,6 +397,8 @@ struct Connection {
     durable_reply_spans: Vec<Range<usize>>,
     /// The reply of a blocking command, sent once its delay is over (`sit_out`).
     delayed_reply: Option<DelayedReply>,
+    /// CLIENT PAUSE holds the first pending request back (`wait_out_pause`).
+    pause_hold: Option<PauseHold>,
 }
 
 struct DelayedReply {
@@ -385,16 +411,16 @@ struct DelayedReply {
     held_for_durability: bool,
 }
 
-/// Marks a client blocked (CLIENT LIST's flag `b`, CLIENT UNBLOCK) and counts it in INFO's
-/// `blocked_clients` while it lives.
+/// Marks a client blocked or postponed (CLIENT LIST's flag `b`; CLIENT UNBLOCK ends a blocked
+/// one's wait) and counts it in INFO's `blocked_clients` while it lives.
 struct BlockedClient<'a> {
     client: &'a ClientHandle,
     blocked_clients: &'a AtomicU64,
 }
 
 impl<'a> BlockedClient<'a> {
-    fn new(client: &'a ClientHandle, blocked_clients: &'a AtomicU64) -> BlockedClient<'a> {
-        client.set_blocking(Blocking::Blocked);
+    fn new(client: &'a ClientHandle, blocked_clients: &'a AtomicU64, state: Blocking) -> BlockedClient<'a> {
+        client.set_blocking(state);
         blocked_clients.fetch_add(1, Ordering::Relaxed);
         BlockedClient { client, blocked_clients }
     }
@@ -444,6 +470,7 @@ pub async fn serve_connection(stream: TcpStream, shared: Arc<Shared>, client: Ar
         state: SessionState::new(client.clone(), password_required, Arc::clone(&shared.watches)),
         durable_reply_spans: Vec::new(),
         delayed_reply: None,
+        pause_hold: None,
     };
     if let Err(error) = connection.run().await {
         tracing::debug!(client = client.id, %error, "connection ended with an I/O error");
@@ -482,6 +509,11 @@ impl Connection {
                     if delayed.sent {
                         encode(&reply, self.state.protocol, &mut self.output);
                         self.flush().await?;
+                    }
+                }
+                if let Some(hold) = self.pause_hold.take() {
+                    if !self.wait_out_pause(hold, stop.as_mut(), &mut stop_signalled).await? {
+                        return Ok(());
                     }
                 }
                 if self.state.close_after_reply {
@@ -589,10 +621,15 @@ impl Connection {
             EngineCallMode::Inline => self.pending.iter().any(|args| may_block(args, &self.shared)),
             EngineCallMode::BlockInPlace => true,
         };
-        let Connection { pending, state, shared, output, durable_reply_spans, delayed_reply, .. } = self;
+        let Connection { pending, state, shared, output, durable_reply_spans, delayed_reply, pause_hold, .. } = self;
         let mut work = move || {
             let mut reads_prefetched = 0;
             while let Some(arguments) = pending.pop_front() {
+                if let Some(hold) = held_by_pause(&arguments, state, shared) {
+                    pending.push_front(arguments);
+                    *pause_hold = Some(hold);
+                    break;
+                }
                 if reads_prefetched == 0 {
                     reads_prefetched = prefetch_read_run(&arguments, pending, state, shared);
                 }
@@ -758,49 +795,85 @@ impl Connection {
         Ok(durability_failure)
     }
 
-    /// Holds a blocking command's reply back for its delay, or until CLIENT UNBLOCK, reading
-    /// meanwhile (up to the query buffer limit) so that a client that leaves is seen.
+    /// Holds a blocking command's reply back for its delay, or until CLIENT UNBLOCK.
     async fn sit_out(
         &mut self,
         delay: ReplyDelay,
-        mut stop: std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+        stop: std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
         stop_signalled: &mut bool,
     ) -> std::io::Result<WaitEnd> {
         let (shared, client) = (Arc::clone(&self.shared), Arc::clone(&self.state.client));
-        let _blocked = BlockedClient::new(&client, &shared.stats.blocked_clients);
-        let deadline = match delay {
-            ReplyDelay::Until(deadline) => Some(tokio::time::Instant::from_std(deadline)),
+        let _blocked = BlockedClient::new(&client, &shared.stats.blocked_clients, Blocking::Blocked);
+        let delay_over = sleep_until(match delay {
+            ReplyDelay::Until(deadline) => Some(deadline),
             ReplyDelay::Forever => None,
-        };
-        let delay_over = async {
-            match deadline {
-                Some(deadline) => tokio::time::sleep_until(deadline).await,
-                None => std::future::pending().await,
-            }
-        };
+        });
         tokio::pin!(delay_over);
-        let query_buffer_bytes_max = shared.config.query_buffer_bytes_max;
-        loop {
-            if *stop_signalled || shared.is_shutting_down() || client.killed.load(Ordering::Relaxed) {
-                return Ok(WaitEnd::ConnectionEnds);
+        let ended = async {
+            loop {
+                match client.blocking() {
+                    Blocking::UnblockedAsTimeout => return WaitEnd::ReplyDue,
+                    Blocking::UnblockedWithError => return WaitEnd::UnblockedWithError,
+                    Blocking::Blocked | Blocking::Postponed | Blocking::NotBlocked => {}
+                }
+                tokio::select! {
+                    _ = &mut delay_over => return WaitEnd::ReplyDue,
+                    // A wake left over from an earlier wait only makes the loop look again.
+                    _ = client.unblocked.notified() => {}
+                }
             }
-            match client.blocking() {
-                Blocking::UnblockedAsTimeout => return Ok(WaitEnd::ReplyDue),
-                Blocking::UnblockedWithError => return Ok(WaitEnd::UnblockedWithError),
-                Blocking::Blocked | Blocking::NotBlocked => {}
+        };
+        Ok(self.read_while(ended, stop, stop_signalled).await?.unwrap_or(WaitEnd::ConnectionEnds))
+    }
+
+    /// Waits while CLIENT PAUSE holds the first pending request back, until the pause changes
+    /// or ends (the request is then asked about again); false when the connection ends.
+    async fn wait_out_pause(
+        &mut self,
+        hold: PauseHold,
+        stop: std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+        stop_signalled: &mut bool,
+    ) -> std::io::Result<bool> {
+        let (shared, client) = (Arc::clone(&self.shared), Arc::clone(&self.state.client));
+        let _postponed = BlockedClient::new(&client, &shared.stats.blocked_clients, Blocking::Postponed);
+        let mut changes = shared.pause.changes();
+        if *changes.borrow_and_update() != hold.generation {
+            return Ok(true);
+        }
+        let ended = async {
+            tokio::select! {
+                _ = sleep_until(hold.end) => {}
+                _ = changes.changed() => {}
+            }
+        };
+        Ok(self.read_while(ended, stop, stop_signalled).await?.is_some())
+    }
+
+    /// Runs `wait` to its end, reading meanwhile (up to the query buffer limit) so that a
+    /// client that leaves is seen; None when the connection ends first (the client left or
+    /// was killed, or the server is shutting down).
+    async fn read_while<T>(
+        &mut self,
+        wait: impl std::future::Future<Output = T>,
+        mut stop: std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+        stop_signalled: &mut bool,
+    ) -> std::io::Result<Option<T>> {
+        tokio::pin!(wait);
+        let query_buffer_bytes_max = self.shared.config.query_buffer_bytes_max;
+        loop {
+            if *stop_signalled || self.shared.is_shutting_down() || self.state.client.killed.load(Ordering::Relaxed) {
+                return Ok(None);
             }
             self.input.reserve(READ_CHUNK_BYTES);
             tokio::select! {
-                _ = &mut delay_over => return Ok(WaitEnd::ReplyDue),
+                ended = &mut wait => return Ok(Some(ended)),
                 read = self.stream.read_buf(&mut self.input), if self.input.len() <= query_buffer_bytes_max => {
                     let read = read?;
                     if read == 0 {
-                        return Ok(WaitEnd::ConnectionEnds);
+                        return Ok(None);
                     }
-                    shared.stats.net_input_bytes.add(read as u64);
+                    self.shared.stats.net_input_bytes.add(read as u64);
                 }
-                // A wake left over from an earlier wait only makes the loop look again.
-                _ = client.unblocked.notified() => {}
                 _ = &mut stop, if !*stop_signalled => *stop_signalled = true,
             }
         }
@@ -828,6 +901,14 @@ impl Connection {
         }
         self.durable_reply_spans.clear();
         durability_failure
+    }
+}
+
+/// Completes at `deadline`, never when there is none.
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 use crate::command_stats::CommandStats;
 use crate::config::ServerConfig;
 use crate::monitor::Monitors;
+use crate::pause::ClientPause;
 use crate::slowlog::SlowLog;
 use crate::watch::WatchRegistry;
 
@@ -53,6 +54,8 @@ pub struct Shared {
     /// that a namespace gets its tasks once (`server::open_database`), and while SWAPDB
     /// exchanges two, so that an open sees one numbering.
     pub device_read_tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// CLIENT PAUSE's hold on commands.
+    pub pause: ClientPause,
 }
 
 impl Shared {
@@ -77,6 +80,7 @@ impl Shared {
             device_reads_driven: (0..NAMESPACES_MAX).map(|_| AtomicBool::new(false)).collect(),
             device_read_submissions: (0..NAMESPACES_MAX).map(|_| Arc::new(Notify::new())).collect(),
             device_read_tasks: Mutex::new(Vec::new()),
+            pause: ClientPause::default(),
             database,
         }
     }
@@ -155,6 +159,9 @@ pub enum Blocking {
     UnblockedAsTimeout = 2,
     /// Answer `-UNBLOCKED client unblocked via CLIENT UNBLOCK`.
     UnblockedWithError = 3,
+    /// Held back by CLIENT PAUSE: blocked to CLIENT LIST and INFO, but CLIENT UNBLOCK does
+    /// not end it (Redis 7.0.15 crashed when asked to).
+    Postponed = 4,
 }
 
 impl ClientHandle {
@@ -164,13 +171,15 @@ impl ClientHandle {
             1 => Blocking::Blocked,
             2 => Blocking::UnblockedAsTimeout,
             3 => Blocking::UnblockedWithError,
+            4 => Blocking::Postponed,
             other => unreachable!("blocking state {other} is never stored"),
         }
     }
 
-    /// Set by the client's own connection: Blocked when it starts to wait, NotBlocked after.
+    /// Set by the client's own connection: Blocked or Postponed when it starts to wait,
+    /// NotBlocked after.
     pub fn set_blocking(&self, state: Blocking) {
-        assert!(matches!(state, Blocking::Blocked | Blocking::NotBlocked), "CLIENT UNBLOCK sets the others");
+        assert!(matches!(state, Blocking::Blocked | Blocking::Postponed | Blocking::NotBlocked), "CLIENT UNBLOCK sets the others");
         self.blocking.store(state as u8, Ordering::Release);
     }
 

@@ -1,13 +1,16 @@
 //! Connection commands: PING ECHO QUIT HELLO AUTH SELECT CLIENT RESET.
 
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hybridkv_resp::{ProtocolVersion, Reply};
 
+use super::waits::parse_timeout_ms;
 use super::{is, parse_integer, subcommand_help, unknown_subcommand, NOT_INTEGER, SYNTAX_ERROR};
 use crate::command::{fail, Call, CommandError, CommandResult, DB_INDEX_OUT_OF_RANGE};
 use crate::info::REDIS_COMPATIBLE_VERSION;
+use crate::pause::PauseMode;
 use crate::session::ReplyMode;
 use crate::shared::Shared;
 
@@ -214,6 +217,11 @@ pub fn client(call: &mut Call<'_>) -> CommandResult {
         "info" => Ok(Reply::Bulk(Bytes::from(call.session.client.describe()))),
         "kill" => client_kill(call),
         "unblock" => client_unblock(call),
+        "pause" => client_pause(call),
+        "unpause" => {
+            call.shared.pause.unpause();
+            Ok(Reply::ok())
+        }
         "reply" => client_reply(call),
         "no-evict" | "no-touch" => Ok(Reply::ok()),
         "help" => Ok(subcommand_help("client")),
@@ -273,10 +281,32 @@ fn client_setinfo(call: &mut Call<'_>) -> CommandResult {
 
 /// CLIENT UNBLOCK id [TIMEOUT|ERROR]: ends a blocked client's wait (WAIT, WAITAOF); 1 if it
 /// was blocked. The checks come in Redis 7.0's order.
+/// Redis's answer to a CLIENT subcommand given more arguments than it takes.
+fn too_many_arguments(call: &Call<'_>) -> CommandResult {
+    let subcommand = String::from_utf8_lossy(&call.args[1]);
+    fail(format!("ERR unknown subcommand or wrong number of arguments for '{subcommand}'. Try CLIENT HELP."))
+}
+
+/// CLIENT PAUSE timeout [WRITE|ALL] (ALL when not given), checked in Redis's order: the mode,
+/// then the timeout in milliseconds. A timeout past what the clock holds pauses until UNPAUSE.
+fn client_pause(call: &mut Call<'_>) -> CommandResult {
+    if call.args.len() > 4 {
+        return too_many_arguments(call);
+    }
+    let mode = match call.args.get(3) {
+        None => PauseMode::All,
+        Some(mode) if is(mode, "ALL") => PauseMode::All,
+        Some(mode) if is(mode, "WRITE") => PauseMode::Writes,
+        Some(_) => return fail("ERR CLIENT PAUSE mode must be WRITE or ALL"),
+    };
+    let timeout_ms = parse_timeout_ms(&call.args[2])?;
+    call.shared.pause.pause(mode, Instant::now().checked_add(Duration::from_millis(timeout_ms)));
+    Ok(Reply::ok())
+}
+
 fn client_unblock(call: &mut Call<'_>) -> CommandResult {
     if call.args.len() > 4 {
-        let subcommand = String::from_utf8_lossy(&call.args[1]);
-        return fail(format!("ERR unknown subcommand or wrong number of arguments for '{subcommand}'. Try CLIENT HELP."));
+        return too_many_arguments(call);
     }
     let with_error = match call.args.get(3) {
         None => false,

@@ -14,7 +14,7 @@ use crate::session::ReplyDelay;
 const LOCAL_WAIT_WITHOUT_DURABILITY: &str = "ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.";
 
 /// A blocking command's timeout in milliseconds, as Redis reads it (0: no timeout).
-fn parse_timeout_ms(text: &[u8]) -> Result<u64, CommandError> {
+pub(super) fn parse_timeout_ms(text: &[u8]) -> Result<u64, CommandError> {
     let timeout_ms = parse_integer(text).or_else(|_| fail("ERR timeout is not an integer or out of range"))?;
     u64::try_from(timeout_ms).or_else(|_| fail("ERR timeout is negative"))
 }
