@@ -253,6 +253,11 @@ CASES = {
         ["CONFIG", "SET", "slowlog-log-slower-than", "-2"], ["CONFIG", "SET", "slowlog-log-slower-than", "1.5"], ("sorted", ["CONFIG", "GET", "slowlog-*"]),
         ["CONFIG", "SET", "slowlog-max-len", "128", "slowlog-log-slower-than", "10000"], ("sorted", ["CONFIG", "GET", "slowlog-*"]),
     ],
+    "latency tracking config": [
+        ["CONFIG", "SET", "latency-tracking", "maybe"], ["CONFIG", "SET", "latency-tracking", "No"], ["CONFIG", "GET", "latency-tracking"],
+        ["CONFIG", "SET", "latency-tracking", "YES", "latency-tracking", "no"], ["CONFIG", "SET", "latency-tracking", "yes"],
+        ("sorted", ["CONFIG", "GET", "latency-tracking*"]),
+    ],
     "session commands in transactions": [
         ["CLIENT", "SETNAME", "before"], ["MULTI"], ["SET", "a", "1"], ["CLIENT", "SETNAME", "inside"], ["CLIENT", "GETNAME"],
         ["CONFIG", "GET", "maxclients"], ["GET", "a"], ["CLIENT", "NOSUCH"], ["CONFIG", "NOSUCH"], ["EXEC"],

@@ -1,7 +1,8 @@
-"""INFO commandstats and errorstats, total_error_replies, and SLOWLOG: what operators and their
+"""INFO commandstats, latencystats and errorstats, total_error_replies, and SLOWLOG: what operators and their
 monitoring read to find which commands run, fail and are slow (docs/design/server.md,
 "Command statistics and the slow log")."""
 
+import re
 import socket
 import time
 import urllib.request
@@ -9,7 +10,7 @@ import urllib.request
 import pytest
 import redis
 
-from conftest import free_port
+from conftest import free_port, raw_exchange
 
 
 def command_stats(client) -> dict:
@@ -70,6 +71,38 @@ def test_commandstats_count_calls_rejections_and_failures_per_command_and_subcom
     assert set(command_stats(client)) == {"config|resetstat"}
 
 
+def test_latencystats_report_percentiles_per_command_that_ran_as_redis_lays_them_out(make_server):
+    server = make_server()
+    client = server.client(protocol=2)
+    assert client.config_get("latency-tracking*") == {"latency-tracking": "yes", "latency-tracking-info-percentiles": "50 99 99.9"}
+    client.config_resetstat()
+    for number in range(50):
+        client.set(f"k{number}", number)
+    with pytest.raises(redis.ResponseError, match="wrong number of arguments"):
+        client.execute_command("GET")
+    client.config_get("maxclients")
+    latencies = client.info("latencystats")
+    assert set(latencies) == {"latency_percentiles_usec_set", "latency_percentiles_usec_config|get", "latency_percentiles_usec_config|resetstat"}, (
+        "only commands that ran: GET was refused"
+    )
+    set_latencies = latencies["latency_percentiles_usec_set"]
+    assert set(set_latencies) == {"p50", "p99", "p99.9"}
+    assert 0 < set_latencies["p50"] <= set_latencies["p99"] <= set_latencies["p99.9"] < 10_000_000
+    raw = raw_exchange(server.port, b"INFO latencystats\r\nQUIT\r\n").decode()
+    assert re.search(r"^latency_percentiles_usec_set:p50=\d+\.\d{3},p99=\d+\.\d{3},p99\.9=\d+\.\d{3}\r$", raw, re.MULTILINE), raw
+    assert "latency_percentiles_usec_set" in client.info("everything")
+    assert not any(name.startswith("latency_percentiles") for name in client.info()), "not a default section, as in Redis"
+    client.config_resetstat()
+    assert set(client.info("latencystats")) == {"latency_percentiles_usec_config|resetstat"}
+    # Turned off, nothing is recorded or reported; what was kept comes back when turned on.
+    assert client.config_set("latency-tracking", "no")
+    client.set("k", "v")
+    assert client.info("latencystats") == {}
+    assert client.config_set("latency-tracking", "yes")
+    recorded = {name.removeprefix("latency_percentiles_usec_") for name in client.info("latencystats")}
+    assert recorded == {"config|resetstat", "info", "config|set"}, "SET, run while tracking was off, is not there"
+
+
 def test_commands_refused_before_auth_are_rejected_calls(make_server):
     server = make_server("--requirepass", "secret")
     with socket.create_connection(("127.0.0.1", server.port), timeout=5) as stranger:
@@ -108,6 +141,8 @@ def test_errorstats_count_error_replies_by_code_and_info_lists_them_by_default(m
     assert 'hybridkv_command_calls_total{command="hget"} 3' in metrics
     assert 'hybridkv_command_failed_calls_total{command="hget"} 3' in metrics
     assert 'hybridkv_error_replies_by_prefix_total{prefix="WRONGTYPE"} 4' in metrics
+    quantiles = re.findall(r'^hybridkv_command_latency_microseconds\{command="hget",quantile="([0-9.]+)"\} \d+\.\d{3}$', metrics, re.MULTILINE)
+    assert quantiles == ["0.5", "0.99", "0.999"], metrics
     assert "hybridkv_error_replies_total 6" in metrics
     client.config_resetstat()
     assert client.info("errorstats") == {} and client.info("stats")["total_error_replies"] == 0

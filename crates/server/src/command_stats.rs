@@ -1,15 +1,19 @@
-//! Per-command and per-error statistics: INFO commandstats and errorstats, `total_error_replies`.
+//! Per-command and per-error statistics: INFO commandstats, latencystats and errorstats,
+//! `total_error_replies`.
 //!
 //! Every request adds to its command's row, so the counters are striped as `StripedCounter`
 //! is: each thread adds to its own table of rows (one cache line per row) and INFO sums the
-//! tables. Error replies are rarer: they take one mutex for their prefix's count.
+//! tables. A row's latency histogram is made on its first call in that stripe, behind a mutex
+//! only INFO contends for; INFO merges the stripes'. Error replies are rarer: they take one
+//! mutex for their prefix's count.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use hdrhistogram::Histogram;
 use hybridkv_engine::{thread_stripe, StripedCounter, COUNTER_STRIPES};
 use hybridkv_resp::Reply;
 use parking_lot::Mutex;
@@ -24,6 +28,24 @@ const ERROR_PREFIXES_OVERFLOW: &str = "ERRORSTATS_DISABLED";
 /// error without one within them counts as `ERR`.
 const ERROR_PREFIX_BYTES_MAX: usize = 32;
 
+/// Latencies a histogram tells apart, as Redis's (LATENCY_HISTOGRAM_MIN_VALUE/MAX_VALUE):
+/// shorter ones count as the least, longer ones as the greatest.
+const LATENCY_NANOSECONDS_MIN: u64 = 1;
+const LATENCY_NANOSECONDS_MAX: u64 = 1_000_000_000;
+/// Redis's LATENCY_HISTOGRAM_PRECISION: values within 1% share a bucket. One histogram takes
+/// about 24 KiB; there is one per command used per stripe, at most `COUNTER_STRIPES` × rows.
+const LATENCY_SIGNIFICANT_DIGITS: u8 = 2;
+/// The percentiles INFO latencystats reports, as Redis's default
+/// `latency-tracking-info-percentiles`.
+pub const LATENCY_PERCENTILES_REPORTED: [f64; 3] = [50.0, 99.0, 99.9];
+
+type LatencyHistogram = Histogram<u64>;
+
+fn new_latency_histogram() -> LatencyHistogram {
+    Histogram::new_with_bounds(LATENCY_NANOSECONDS_MIN, LATENCY_NANOSECONDS_MAX, LATENCY_SIGNIFICANT_DIGITS)
+        .expect("the bounds and precision are valid constants")
+}
+
 /// One command's (or subcommand's) counters in one stripe.
 #[repr(align(64))]
 #[derive(Default)]
@@ -34,6 +56,8 @@ struct Row {
     rejected: AtomicU64,
     /// Ran and answered an error.
     failed: AtomicU64,
+    /// The calls' latencies in nanoseconds, from the first call on.
+    latencies: Mutex<Option<Box<LatencyHistogram>>>,
 }
 
 pub struct CommandStats {
@@ -42,6 +66,8 @@ pub struct CommandStats {
     names: &'static [String],
     error_replies: StripedCounter,
     error_prefixes: Mutex<ErrorPrefixes>,
+    /// CONFIG SET latency-tracking: calls' latencies are recorded (and reported).
+    latency_tracking: AtomicBool,
 }
 
 #[derive(Default)]
@@ -69,6 +95,7 @@ impl CommandStats {
             names,
             error_replies: StripedCounter::default(),
             error_prefixes: Mutex::new(ErrorPrefixes::default()),
+            latency_tracking: AtomicBool::new(true),
         }
     }
 
@@ -80,8 +107,14 @@ impl CommandStats {
     /// A command ran for `elapsed`; `error` is its error reply, if it answered one.
     pub fn record_call(&self, row: usize, elapsed: Duration, error: Option<&str>) {
         let counters = self.row(row);
+        let nanoseconds = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
         counters.calls.fetch_add(1, Ordering::Relaxed);
-        counters.nanoseconds.fetch_add(u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX), Ordering::Relaxed);
+        counters.nanoseconds.fetch_add(nanoseconds, Ordering::Relaxed);
+        if self.latency_tracking() {
+            let mut latencies = counters.latencies.lock();
+            let histogram = latencies.get_or_insert_with(|| Box::new(new_latency_histogram()));
+            histogram.saturating_record(nanoseconds.clamp(LATENCY_NANOSECONDS_MIN, LATENCY_NANOSECONDS_MAX));
+        }
         if let Some(text) = error {
             counters.failed.fetch_add(1, Ordering::Relaxed);
             self.record_error_reply(text);
@@ -148,6 +181,24 @@ impl CommandStats {
         used
     }
 
+    /// Every command that ran since the last reset, by name, with its latencies over the
+    /// stripes, in nanoseconds.
+    fn latencies_by_command(&self) -> Vec<(&'static str, LatencyHistogram)> {
+        let mut used = Vec::new();
+        for (row, name) in self.names.iter().enumerate() {
+            let mut merged: Option<LatencyHistogram> = None;
+            for table in self.stripes.iter() {
+                if let Some(histogram) = table[row].latencies.lock().as_deref() {
+                    let merged = merged.get_or_insert_with(new_latency_histogram);
+                    merged.add(histogram).expect("histograms of equal bounds merge");
+                }
+            }
+            used.extend(merged.map(|merged| (name.as_str(), merged)));
+        }
+        used.sort_unstable_by_key(|(name, _)| *name);
+        used
+    }
+
     /// Each error prefix counted since the last reset, in byte order, with its count.
     pub fn error_counts(&self) -> Vec<(String, u64)> {
         self.error_prefixes.lock().counts.iter().map(|(prefix, count)| (prefix.clone(), *count)).collect()
@@ -159,6 +210,7 @@ impl CommandStats {
             for counter in [&row.calls, &row.nanoseconds, &row.rejected, &row.failed] {
                 counter.store(0, Ordering::Relaxed);
             }
+            *row.latencies.lock() = None;
         }
         self.error_replies.reset();
         *self.error_prefixes.lock() = ErrorPrefixes::default();
@@ -178,6 +230,38 @@ impl CommandStats {
         Ok(())
     }
 
+    pub fn latency_tracking(&self) -> bool {
+        self.latency_tracking.load(Ordering::Relaxed)
+    }
+
+    /// Turned off, calls are no longer timed into histograms and none are reported (as Redis);
+    /// those kept reappear when it is turned on again.
+    pub fn set_latency_tracking(&self, enabled: bool) {
+        self.latency_tracking.store(enabled, Ordering::Relaxed);
+    }
+
+    /// Every command that ran since the last reset, by name, with its latency in microseconds
+    /// at each of LATENCY_PERCENTILES_REPORTED (each the highest value of its bucket); none
+    /// while latency tracking is off.
+    pub fn latency_percentiles(&self) -> Vec<(&'static str, [f64; LATENCY_PERCENTILES_REPORTED.len()])> {
+        if !self.latency_tracking() {
+            return Vec::new();
+        }
+        let microseconds_at = |histogram: &LatencyHistogram| LATENCY_PERCENTILES_REPORTED.map(|percentile| value_at_percentile(histogram, percentile) as f64 / 1000.0);
+        self.latencies_by_command().iter().map(|(name, histogram)| (*name, microseconds_at(histogram))).collect()
+    }
+
+    /// INFO latencystats, as Redis writes it.
+    pub fn write_latencystats(&self, text: &mut String) -> std::fmt::Result {
+        writeln!(text, "# Latencystats\r")?;
+        for (name, microseconds) in self.latency_percentiles() {
+            let fields: Vec<String> =
+                LATENCY_PERCENTILES_REPORTED.iter().zip(microseconds).map(|(percentile, value)| format!("p{percentile}={value:.3}")).collect();
+            writeln!(text, "latency_percentiles_usec_{name}:{}\r", fields.join(","))?;
+        }
+        Ok(())
+    }
+
     /// INFO errorstats, as Redis writes it.
     pub fn write_errorstats(&self, text: &mut String) -> std::fmt::Result {
         writeln!(text, "# Errorstats\r")?;
@@ -186,6 +270,21 @@ impl CommandStats {
         }
         Ok(())
     }
+}
+
+/// The value at `percentile` as Redis's hdr_value_at_percentile finds it: the highest value of
+/// the bucket holding the call of rank `percentile`% of the calls, rounded to the nearest (the
+/// crate's own rounds up, so that 99.9% of 1,000 calls would be the 1,000th).
+fn value_at_percentile(histogram: &LatencyHistogram, percentile: f64) -> u64 {
+    let rank = ((percentile / 100.0 * histogram.len() as f64 + 0.5) as u64).max(1);
+    let mut counted = 0;
+    for bucket in histogram.iter_recorded() {
+        counted += bucket.count_at_value();
+        if counted >= rank {
+            return histogram.highest_equivalent(bucket.value_iterated_to());
+        }
+    }
+    histogram.highest_equivalent(histogram.max())
 }
 
 /// An error reply's code as Redis takes it: the text before the first space within the first
@@ -239,6 +338,43 @@ mod tests {
         stats.reset();
         assert!(stats.used_commands().is_empty());
         assert_eq!((stats.error_replies(), stats.error_counts().len()), (0, 0));
+    }
+
+    #[test]
+    fn latency_percentiles_merge_the_stripes_and_report_microseconds() {
+        let stats = CommandStats::new(names());
+        let (fast, slow) = (Duration::from_micros(1), Duration::from_millis(1));
+        std::thread::scope(|scope| {
+            for thread in 0..COUNTER_STRIPES {
+                let stats = &stats;
+                scope.spawn(move || {
+                    for call in 0..125 {
+                        stats.record_call(0, if thread == 0 && call == 0 { slow } else { fast }, None);
+                    }
+                });
+            }
+        });
+        stats.record_call(1, fast, None);
+        stats.record_call(1, slow, None);
+        stats.record_rejection(Some(2), "ERR wrong number of arguments for 'config|get' command");
+        let mut text = String::new();
+        stats.write_latencystats(&mut text).unwrap();
+        // Each value is the highest of its bucket (1% wide): 1 µs reads 1.003, 1 ms 1003.519.
+        // Ranks round to the nearest: the 99.9th percentile of 1,000 calls is the 999th (a
+        // microsecond), the 50th of two calls the first.
+        assert_eq!(
+            text,
+            "# Latencystats\r\n\
+             latency_percentiles_usec_get:p50=1.003,p99=1.003,p99.9=1.003\r\n\
+             latency_percentiles_usec_set:p50=1.003,p99=1003.519,p99.9=1003.519\r\n",
+            "a command only refused has no latencies"
+        );
+        stats.record_call(2, Duration::ZERO, None);
+        assert!(stats.latencies_by_command().iter().any(|(name, latencies)| *name == "config|get" && latencies.max() == 1), "0 counts as 1 ns");
+        stats.reset();
+        text.clear();
+        stats.write_latencystats(&mut text).unwrap();
+        assert_eq!(text, "# Latencystats\r\n");
     }
 
     #[test]

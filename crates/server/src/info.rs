@@ -6,16 +6,16 @@ use std::sync::atomic::Ordering;
 use hybridkv_engine::{NamespaceStats, TierUsage};
 use hybridkv_media::{cpu_times, CpuOf};
 
-use crate::command_stats::CommandCounts;
+use crate::command_stats::{CommandCounts, LATENCY_PERCENTILES_REPORTED};
 use crate::shared::Shared;
 
 /// The Redis version whose commands and replies hybridkv follows (clients gate features on it).
 pub const REDIS_COMPATIBLE_VERSION: &str = "7.0.0";
 
 pub const SECTIONS: &[&str] =
-    &["server", "clients", "memory", "persistence", "stats", "replication", "cpu", "commandstats", "errorstats", "cluster", "keyspace"];
+    &["server", "clients", "memory", "persistence", "stats", "replication", "cpu", "commandstats", "errorstats", "latencystats", "cluster", "keyspace"];
 /// Sections that INFO without arguments (or `default`) leaves out, as Redis does.
-const NOT_DEFAULT_SECTIONS: &[&str] = &["commandstats"];
+const NOT_DEFAULT_SECTIONS: &[&str] = &["commandstats", "latencystats"];
 
 /// INFO's text for the requested sections (none or "default": all but NOT_DEFAULT_SECTIONS;
 /// "all"/"everything": all).
@@ -43,6 +43,7 @@ pub fn info_text(shared: &Shared, requested: &[String]) -> String {
             "cpu" => cpu_section(&mut text),
             "commandstats" => shared.command_stats.write_commandstats(&mut text),
             "errorstats" => shared.command_stats.write_errorstats(&mut text),
+            "latencystats" => shared.command_stats.write_latencystats(&mut text),
             "cluster" => writeln!(text, "# Cluster\r\ncluster_enabled:0\r"),
             _ => keyspace_section(&numbers, &stats, &mut text),
         };
@@ -244,7 +245,7 @@ pub fn prometheus_text(shared: &Shared) -> String {
     text
 }
 
-/// INFO commandstats and errorstats as labelled counters.
+/// INFO commandstats and errorstats as labelled counters, latencystats as gauges per quantile.
 fn command_metrics(shared: &Shared, text: &mut String) -> std::fmt::Result {
     let used = shared.command_stats.used_commands();
     type ValueOf = fn(&CommandCounts) -> u64;
@@ -258,6 +259,15 @@ fn command_metrics(shared: &Shared, text: &mut String) -> std::fmt::Result {
         writeln!(text, "# TYPE {name} counter")?;
         for (command, counts) in &used {
             writeln!(text, "{name}{{command=\"{command}\"}} {}", value_of(counts))?;
+        }
+    }
+    writeln!(text, "# TYPE hybridkv_command_latency_microseconds gauge")?;
+    for (command, microseconds) in shared.command_stats.latency_percentiles() {
+        for (percentile, value) in LATENCY_PERCENTILES_REPORTED.iter().zip(microseconds) {
+            // 99.9 / 100 prints as 0.9990000000000001.
+            let quantile = format!("{:.6}", percentile / 100.0);
+            let quantile = quantile.trim_end_matches('0');
+            writeln!(text, "hybridkv_command_latency_microseconds{{command=\"{command}\",quantile=\"{quantile}\"}} {value:.3}")?;
         }
     }
     writeln!(text, "# TYPE hybridkv_error_replies_by_prefix_total counter")?;

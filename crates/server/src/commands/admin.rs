@@ -9,6 +9,7 @@ use hybridkv_engine::Durability;
 use hybridkv_resp::Reply;
 
 use super::{is, parse_integer, subcommand_help, unknown_subcommand, SYNTAX_ERROR, TABLE};
+use crate::command_stats::LATENCY_PERCENTILES_REPORTED;
 use crate::command::{fail, wrong_arity, Call, CommandError, CommandResult, CommandSpec, ADMIN, READONLY, WRITE};
 use crate::glob::glob_match;
 use crate::hash_layout::buckets_per_share;
@@ -241,6 +242,8 @@ fn config_values(call: &Call<'_>) -> Vec<(&'static str, String)> {
         ("value-bytes-max", namespace.map_or(0, |namespace| namespace.value_bytes_max).to_string()),
         ("slowlog-log-slower-than", call.shared.slowlog.threshold_microseconds().to_string()),
         ("slowlog-max-len", call.shared.slowlog.entries_max().to_string()),
+        ("latency-tracking", if call.shared.command_stats.latency_tracking() { "yes" } else { "no" }.into()),
+        ("latency-tracking-info-percentiles", LATENCY_PERCENTILES_REPORTED.map(|percentile| percentile.to_string()).join(" ")),
     ]
 }
 
@@ -272,6 +275,7 @@ enum Setting {
     RequirePass(Option<String>),
     SlowlogThresholdMicroseconds(i64),
     SlowlogEntriesMax(usize),
+    LatencyTracking(bool),
 }
 
 /// CONFIG SET parameter value [parameter value ...]: every pair is checked before any is
@@ -291,6 +295,7 @@ fn config_set(call: &mut Call<'_>) -> CommandResult {
             Setting::RequirePass(password) => *call.shared.requirepass.write() = password,
             Setting::SlowlogThresholdMicroseconds(threshold) => call.shared.slowlog.set_threshold_microseconds(threshold),
             Setting::SlowlogEntriesMax(entries) => call.shared.slowlog.set_entries_max(entries),
+            Setting::LatencyTracking(enabled) => call.shared.command_stats.set_latency_tracking(enabled),
         }
     }
     Ok(Reply::ok())
@@ -307,6 +312,11 @@ fn setting(call: &Call<'_>, name: &str, value: &[u8]) -> Result<Setting, Command
         "requirepass" => Ok(Setting::RequirePass((!value.is_empty()).then(|| String::from_utf8_lossy(value).into_owned()))),
         "slowlog-log-slower-than" => Ok(Setting::SlowlogThresholdMicroseconds(integer_between(-1, i64::MAX)?)),
         "slowlog-max-len" => Ok(Setting::SlowlogEntriesMax(integer_between(0, SLOWLOG_ENTRIES_MAX as i64)? as usize)),
+        "latency-tracking" => match value.to_ascii_lowercase().as_slice() {
+            b"yes" => Ok(Setting::LatencyTracking(true)),
+            b"no" => Ok(Setting::LatencyTracking(false)),
+            _ => fail(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - argument must be 'yes' or 'no'")),
+        },
         _ if config_values(call).iter().any(|(known, _)| *known == name) => {
             fail(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - can't set immutable config"))
         }
