@@ -253,6 +253,14 @@ CASES = {
         ["CONFIG", "SET", "slowlog-log-slower-than", "-2"], ["CONFIG", "SET", "slowlog-log-slower-than", "1.5"], ("sorted", ["CONFIG", "GET", "slowlog-*"]),
         ["CONFIG", "SET", "slowlog-max-len", "128", "slowlog-log-slower-than", "10000"], ("sorted", ["CONFIG", "GET", "slowlog-*"]),
     ],
+    "latency monitor off": [
+        # The latency monitor's subcommands as Redis answers them with it off (its default);
+        # DOCTOR's text and HELP's lines are hybridkv's own.
+        ["LATENCY"], ["LATENCY", "NOSUCH"], ["LATENCY", "LATEST"], ["LATENCY", "LATEST", "x"], ["LATENCY", "HISTORY", "command"],
+        ["LATENCY", "HISTORY"], ["LATENCY", "RESET"], ["LATENCY", "RESET", "command", "fork"], ["LATENCY", "GRAPH", "command"],
+        ["LATENCY", "GRAPH"], ["LATENCY", "DOCTOR", "x"], ["LATENCY", "HISTOGRAM", "nosuchcommand"], ["LATENCY", "HELP", "x"],
+        ["CONFIG", "GET", "latency-monitor-threshold"],
+    ],
     "latency tracking config": [
         ["CONFIG", "SET", "latency-tracking", "maybe"], ["CONFIG", "SET", "latency-tracking", "No"], ["CONFIG", "GET", "latency-tracking"],
         ["CONFIG", "SET", "latency-tracking", "YES", "latency-tracking", "no"], ["CONFIG", "SET", "latency-tracking", "yes"],

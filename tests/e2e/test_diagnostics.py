@@ -2,6 +2,7 @@
 monitoring read to find which commands run, fail and are slow (docs/design/server.md,
 "Command statistics and the slow log")."""
 
+import math
 import re
 import socket
 import time
@@ -92,6 +93,16 @@ def test_latencystats_report_percentiles_per_command_that_ran_as_redis_lays_them
     assert re.search(r"^latency_percentiles_usec_set:p50=\d+\.\d{3},p99=\d+\.\d{3},p99\.9=\d+\.\d{3}\r$", raw, re.MULTILINE), raw
     assert "latency_percentiles_usec_set" in client.info("everything")
     assert not any(name.startswith("latency_percentiles") for name in client.info()), "not a default section, as in Redis"
+    histograms = client.execute_command("LATENCY", "HISTOGRAM", "set", "get", "nosuch")
+    assert histograms[0] == "set" and len(histograms) == 2, "GET never ran; unknown names are skipped"
+    fields = dict(zip(histograms[1][::2], histograms[1][1::2]))
+    assert fields["calls"] == 50
+    steps = fields["histogram_usec"]
+    bounds, cumulative = steps[::2], steps[1::2]
+    assert bounds == sorted(bounds) and cumulative == sorted(cumulative) and cumulative[-1] == 50, steps
+    # Steps double from about a microsecond (Redis's 1, 2, 4, 8, 16, 33, 66, …).
+    assert bounds[0] >= 1 and all(abs(math.log2(high / low) - round(math.log2(high / low))) < 0.05 for low, high in zip(bounds, bounds[1:])), bounds
+    assert "no events are sampled" in client.execute_command("LATENCY", "DOCTOR")
     client.config_resetstat()
     assert set(client.info("latencystats")) == {"latency_percentiles_usec_config|resetstat"}
     # Turned off, nothing is recorded or reported; what was kept comes back when turned on.

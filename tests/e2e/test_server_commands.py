@@ -377,12 +377,12 @@ def test_command_introspection(r):
 
 
 def test_help_lists_the_subcommands_that_the_unknown_subcommand_error_points_to(r):
-    for command in ("CLIENT", "CONFIG", "COMMAND", "MEMORY"):
+    for command in ("CLIENT", "CONFIG", "COMMAND", "MEMORY", "LATENCY", "SLOWLOG"):
         with pytest.raises(redis.ResponseError, match=rf"^unknown subcommand 'NOSUCH'\. Try {command} HELP\."):
             raw_command(r, command, "NOSUCH")
         lines = raw_command(r, command, "HELP")
         assert lines[0] == f"{command} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"
-        assert lines[-2:] == ["HELP", "    Print this help."]
+        assert lines[-2] == "HELP" and lines[-1] in ("    Print this help.", "    Prints this help."), "Redis words both"
         names = [line.split()[0] for line in lines[1::2]]
         assert all(line.startswith("    ") for line in lines[2::2]) and len(names) >= 2
         for name in names:

@@ -39,7 +39,19 @@ const LATENCY_SIGNIFICANT_DIGITS: u8 = 2;
 /// `latency-tracking-info-percentiles`.
 pub const LATENCY_PERCENTILES_REPORTED: [f64; 3] = [50.0, 99.0, 99.9];
 
+/// The first step of LATENCY HISTOGRAM's distribution (Redis's 1,024 ns); each next doubles.
+const LATENCY_DISTRIBUTION_FIRST_STEP_NANOSECONDS: u64 = 1024;
+
 type LatencyHistogram = Histogram<u64>;
+
+/// One command's latencies as LATENCY HISTOGRAM answers them.
+#[derive(Debug, PartialEq, Eq)]
+pub struct LatencyDistribution {
+    pub name: &'static str,
+    pub calls: u64,
+    /// (a step's bound in microseconds, the calls that took at most that long), rising.
+    pub steps: Vec<(u64, u64)>,
+}
 
 fn new_latency_histogram() -> LatencyHistogram {
     Histogram::new_with_bounds(LATENCY_NANOSECONDS_MIN, LATENCY_NANOSECONDS_MAX, LATENCY_SIGNIFICANT_DIGITS)
@@ -251,6 +263,30 @@ impl CommandStats {
         self.latencies_by_command().iter().map(|(name, histogram)| (*name, microseconds_at(histogram))).collect()
     }
 
+    /// LATENCY HISTOGRAM: for each command that ran (of `wanted`, by row name, when given), its
+    /// calls and their cumulative distribution over power-of-two steps from 1,024 ns, as
+    /// Redis's fillCommandCDF: (the step's bound in microseconds, the calls up to it), a step
+    /// only where the count grew.
+    pub fn latency_distributions(&self, wanted: Option<&[String]>) -> Vec<LatencyDistribution> {
+        let mut distributions = Vec::new();
+        for (name, histogram) in self.latencies_by_command() {
+            if wanted.is_some_and(|wanted| !wanted.iter().any(|wanted| wanted == name)) {
+                continue;
+            }
+            let mut steps = Vec::new();
+            let mut counted = 0;
+            for step in histogram.iter_log(LATENCY_DISTRIBUTION_FIRST_STEP_NANOSECONDS, 2.0) {
+                counted += step.count_since_last_iteration();
+                if step.count_since_last_iteration() > 0 {
+                    let bound_microseconds = histogram.highest_equivalent(step.value_iterated_to() + 1) / 1000;
+                    steps.push((bound_microseconds, counted));
+                }
+            }
+            distributions.push(LatencyDistribution { name, calls: histogram.len(), steps });
+        }
+        distributions
+    }
+
     /// INFO latencystats, as Redis writes it.
     pub fn write_latencystats(&self, text: &mut String) -> std::fmt::Result {
         writeln!(text, "# Latencystats\r")?;
@@ -375,6 +411,19 @@ mod tests {
         text.clear();
         stats.write_latencystats(&mut text).unwrap();
         assert_eq!(text, "# Latencystats\r\n");
+    }
+
+    #[test]
+    fn latency_distributions_count_calls_up_to_each_doubling_step() {
+        let stats = CommandStats::new(names());
+        for microseconds in [1, 3, 3, 10, 1000] {
+            stats.record_call(0, Duration::from_micros(microseconds), None);
+        }
+        stats.record_call(1, Duration::from_micros(1), None);
+        let get = LatencyDistribution { name: "get", calls: 5, steps: vec![(1, 1), (4, 3), (16, 4), (1056, 5)] };
+        assert_eq!(stats.latency_distributions(Some(&["get".to_string(), "nosuch".to_string()])), vec![get]);
+        let all: Vec<_> = stats.latency_distributions(None).into_iter().map(|distribution| distribution.name).collect();
+        assert_eq!(all, ["get", "set"]);
     }
 
     #[test]

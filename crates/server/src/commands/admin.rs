@@ -1,5 +1,5 @@
 //! Server commands: DBSIZE FLUSHDB FLUSHALL INFO CONFIG COMMAND TIME SHUTDOWN SAVE BGSAVE LASTSAVE
-//! MEMORY SLOWLOG.
+//! MEMORY SLOWLOG LATENCY.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -196,6 +196,46 @@ pub fn slowlog(call: &mut Call<'_>) -> CommandResult {
     }
 }
 
+/// What LATENCY DOCTOR answers: there is no latency monitor (Redis's is off by default too).
+const LATENCY_DOCTOR_REPORT: &str = "Latency monitoring is not available in hybridkv (as in a Redis instance whose \
+latency-monitor-threshold is 0): no events are sampled. INFO latencystats and LATENCY HISTOGRAM report each command's latencies.\n";
+
+/// LATENCY DOCTOR | GRAPH | HISTORY | LATEST | RESET | HISTOGRAM | HELP: the latency
+/// monitor's subcommands answer as Redis's do with the monitor off; HISTOGRAM reports the
+/// per-command latency tracking INFO latencystats draws on.
+pub fn latency(call: &mut Call<'_>) -> CommandResult {
+    let subcommand = String::from_utf8_lossy(&call.args[1]).to_ascii_lowercase();
+    match subcommand.as_str() {
+        "doctor" => Ok(Reply::Verbatim { format: *b"txt", text: Bytes::from_static(LATENCY_DOCTOR_REPORT.as_bytes()) }),
+        "graph" => fail(format!("ERR No samples available for event '{}'", String::from_utf8_lossy(&call.args[2]))),
+        "history" | "latest" => Ok(Reply::Array(Vec::new())),
+        "reset" => Ok(Reply::Integer(0)),
+        "histogram" => Ok(latency_histogram(call)),
+        "help" => Ok(subcommand_help("latency")),
+        _ => Err(unknown_subcommand("latency", &call.args[1])),
+    }
+}
+
+/// LATENCY HISTOGRAM [command ...]: {command: {calls, histogram_usec: {bound: calls up to it}}}.
+fn latency_histogram(call: &Call<'_>) -> Reply {
+    let wanted: Vec<String> = call.args[2..].iter().map(|name| String::from_utf8_lossy(name).to_ascii_lowercase()).collect();
+    let distributions = call.shared.command_stats.latency_distributions((!wanted.is_empty()).then_some(wanted.as_slice()));
+    let integer = |value: u64| Reply::Integer(i64::try_from(value).unwrap_or(i64::MAX));
+    Reply::Map(
+        distributions
+            .into_iter()
+            .map(|distribution| {
+                let steps = distribution.steps.iter().map(|&(bound, calls)| (integer(bound), integer(calls))).collect();
+                let fields = vec![
+                    (Reply::bulk_text("calls"), integer(distribution.calls)),
+                    (Reply::bulk_text("histogram_usec"), Reply::Map(steps)),
+                ];
+                (Reply::bulk_text(distribution.name), Reply::Map(fields))
+            })
+            .collect(),
+    )
+}
+
 /// Entries SLOWLOG GET answers without a count (Redis's 10).
 const SLOWLOG_GET_COUNT_DEFAULT: usize = 10;
 
@@ -242,6 +282,7 @@ fn config_values(call: &Call<'_>) -> Vec<(&'static str, String)> {
         ("value-bytes-max", namespace.map_or(0, |namespace| namespace.value_bytes_max).to_string()),
         ("slowlog-log-slower-than", call.shared.slowlog.threshold_microseconds().to_string()),
         ("slowlog-max-len", call.shared.slowlog.entries_max().to_string()),
+        ("latency-monitor-threshold", "0".into()),
         ("latency-tracking", if call.shared.command_stats.latency_tracking() { "yes" } else { "no" }.into()),
         ("latency-tracking-info-percentiles", LATENCY_PERCENTILES_REPORTED.map(|percentile| percentile.to_string()).join(" ")),
     ]

@@ -61,6 +61,7 @@ pub static TABLE: &[CommandSpec] = &[
     command!("config", -2, KeySpec::NONE, ADMIN | SESSION_OR_SERVER, "server", "Configuration commands (GET SET RESETSTAT).", admin::config),
     command!("command", -1, KeySpec::NONE, SESSION_OR_SERVER, "server", "Returns detailed information about commands.", admin::command),
     command!("monitor", 1, KeySpec::NONE, 0, "server", "Streams every command the server runs (PING, QUIT and RESET still answer; RESET stops the stream).", connection::monitor),
+    command!("latency", -2, KeySpec::NONE, SESSION_OR_SERVER, "server", "Per-command latency distributions (HISTOGRAM); the latency monitor's subcommands answer as with it off.", admin::latency),
     command!("slowlog", -2, KeySpec::NONE, SESSION_OR_SERVER, "server", "The commands that ran longer than slowlog-log-slower-than microseconds (GET LEN RESET).", admin::slowlog),
     command!("role", 1, KeySpec::NONE, IN_MULTI, "server", "Returns the replication role: a primary without replicas.", admin::role),
     command!("time", 1, KeySpec::NONE, IN_MULTI, "server", "Returns the server time.", admin::time),
@@ -206,6 +207,15 @@ static SUBCOMMANDS: &[(&str, &[Subcommand])] = &[
         subcommand("get", -2, "[<count>]", "Return top <count> entries from the slowlog (default: 10, -1 mean all). Entries are made of: id, timestamp, time in microseconds, arguments array, client IP and port, client name."),
         subcommand("len", 2, "", "Return the length of the slowlog."),
         subcommand("reset", 2, "", "Reset the slowlog."),
+        subcommand("help", 2, "", "Prints this help."),
+    ]),
+    ("latency", &[
+        subcommand("doctor", 2, "", "Return a human readable latency analysis report."),
+        subcommand("graph", 3, "<event>", "Return an ASCII latency graph for the <event> class (there is no latency monitor: none has samples)."),
+        subcommand("history", 3, "<event>", "Return time-latency samples for the <event> class (none: there is no latency monitor)."),
+        subcommand("latest", 2, "", "Return the latest latency samples for all events (none: there is no latency monitor)."),
+        subcommand("reset", -2, "[<event> ...]", "Reset latency data of one or more <event> classes (there is none to reset)."),
+        subcommand("histogram", -2, "[<command> ...]", "Return a cumulative distribution of latencies in the format of a histogram for the specified command names, or all of them."),
         subcommand("help", 2, "", "Prints this help."),
     ]),
     ("memory", &[
