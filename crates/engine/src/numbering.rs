@@ -134,11 +134,22 @@ fn read_newest(medium: &dyn Medium) -> Result<(u64, Homes)> {
         medium.read_at((slot * NUMBERING_SLOT_BYTES) as u64, &mut bytes)?;
         slots.push(bytes);
     }
+    // Only the fields count: damage to the zero padding of an unwritten slot is no swap.
+    let unwritten = |bytes: &Vec<u8>| bytes[..SLOT_USED_BYTES].iter().all(|&byte| byte == 0);
     if let Some(newest) = slots.iter().filter_map(|bytes| decode_slot(bytes)).max_by_key(|(sequence, _)| *sequence) {
+        if let Some(damaged) = slots.iter().position(|bytes| decode_slot(bytes).is_none() && !unwritten(bytes)) {
+            // A swap torn by a crash (never acknowledged) or a slot damaged at rest: the two
+            // look alike, and only the second, if it held the newer swap, loses anything.
+            tracing::warn!(
+                file = NUMBERING_MEDIUM_NAME,
+                slot = damaged,
+                sequence = newest.0,
+                "a slot of the database numbering is damaged; the other one serves: if the damaged slot held a later SWAPDB (not one torn by a crash), that swap is undone"
+            );
+        }
         return Ok(newest);
     }
-    // Only the fields count: damage to the zero padding of an unwritten slot is no swap.
-    if slots.iter().all(|bytes| bytes[..SLOT_USED_BYTES].iter().all(|&byte| byte == 0)) {
+    if slots.iter().all(unwritten) {
         return Ok((0, identity()));
     }
     Err(EngineError::Corrupt {
