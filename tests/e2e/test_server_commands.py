@@ -394,7 +394,14 @@ def test_help_lists_the_subcommands_that_the_unknown_subcommand_error_points_to(
         raw_command(r, "CLIENT", "HELP", "extra")
 
 
-def test_time_save_bgsave_lastsave(r):
+def wait_for_background_checkpoint(r):
+    deadline = time.time() + 10
+    while r.info("persistence")["rdb_bgsave_in_progress"] and time.time() < deadline:
+        time.sleep(0.05)
+    assert r.info("persistence")["rdb_bgsave_in_progress"] == 0
+
+
+def test_time_save_bgsave_bgrewriteaof_lastsave(r):
     seconds, micros = r.time()
     assert abs(seconds - time.time()) < 5 and 0 <= micros < 1_000_000
     before = r.lastsave()
@@ -403,10 +410,16 @@ def test_time_save_bgsave_lastsave(r):
     assert r.save()
     assert r.lastsave() > before
     assert r.bgsave()
-    deadline = time.time() + 10
-    while r.info("persistence")["rdb_bgsave_in_progress"] and time.time() < deadline:
-        time.sleep(0.05)
-    assert r.info("persistence")["rdb_bgsave_in_progress"] == 0
+    wait_for_background_checkpoint(r)
+    # BGREWRITEAOF checkpoints too: that is what compacts the journal here.
+    before = r.lastsave()
+    time.sleep(1.1)
+    r.set("k", "w")
+    assert raw_command(r, "BGREWRITEAOF") == "Background append only file rewriting started"
+    wait_for_background_checkpoint(r)
+    assert r.lastsave() > before
+    with pytest.raises(redis.ResponseError, match="wrong number of arguments for 'bgrewriteaof'"):
+        raw_command(r, "BGREWRITEAOF", "x")
 
 
 def test_scan_covers_every_key_once_with_filters(r):

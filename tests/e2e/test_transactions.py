@@ -58,7 +58,7 @@ def test_session_and_server_commands_are_queued_and_run_after_the_transaction(r)
     assert keyspace["db0"]["keys"] == 1, "INFO runs after the transaction's writes"
     assert config == {"maxclients": "10000"} and count > 50 and isinstance(last_save, datetime) and value == "1"
     assert r.execute_command("CLIENT", "GETNAME") == "inside"
-    for refused in (["FLUSHALL"], ["SAVE"], ["SHUTDOWN"], ["BGSAVE"], ["MOVE", "a", "1"], ["SWAPDB", "0", "1"]):
+    for refused in (["FLUSHALL"], ["SAVE"], ["SHUTDOWN"], ["BGSAVE"], ["BGREWRITEAOF"], ["MOVE", "a", "1"], ["SWAPDB", "0", "1"]):
         r.execute_command("MULTI")
         with pytest.raises(redis.ResponseError, match="^Command not allowed inside a transaction"):
             r.execute_command(*refused)

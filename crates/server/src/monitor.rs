@@ -17,8 +17,24 @@ use crate::slowlog::is_secret;
 /// Lines a monitoring client may fall behind by: past it, it is disconnected (Redis closes a
 /// monitor past its output buffer limit), so a slow monitor never grows the server's memory.
 pub const MONITOR_BACKLOG_LINES: usize = 10_000;
-/// Commands Redis does not show to monitors (its `admin` commands that hybridkv has).
-const HIDDEN_COMMANDS: &[&str] = &["config", "shutdown", "save", "bgsave", "slowlog", "monitor"];
+/// Commands and subcommands Redis 7.0 does not show to monitors: those it flags `admin`, of
+/// those hybridkv has (a subcommand as `command|subcommand`; their HELP is shown).
+const HIDDEN_COMMANDS: &[&str] = &[
+    "save", "bgsave", "bgrewriteaof", "shutdown", "monitor",
+    "config|get", "config|set", "config|resetstat", "config|rewrite",
+    "slowlog|get", "slowlog|len", "slowlog|reset",
+    "latency|doctor", "latency|graph", "latency|history", "latency|latest", "latency|reset", "latency|histogram",
+    "client|kill", "client|list", "client|pause", "client|unpause", "client|unblock", "client|no-evict",
+];
+
+/// Whether a monitor must not see `command` (a known command's name) run with `args`.
+fn is_hidden(command: &str, args: &[Bytes]) -> bool {
+    HIDDEN_COMMANDS.contains(&command)
+        || args.get(1).is_some_and(|subcommand| {
+            let subcommand = String::from_utf8_lossy(subcommand).to_ascii_lowercase();
+            HIDDEN_COMMANDS.contains(&format!("{command}|{subcommand}").as_str())
+        })
+}
 
 pub struct Monitors {
     watching: AtomicUsize,
@@ -51,7 +67,7 @@ impl Monitors {
 
     /// Shows a command that ran to every monitoring client.
     pub fn feed(&self, command: &str, database: usize, address: &SocketAddr, args: &[Bytes]) {
-        if self.watching.load(Ordering::Relaxed) == 0 || HIDDEN_COMMANDS.contains(&command) {
+        if self.watching.load(Ordering::Relaxed) == 0 || is_hidden(command, args) {
             return;
         }
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();

@@ -1,5 +1,5 @@
-//! Server commands: DBSIZE FLUSHDB FLUSHALL INFO CONFIG COMMAND TIME SHUTDOWN SAVE BGSAVE LASTSAVE
-//! MEMORY SLOWLOG LATENCY.
+//! Server commands: DBSIZE FLUSHDB FLUSHALL INFO CONFIG COMMAND TIME SHUTDOWN SAVE BGSAVE
+//! BGREWRITEAOF LASTSAVE MEMORY SLOWLOG LATENCY.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -13,6 +13,7 @@ use crate::command_stats::LATENCY_PERCENTILES_REPORTED;
 use crate::command::{fail, wrong_arity, Call, CommandError, CommandResult, CommandSpec, ADMIN, READONLY, WRITE};
 use crate::glob::glob_match;
 use crate::hash_layout::buckets_per_share;
+use crate::shared::Shared;
 use crate::slowlog::{SlowEntry, SLOWLOG_ENTRIES_MAX};
 use crate::values::Stored;
 
@@ -65,11 +66,28 @@ pub fn save(call: &mut Call<'_>) -> CommandResult {
 }
 
 pub fn bgsave(call: &mut Call<'_>) -> CommandResult {
-    if call.shared.background_save.swap(true, Ordering::AcqRel) {
+    if !start_background_checkpoint(call.shared)? {
         return fail("ERR Background save already in progress");
     }
-    let database = Arc::clone(&call.shared.database);
-    let in_progress = Arc::clone(&call.shared.background_save);
+    Ok(Reply::simple("Background saving started"))
+}
+
+/// BGREWRITEAOF: what compacts the journal here is a checkpoint (segments it covers are
+/// deleted), so it starts one, as BGSAVE does.
+pub fn bgrewriteaof(call: &mut Call<'_>) -> CommandResult {
+    if !start_background_checkpoint(call.shared)? {
+        return fail("ERR Background append only file rewriting already in progress");
+    }
+    Ok(Reply::simple("Background append only file rewriting started"))
+}
+
+/// Starts a checkpoint of every namespace on its own thread; false when one is running.
+fn start_background_checkpoint(shared: &Shared) -> Result<bool, CommandError> {
+    if shared.background_save.swap(true, Ordering::AcqRel) {
+        return Ok(false);
+    }
+    let database = Arc::clone(&shared.database);
+    let in_progress = Arc::clone(&shared.background_save);
     let spawned = std::thread::Builder::new().name("hybridkv-bgsave".into()).spawn(move || {
         if let Err(error) = database.checkpoint() {
             tracing::error!(%error, "background checkpoint failed");
@@ -77,10 +95,10 @@ pub fn bgsave(call: &mut Call<'_>) -> CommandResult {
         in_progress.store(false, Ordering::Release);
     });
     if let Err(error) = spawned {
-        call.shared.background_save.store(false, Ordering::Release);
-        return fail(format!("ERR cannot start background save: {error}"));
+        shared.background_save.store(false, Ordering::Release);
+        return fail(format!("ERR cannot start a background checkpoint: {error}"));
     }
-    Ok(Reply::simple("Background saving started"))
+    Ok(true)
 }
 
 /// MEMORY PURGE: Redis releases allocator pages; hybridkv empties its record caches, which is

@@ -68,6 +68,7 @@ pub static TABLE: &[CommandSpec] = &[
     command!("shutdown", -1, KeySpec::NONE, ADMIN, "server", "Makes everything durable, closes the database cleanly and exits.", admin::shutdown),
     command!("save", 1, KeySpec::NONE, ADMIN, "server", "Checkpoints every namespace synchronously.", admin::save),
     command!("bgsave", -1, KeySpec::NONE, ADMIN, "server", "Checkpoints every namespace in the background.", admin::bgsave),
+    command!("bgrewriteaof", 1, KeySpec::NONE, ADMIN, "server", "Checkpoints every namespace in the background (a checkpoint is what compacts the journal).", admin::bgrewriteaof),
     command!("wait", 3, KeySpec::NONE, SESSION_OR_SERVER, "generic", "Returns the number of replicas that acknowledged the client's writes: 0, hybridkv has none (blocks for the timeout when asked for more, as Redis).", waits::wait),
     command!("waitaof", 4, KeySpec::NONE, SESSION_OR_SERVER, "generic", "Waits until every write so far is durable (numlocal 1; flushes now under periodic); replicas: none.", waits::waitaof),
     command!("lastsave", 1, KeySpec::NONE, SESSION_OR_SERVER, "server", "Returns the Unix time of the last checkpoint.", admin::lastsave),
