@@ -253,6 +253,12 @@ CASES = {
         ["CONFIG", "SET", "slowlog-log-slower-than", "-2"], ["CONFIG", "SET", "slowlog-log-slower-than", "1.5"], ("sorted", ["CONFIG", "GET", "slowlog-*"]),
         ["CONFIG", "SET", "slowlog-max-len", "128", "slowlog-log-slower-than", "10000"], ("sorted", ["CONFIG", "GET", "slowlog-*"]),
     ],
+    "client tracking off": [
+        # Tracking is never on here; off, it answers as Redis's does (ON is refused: see README).
+        ["CLIENT", "TRACKINGINFO"], ["CLIENT", "TRACKINGINFO", "x"], ["CLIENT", "GETREDIR"], ["CLIENT", "GETREDIR", "x"],
+        ["CLIENT", "CACHING", "yes"], ["CLIENT", "CACHING"], ["CLIENT", "TRACKING"], ["CLIENT", "TRACKING", "off"],
+        ["CLIENT", "TRACKING", "maybe"],
+    ],
     "latency monitor off": [
         # The latency monitor's subcommands as Redis answers them with it off (its default);
         # DOCTOR's text and HELP's lines are hybridkv's own.

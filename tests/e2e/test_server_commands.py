@@ -362,6 +362,10 @@ def test_client_commands(r, shared_server):
         assert victim.recv(100) == b"", "a killed client's connection is closed"
     with pytest.raises(redis.ResponseError, match="No such client"):
         r.client_kill("127.0.0.1:1")
+    # Client-side caching needs invalidation messages, which hybridkv does not send.
+    with pytest.raises(redis.ResponseError, match="^CLIENT TRACKING is not supported by hybridkv"):
+        r.execute_command("CLIENT", "TRACKING", "ON", "BCAST")
+    assert r.execute_command("CLIENT", "TRACKING", "OFF") == "OK"
     assert r.ping()
 
 

@@ -224,6 +224,14 @@ pub fn client(call: &mut Call<'_>) -> CommandResult {
         }
         "reply" => client_reply(call),
         "no-evict" | "no-touch" => Ok(Reply::ok()),
+        "tracking" => client_tracking(call),
+        "trackinginfo" => Ok(Reply::Map(vec![
+            (Reply::bulk_text("flags"), Reply::Set(vec![Reply::bulk_text("off")])),
+            (Reply::bulk_text("redirect"), Reply::Integer(-1)),
+            (Reply::bulk_text("prefixes"), Reply::Array(Vec::new())),
+        ])),
+        "getredir" => Ok(Reply::Integer(-1)),
+        "caching" => fail("ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled"),
         "help" => Ok(subcommand_help("client")),
         _ => Err(unknown_subcommand("client", &call.args[1])),
     }
@@ -281,6 +289,20 @@ fn client_setinfo(call: &mut Call<'_>) -> CommandResult {
 
 /// CLIENT UNBLOCK id [TIMEOUT|ERROR]: ends a blocked client's wait (WAIT, WAITAOF); 1 if it
 /// was blocked. The checks come in Redis 7.0's order.
+/// CLIENT TRACKING ON|OFF [options]: client-side caching needs the server to send invalidations,
+/// which hybridkv does not, so tracking stays off: OFF is accepted (its options unchecked), ON
+/// refused with a clear error rather than accepted and never invalidated.
+fn client_tracking(call: &mut Call<'_>) -> CommandResult {
+    let switch = &call.args[2];
+    if is(switch, "OFF") {
+        return Ok(Reply::ok());
+    }
+    if is(switch, "ON") {
+        return fail("ERR CLIENT TRACKING is not supported by hybridkv: it sends no invalidation messages, so client-side caching would serve stale values");
+    }
+    fail(SYNTAX_ERROR)
+}
+
 /// Redis's answer to a CLIENT subcommand given more arguments than it takes.
 fn too_many_arguments(call: &Call<'_>) -> CommandResult {
     let subcommand = String::from_utf8_lossy(&call.args[1]);
