@@ -241,7 +241,11 @@ def test_info_sections(r):
     assert cpu["used_cpu_user"] + cpu["used_cpu_sys"] > 0
     headers = raw_exchange(r.connection_pool.connection_kwargs["port"], b"INFO\r\nQUIT\r\n").decode().splitlines()
     assert [line for line in headers if line.startswith("#")] == [
-        "# Server", "# Clients", "# Memory", "# Persistence", "# Stats", "# Replication", "# CPU", "# Errorstats", "# Cluster", "# Keyspace"]
+        "# Server", "# Clients", "# Memory", "# Persistence", "# Stats", "# Replication", "# CPU", "# Modules", "# Errorstats", "# Cluster", "# Keyspace"]
+    everything = raw_exchange(r.connection_pool.connection_kwargs["port"], b"INFO everything\r\nQUIT\r\n").decode().splitlines()
+    assert [line for line in everything if line.startswith("#")] == [
+        "# Server", "# Clients", "# Memory", "# Persistence", "# Stats", "# Replication", "# CPU", "# Modules", "# Commandstats", "# Errorstats",
+        "# Latencystats", "# Cluster", "# Keyspace"], "Redis 7.0's order"
 
 
 def test_info_keyspace_counts_keys_with_an_expiry_and_estimates_their_ttl(make_server):

@@ -13,7 +13,7 @@ use crate::shared::Shared;
 pub const REDIS_COMPATIBLE_VERSION: &str = "7.0.0";
 
 pub const SECTIONS: &[&str] =
-    &["server", "clients", "memory", "persistence", "stats", "replication", "cpu", "commandstats", "errorstats", "latencystats", "cluster", "keyspace"];
+    &["server", "clients", "memory", "persistence", "stats", "replication", "cpu", "modules", "commandstats", "errorstats", "latencystats", "cluster", "keyspace"];
 /// Sections that INFO without arguments (or `default`) leaves out, as Redis does.
 const NOT_DEFAULT_SECTIONS: &[&str] = &["commandstats", "latencystats"];
 
@@ -45,6 +45,8 @@ pub fn info_text(shared: &Shared, requested: &[String]) -> String {
             "errorstats" => shared.command_stats.write_errorstats(&mut text),
             "latencystats" => shared.command_stats.write_latencystats(&mut text),
             "cluster" => writeln!(text, "# Cluster\r\ncluster_enabled:0\r"),
+            // No modules can be loaded: the section is there, empty, as in Redis without any.
+            "modules" => writeln!(text, "# Modules\r"),
             _ => keyspace_section(&numbers, &stats, &mut text),
         };
     }
