@@ -20,7 +20,7 @@ fn open_or_new(call: &mut Call<'_>) -> Result<OpenHash, CommandError> {
     OpenHash::open_or_new(call.store, &call.args[1])
 }
 
-fn save(call: &mut Call<'_>, hash: OpenHash) -> Result<(), CommandError> {
+pub(super) fn save(call: &mut Call<'_>, hash: OpenHash) -> Result<(), CommandError> {
     let limits = limits(call);
     hash.save(call.store, &limits, call.shared.watches.any())
 }

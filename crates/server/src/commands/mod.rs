@@ -4,6 +4,7 @@ mod admin;
 mod bitfield;
 mod bits;
 mod connection;
+mod dump;
 mod hashes;
 mod keys;
 mod lcs;
@@ -108,6 +109,8 @@ pub static TABLE: &[CommandSpec] = &[
     command!("exists", -2, KeySpec::ALL, READ, "keyspace", "Counts the keys that exist.", keys::exists),
     command!("touch", -2, KeySpec::ALL, READ, "keyspace", "Counts the keys that exist (Redis also updates their last access time, which hybridkv does not keep).", keys::exists),
     command!("type", 2, KeySpec::ONE, READ, "keyspace", "Returns the type of a key.", keys::type_),
+    command!("dump", 2, KeySpec::ONE, READ_HASH, "keyspace", "Returns a key's value serialized as Redis does (a string or a hash), for RESTORE here or in Redis.", dump::dump),
+    command!("restore", -4, KeySpec::ONE, WRITES, "keyspace", "Creates a key from a DUMP payload of hybridkv or Redis (a string or a hash).", dump::restore),
     command!("expire", -3, KeySpec::ONE, WRITES, "keyspace", "Sets an expiry in seconds (NX XX GT LT).", keys::expire),
     command!("pexpire", -3, KeySpec::ONE, WRITES, "keyspace", "Sets an expiry in milliseconds.", keys::pexpire),
     command!("expireat", -3, KeySpec::ONE, WRITES, "keyspace", "Sets an expiry as a Unix time in seconds.", keys::expireat),
