@@ -128,10 +128,14 @@ mod tests {
         let address: SocketAddr = "127.0.0.1:1".parse().unwrap();
         monitors.feed("get", 0, &address, &[Bytes::from("get")]);
         let mut subscription = monitors.subscribe();
-        monitors.feed("config", 0, &address, &[Bytes::from("config")]);
+        monitors.feed("config", 0, &address, &[Bytes::from("CONFIG"), Bytes::from("Get"), Bytes::from("x")]);
+        monitors.feed("client", 0, &address, &[Bytes::from("CLIENT"), Bytes::from("LIST")]);
+        monitors.feed("bgrewriteaof", 0, &address, &[Bytes::from("BGREWRITEAOF")]);
+        monitors.feed("client", 0, &address, &[Bytes::from("CLIENT"), Bytes::from("ID")]);
         monitors.feed("ping", 0, &address, &[Bytes::from("PING")]);
+        assert!(subscription.lines.try_recv().unwrap().ends_with(b"\"CLIENT\" \"ID\"\r\n"));
         assert!(subscription.lines.try_recv().unwrap().ends_with(b"\"PING\"\r\n"));
-        assert!(subscription.lines.try_recv().is_err(), "nothing before subscribing, CONFIG hidden");
+        assert!(subscription.lines.try_recv().is_err(), "nothing before subscribing; CONFIG GET, CLIENT LIST and BGREWRITEAOF hidden");
         drop(subscription);
         assert_eq!(monitors.watching.load(Ordering::Relaxed), 0);
     }
