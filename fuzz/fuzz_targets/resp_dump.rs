@@ -3,16 +3,18 @@
 //! never panic, and whatever it accepts must encode to a payload that decodes to the same value.
 #![no_main]
 
-use hybridkv_resp::{decode_dump, encode_dump, DUMP_RDB_VERSION_WRITTEN};
+use hybridkv_resp::{decode_dump, encode_dump, DumpLimits, DUMP_RDB_VERSION_WRITTEN};
+
+const LIMITS: DumpLimits = DumpLimits { string_bytes_max: 1 << 20, hash_fields_max: 1 << 16 };
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = decode_dump(data);
+    let _ = decode_dump(data, LIMITS);
     let mut payload = data.to_vec();
     payload.extend_from_slice(&DUMP_RDB_VERSION_WRITTEN.to_le_bytes());
     let checksum = crc::Crc::<u64>::new(&crc::CRC_64_REDIS).checksum(&payload);
     payload.extend_from_slice(&checksum.to_le_bytes());
-    if let Ok(value) = decode_dump(&payload) {
-        assert_eq!(decode_dump(&encode_dump(&value)), Ok(value));
+    if let Ok(value) = decode_dump(&payload, LIMITS) {
+        assert_eq!(decode_dump(&encode_dump(&value), LIMITS), Ok(value));
     }
 });

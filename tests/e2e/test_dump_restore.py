@@ -131,3 +131,14 @@ def test_handmade_payloads_are_judged_as_redis_judges_them(pair):
                 replies.append(str(error))
         assert replies[0] == replies[1], (name, replies)
     assert ours.restore("k", 0, payload(b"\x04\x02\x01f\x01v\x01g\x01w")) == b"OK" and ours.hgetall("k") == {b"f": b"v", b"g": b"w"}
+
+
+def test_a_payload_that_would_build_a_value_over_the_limit_is_refused(pair):
+    ours, theirs = pair
+    limit = int(ours.config_get("value-bytes-max")["value-bytes-max"])
+    theirs.set("huge", b"a" * (limit + 1))
+    payload = theirs.dump("huge")
+    assert len(payload) < limit // 50, "Redis compressed it (LZF: up to 88-fold)"
+    with pytest.raises(redis.ResponseError, match=rf"^the payload holds {limit + 1} bytes in a compressed string, over the limit of {limit}$"):
+        ours.restore("huge", 0, payload)
+    assert ours.exists("huge") == 0

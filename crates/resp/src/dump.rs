@@ -21,9 +21,15 @@ pub const DUMP_RDB_VERSION_WRITTEN: u16 = 10;
 /// The newest RDB version RESTORE takes (Redis 7.4's): its string and hash encodings are those
 /// read here; a newer version may have changed them.
 pub const DUMP_RDB_VERSION_READ_MAX: u16 = 12;
-/// A restored value's decoded bytes at most (Redis's `proto-max-bulk-len` default): an LZF
-/// header or a length field cannot make RESTORE allocate more.
-pub const DUMP_DECODED_BYTES_MAX: usize = 512 * 1024 * 1024;
+
+/// What a payload may make RESTORE build, so that a small payload cannot make it allocate much
+/// more than it holds: an LZF-compressed string decompresses to at most `string_bytes_max`
+/// bytes, a hash has at most `hash_fields_max` fields. Plain strings are bounded by the payload.
+#[derive(Clone, Copy, Debug)]
+pub struct DumpLimits {
+    pub string_bytes_max: usize,
+    pub hash_fields_max: usize,
+}
 
 /// LZF expands at most 88-fold (a 3-byte back reference copies up to 264 bytes): a header
 /// claiming more is refused before anything is allocated for it.
@@ -66,6 +72,9 @@ pub enum DumpError {
     /// The body is not a string or hash in an encoding read here (Redis's `Bad data format`).
     #[error("Bad data format")]
     BadFormat,
+    /// Past a `DumpLimits` bound: how much of what, and the limit.
+    #[error("the payload holds {size} {what}, over the limit of {limit}")]
+    OverLimit { what: &'static str, size: u64, limit: usize },
 }
 
 /// The DUMP payload of `value`.
@@ -92,18 +101,19 @@ pub fn encode_dump(value: &DumpValue) -> Vec<u8> {
 }
 
 /// The value of a DUMP payload, its footer checked first.
-pub fn decode_dump(payload: &[u8]) -> Result<DumpValue, DumpError> {
+pub fn decode_dump(payload: &[u8], limits: DumpLimits) -> Result<DumpValue, DumpError> {
     let body_end = payload.len().checked_sub(FOOTER_BYTES).ok_or(DumpError::VersionOrChecksum)?;
     let version = u16::from_le_bytes([payload[body_end], payload[body_end + 1]]);
     let checksum = u64::from_le_bytes(payload[body_end + 2..].try_into().expect("8 bytes"));
     if version > DUMP_RDB_VERSION_READ_MAX || CRC64.checksum(&payload[..body_end + 2]) != checksum {
         return Err(DumpError::VersionOrChecksum);
     }
-    let mut body = Reader { bytes: &payload[..body_end] };
+    let mut body = Reader { bytes: &payload[..body_end], string_bytes_max: limits.string_bytes_max };
     let value = match body.byte()? {
         TYPE_STRING => DumpValue::String(Bytes::from(body.string()?)),
         TYPE_HASH => {
             let count = body.length()?;
+            check_fields(count, limits)?;
             let mut fields = Vec::new();
             for _ in 0..count {
                 let field = Bytes::from(body.string()?);
@@ -111,11 +121,21 @@ pub fn decode_dump(payload: &[u8]) -> Result<DumpValue, DumpError> {
             }
             DumpValue::Hash(fields)
         }
-        TYPE_HASH_LISTPACK => DumpValue::Hash(pairs(listpack_entries(&body.string()?)?)?),
-        TYPE_HASH_ZIPLIST => DumpValue::Hash(pairs(ziplist_entries(&body.string()?)?)?),
+        TYPE_HASH_LISTPACK => DumpValue::Hash(pairs(listpack_entries(&body.string()?, limits.string_bytes_max)?)?),
+        TYPE_HASH_ZIPLIST => DumpValue::Hash(pairs(ziplist_entries(&body.string()?, limits.string_bytes_max)?)?),
         _ => return Err(DumpError::BadFormat),
     };
+    if let DumpValue::Hash(fields) = &value {
+        check_fields(fields.len() as u64, limits)?;
+    }
     Ok(value)
+}
+
+fn check_fields(count: u64, limits: DumpLimits) -> Result<(), DumpError> {
+    match count > limits.hash_fields_max as u64 {
+        true => Err(DumpError::OverLimit { what: "fields in a hash", size: count, limit: limits.hash_fields_max }),
+        false => Ok(()),
+    }
 }
 
 fn put_length(payload: &mut Vec<u8>, length: u64) {
@@ -153,6 +173,8 @@ fn pairs(entries: Vec<Vec<u8>>) -> Result<Vec<(Bytes, Bytes)>, DumpError> {
 /// Reads the body front to back; running out of bytes is a bad format.
 struct Reader<'a> {
     bytes: &'a [u8],
+    /// DumpLimits::string_bytes_max, for LZF strings.
+    string_bytes_max: usize,
 }
 
 impl<'a> Reader<'a> {
@@ -192,10 +214,6 @@ impl<'a> Reader<'a> {
         self.length_or_special()?.map_err(|_| DumpError::BadFormat)
     }
 
-    /// A length checked against DUMP_DECODED_BYTES_MAX.
-    fn bounded_length(&mut self) -> Result<usize, DumpError> {
-        usize::try_from(self.length()?).ok().filter(|length| *length <= DUMP_DECODED_BYTES_MAX).ok_or(DumpError::BadFormat)
-    }
 
     fn string(&mut self) -> Result<Vec<u8>, DumpError> {
         match self.length_or_special()? {
@@ -207,8 +225,12 @@ impl<'a> Reader<'a> {
             Err(SPECIAL_INT16) => Ok(i16::from_le_bytes(self.array()?).to_string().into_bytes()),
             Err(SPECIAL_INT32) => Ok(i32::from_le_bytes(self.array()?).to_string().into_bytes()),
             Err(SPECIAL_LZF) => {
-                let compressed_length = self.bounded_length()?;
-                let length = self.bounded_length()?;
+                let compressed_length = usize::try_from(self.length()?).map_err(|_| DumpError::BadFormat)?;
+                let length = self.length()?;
+                if length > self.string_bytes_max as u64 {
+                    return Err(DumpError::OverLimit { what: "bytes in a compressed string", size: length, limit: self.string_bytes_max });
+                }
+                let length = length as usize;
                 if length > compressed_length.saturating_mul(LZF_EXPANSION_MAX) {
                     return Err(DumpError::BadFormat);
                 }
@@ -225,18 +247,18 @@ impl<'a> Reader<'a> {
 
 /// A reader of a listpack's or ziplist's entries, after a header of `header_bytes` whose first
 /// field (u32 LE) is the aggregate's size, which must be its length.
-fn aggregate_entries(aggregate: &[u8], header_bytes: usize) -> Result<Reader<'_>, DumpError> {
+fn aggregate_entries(aggregate: &[u8], header_bytes: usize, string_bytes_max: usize) -> Result<Reader<'_>, DumpError> {
     let total = aggregate.get(..4).map(|bytes| u32::from_le_bytes(bytes.try_into().expect("4 bytes")) as usize);
     if total != Some(aggregate.len()) || aggregate.len() <= header_bytes {
         return Err(DumpError::BadFormat);
     }
-    Ok(Reader { bytes: &aggregate[header_bytes..] })
+    Ok(Reader { bytes: &aggregate[header_bytes..], string_bytes_max })
 }
 
 /// A listpack's entries as strings (integers in decimal): a 6-byte header (total bytes u32 LE,
 /// entry count u16 LE), entries each followed by their length as a back-length, then 0xFF.
-fn listpack_entries(listpack: &[u8]) -> Result<Vec<Vec<u8>>, DumpError> {
-    let mut reader = aggregate_entries(listpack, LISTPACK_HEADER_BYTES)?;
+fn listpack_entries(listpack: &[u8], string_bytes_max: usize) -> Result<Vec<Vec<u8>>, DumpError> {
+    let mut reader = aggregate_entries(listpack, LISTPACK_HEADER_BYTES, string_bytes_max)?;
     let mut entries = Vec::new();
     loop {
         let before = reader.bytes.len();
@@ -298,8 +320,8 @@ fn sign_extend_24(bytes: [u8; 3]) -> i64 {
 /// A ziplist's entries as strings (integers in decimal): a 10-byte header (total bytes u32 LE,
 /// tail offset u32 LE, entry count u16 LE), entries each led by the previous entry's length
 /// (one byte, or 0xFE and a u32 LE) and an encoding, then 0xFF.
-fn ziplist_entries(ziplist: &[u8]) -> Result<Vec<Vec<u8>>, DumpError> {
-    let mut reader = aggregate_entries(ziplist, ZIPLIST_HEADER_BYTES)?;
+fn ziplist_entries(ziplist: &[u8], string_bytes_max: usize) -> Result<Vec<Vec<u8>>, DumpError> {
+    let mut reader = aggregate_entries(ziplist, ZIPLIST_HEADER_BYTES, string_bytes_max)?;
     let mut entries = Vec::new();
     loop {
         let previous_length = reader.byte()?;
@@ -348,6 +370,26 @@ fn ziplist_entry(reader: &mut Reader<'_>, encoding: u8) -> Result<Vec<u8>, DumpE
 mod tests {
     use super::*;
 
+    const LIMITS: DumpLimits = DumpLimits { string_bytes_max: 1 << 20, hash_fields_max: 1000 };
+
+    fn decode(payload: &[u8]) -> Result<DumpValue, DumpError> {
+        decode_dump(payload, LIMITS)
+    }
+
+    #[test]
+    fn limits_bound_decompressed_strings_and_hash_fields() {
+        let original = vec![b'z'; 2 << 20];
+        let compressed = lzf::compress(&original).unwrap();
+        let mut body = vec![0x00, 0xC3];
+        put_length(&mut body, compressed.len() as u64);
+        put_length(&mut body, original.len() as u64);
+        body.extend_from_slice(&compressed);
+        let over = DumpError::OverLimit { what: "bytes in a compressed string", size: 2 << 20, limit: 1 << 20 };
+        assert_eq!(decode(&payload(&body, 10)), Err(over));
+        let wide = DumpValue::Hash((0..1001).map(|number| (Bytes::from(number.to_string()), Bytes::new())).collect());
+        assert_eq!(decode(&encode_dump(&wide)), Err(DumpError::OverLimit { what: "fields in a hash", size: 1001, limit: 1000 }));
+    }
+
     /// A payload around `body` with a valid footer of `version`.
     fn payload(body: &[u8], version: u16) -> Vec<u8> {
         let mut payload = body.to_vec();
@@ -366,14 +408,14 @@ mod tests {
         // DUMP of SET k hello, SET n 12345 and HSET h f v, from redis-server 7.0.15: their
         // checksums check Redis's CRC-64.
         let hello = [0x00, 0x05, 0x68, 0x65, 0x6c, 0x6c, 0x6f, 0x0a, 0x00, 0x63, 0x72, 0xdf, 0x76, 0x65, 0x34, 0x20, 0x0a];
-        assert_eq!(decode_dump(&hello), Ok(DumpValue::String(Bytes::from_static(b"hello"))));
+        assert_eq!(decode(&hello), Ok(DumpValue::String(Bytes::from_static(b"hello"))));
         let number = [0x00, 0xc1, 0x39, 0x30, 0x0a, 0x00, 0x9d, 0x94, 0xea, 0x27, 0x93, 0xfc, 0x08, 0xb9];
-        assert_eq!(decode_dump(&number), Ok(DumpValue::String(Bytes::from_static(b"12345"))));
+        assert_eq!(decode(&number), Ok(DumpValue::String(Bytes::from_static(b"12345"))));
         let small_hash = [
             0x10, 0x0d, 0x0d, 0x00, 0x00, 0x00, 0x02, 0x00, 0x81, 0x66, 0x02, 0x81, 0x76, 0x02, 0xff, 0x0a, 0x00, 0x20, 0xf1, 0x3d, 0x44, 0x23, 0x54,
             0x08, 0x9d,
         ];
-        assert_eq!(decode_dump(&small_hash), Ok(hash(&[("f", "v")])));
+        assert_eq!(decode(&small_hash), Ok(hash(&[("f", "v")])));
         assert_eq!(encode_dump(&DumpValue::String(Bytes::from_static(b"hello"))), hello, "DUMP writes what Redis 7.0 writes");
     }
 
@@ -389,26 +431,26 @@ mod tests {
         ] {
             let payload = encode_dump(&value);
             assert_eq!(u16::from_le_bytes([payload[payload.len() - 10], payload[payload.len() - 9]]), DUMP_RDB_VERSION_WRITTEN);
-            assert_eq!(decode_dump(&payload), Ok(value));
+            assert_eq!(decode(&payload), Ok(value));
         }
     }
 
     #[test]
     fn integer_and_lzf_strings_decode() {
-        assert_eq!(decode_dump(&payload(&[0x00, 0xC0, 0xF9], 10)), Ok(DumpValue::String(Bytes::from_static(b"-7"))));
-        assert_eq!(decode_dump(&payload(&[0x00, 0xC2, 0x00, 0x00, 0x00, 0x80], 10)), Ok(DumpValue::String(Bytes::from(i32::MIN.to_string()))));
+        assert_eq!(decode(&payload(&[0x00, 0xC0, 0xF9], 10)), Ok(DumpValue::String(Bytes::from_static(b"-7"))));
+        assert_eq!(decode(&payload(&[0x00, 0xC2, 0x00, 0x00, 0x00, 0x80], 10)), Ok(DumpValue::String(Bytes::from(i32::MIN.to_string()))));
         let original = "abcabcabcabcabcabcabcabcabcabcabcabc".repeat(10);
         let compressed = lzf::compress(original.as_bytes()).unwrap();
         let mut body = vec![0x00, 0xC3];
         put_length(&mut body, compressed.len() as u64);
         put_length(&mut body, original.len() as u64);
         body.extend_from_slice(&compressed);
-        assert_eq!(decode_dump(&payload(&body, 10)), Ok(DumpValue::String(Bytes::from(original.clone()))));
+        assert_eq!(decode(&payload(&body, 10)), Ok(DumpValue::String(Bytes::from(original.clone()))));
         let mut lying = vec![0x00, 0xC3];
         put_length(&mut lying, compressed.len() as u64);
         put_length(&mut lying, original.len() as u64 + 1);
         lying.extend_from_slice(&compressed);
-        assert_eq!(decode_dump(&payload(&lying, 10)), Err(DumpError::BadFormat), "the original length must match");
+        assert_eq!(decode(&payload(&lying, 10)), Err(DumpError::BadFormat), "the original length must match");
     }
 
     #[test]
@@ -430,7 +472,7 @@ mod tests {
         let total = listpack.len() as u32;
         listpack[..4].copy_from_slice(&total.to_le_bytes());
         let expected: Vec<Vec<u8>> = ["5", "-100", "1000", "-100000", "100000000", &i64::MIN.to_string(), &text, ""].iter().map(|text| text.as_bytes().to_vec()).collect();
-        assert_eq!(listpack_entries(&listpack), Ok(expected));
+        assert_eq!(listpack_entries(&listpack, usize::MAX), Ok(expected));
     }
 
     #[test]
@@ -445,7 +487,7 @@ mod tests {
         ziplist[..4].copy_from_slice(&total.to_le_bytes());
         let mut body = vec![TYPE_HASH_ZIPLIST];
         put_string(&mut body, &ziplist);
-        assert_eq!(decode_dump(&payload(&body, 9)), Ok(hash(&[("f", "v"), ("n", "12"), ("m", "-300")])));
+        assert_eq!(decode(&payload(&body, 9)), Ok(hash(&[("f", "v"), ("n", "12"), ("m", "-300")])));
     }
 
     /// What the fuzz target `resp_dump` checks, over seeded mutations of valid bodies (the
@@ -485,8 +527,8 @@ mod tests {
                     _ => body.insert(position, next() as u8),
                 }
             }
-            if let Ok(value) = decode_dump(&payload(&body, DUMP_RDB_VERSION_WRITTEN)) {
-                assert_eq!(decode_dump(&encode_dump(&value)), Ok(value));
+            if let Ok(value) = decode(&payload(&body, DUMP_RDB_VERSION_WRITTEN)) {
+                assert_eq!(decode(&encode_dump(&value)), Ok(value));
             }
         }
     }
@@ -494,13 +536,13 @@ mod tests {
     #[test]
     fn damaged_or_foreign_payloads_are_refused() {
         let good = encode_dump(&DumpValue::String(Bytes::from_static(b"value")));
-        assert_eq!(decode_dump(&good[..5]), Err(DumpError::VersionOrChecksum));
+        assert_eq!(decode(&good[..5]), Err(DumpError::VersionOrChecksum));
         let mut flipped = good.clone();
         flipped[2] ^= 1;
-        assert_eq!(decode_dump(&flipped), Err(DumpError::VersionOrChecksum));
-        assert_eq!(decode_dump(&payload(&[0x00, 0x01, b'x'], DUMP_RDB_VERSION_READ_MAX + 1)), Err(DumpError::VersionOrChecksum));
-        assert_eq!(decode_dump(&payload(&[0x02, 0x01, 0x01, b'x'], 10)), Err(DumpError::BadFormat), "a set");
-        assert_eq!(decode_dump(&payload(&[0x00, 0x05, b'x'], 10)), Err(DumpError::BadFormat), "shorter than its length");
-        assert_eq!(decode_dump(&payload(&[0x04, 0x01, 0x01, b'f'], 10)), Err(DumpError::BadFormat), "a field without a value");
+        assert_eq!(decode(&flipped), Err(DumpError::VersionOrChecksum));
+        assert_eq!(decode(&payload(&[0x00, 0x01, b'x'], DUMP_RDB_VERSION_READ_MAX + 1)), Err(DumpError::VersionOrChecksum));
+        assert_eq!(decode(&payload(&[0x02, 0x01, 0x01, b'x'], 10)), Err(DumpError::BadFormat), "a set");
+        assert_eq!(decode(&payload(&[0x00, 0x05, b'x'], 10)), Err(DumpError::BadFormat), "shorter than its length");
+        assert_eq!(decode(&payload(&[0x04, 0x01, 0x01, b'f'], 10)), Err(DumpError::BadFormat), "a field without a value");
     }
 }

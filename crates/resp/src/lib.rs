@@ -15,6 +15,6 @@ pub use decode::{
     DecodeLimits, ProtocolError, RequestDecoder, ARGUMENTS_MAX_DEFAULT, BULK_BYTES_MAX_DEFAULT, INLINE_BYTES_MAX,
     UNAUTHENTICATED_ARGUMENTS_MAX, UNAUTHENTICATED_BULK_BYTES_MAX,
 };
-pub use dump::{decode_dump, encode_dump, DumpError, DumpValue, DUMP_DECODED_BYTES_MAX, DUMP_RDB_VERSION_READ_MAX, DUMP_RDB_VERSION_WRITTEN};
+pub use dump::{decode_dump, encode_dump, DumpError, DumpLimits, DumpValue, DUMP_RDB_VERSION_READ_MAX, DUMP_RDB_VERSION_WRITTEN};
 pub use encode::{encode, format_double, ProtocolVersion, Reply};
 pub use inline::split_inline_arguments;

@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 use hybridkv_engine::{now_unix_ms, EXPIRY_UNIX_MS_MAX};
-use hybridkv_resp::{decode_dump, encode_dump, DumpValue, Reply};
+use hybridkv_resp::{decode_dump, encode_dump, DumpLimits, DumpValue, Reply};
 
 use super::hashes;
 use super::{is, parse_integer, SYNTAX_ERROR};
@@ -12,6 +12,9 @@ use crate::hash_layout::OpenHash;
 use crate::values::{encode_string, Stored};
 
 const BUSY_KEY: &str = "BUSYKEY Target key name already exists.";
+/// Fields of a restored hash at most: what RESTORE builds in memory before writing is about 70
+/// bytes a field beyond the payload's own bytes (a hash this big restores in several seconds).
+const RESTORE_HASH_FIELDS_MAX: usize = 4 * 1024 * 1024;
 /// Fields of a restored hash set between two saves (`restore_hash`).
 const RESTORE_FIELDS_PER_SAVE: usize = 64;
 /// Redis's LFU counter is a byte.
@@ -46,7 +49,11 @@ pub fn restore(call: &mut Call<'_>) -> CommandResult {
     if ttl < 0 {
         return fail("ERR Invalid TTL value, must be >= 0");
     }
-    let value = match decode_dump(&call.args[3]) {
+    let limits = DumpLimits {
+        string_bytes_max: usize::try_from(call.namespace.config().value_bytes_max).unwrap_or(usize::MAX),
+        hash_fields_max: RESTORE_HASH_FIELDS_MAX,
+    };
+    let value = match decode_dump(&call.args[3], limits) {
         Ok(DumpValue::Hash(fields)) if fields.is_empty() => return fail("ERR Bad data format"),
         Ok(value) => value,
         Err(error) => return fail(format!("ERR {error}")),
