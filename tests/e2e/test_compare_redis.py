@@ -262,6 +262,10 @@ CASES = {
         ["RESTORE", "new", "0", "x", "FREQ", "-1"], ["RESTORE", "new", "0", "x", "IDLETIME", "1", "FREQ", "1"], ["RESTORE", "new", "0", "x", "IDLETIME"],
         ["RESTORE", "s", "0", "x", "REPLACE", "ABSTTL"], ["GET", "s"], ["EXISTS", "new"],
     ],
+    "cluster support disabled": [
+        ["CLUSTER", "INFO"], ["CLUSTER", "SLOTS"], ["CLUSTER"], ["READONLY"], ["READWRITE"], ["ASKING"], ["READONLY", "x"],
+        ["MULTI"], ["READONLY"], ["CLUSTER", "INFO"], ["EXEC"],
+    ],
     "client tracking off": [
         # Tracking is never on here; off, it answers as Redis's does (ON is refused: see README).
         ["CLIENT", "TRACKINGINFO"], ["CLIENT", "TRACKINGINFO", "x"], ["CLIENT", "GETREDIR"], ["CLIENT", "GETREDIR", "x"],

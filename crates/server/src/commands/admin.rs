@@ -55,6 +55,12 @@ pub fn role(_call: &mut Call<'_>) -> CommandResult {
     Ok(Reply::Array(vec![Reply::bulk_text("master"), Reply::Integer(0), Reply::Array(Vec::new())]))
 }
 
+/// CLUSTER, READONLY, READWRITE and ASKING: Redis's answer when it runs without cluster
+/// support, which hybridkv has none of (so a cluster client learns why it cannot go on).
+pub fn cluster_disabled(_call: &mut Call<'_>) -> CommandResult {
+    fail("ERR This instance has cluster support disabled")
+}
+
 pub fn time(_call: &mut Call<'_>) -> CommandResult {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     Ok(Reply::Array(vec![Reply::bulk_text(&now.as_secs().to_string()), Reply::bulk_text(&now.subsec_micros().to_string())]))
