@@ -7,6 +7,7 @@ use hybridkv_engine::{NamespaceStats, TierUsage};
 use hybridkv_media::{cpu_times, CpuOf};
 
 use crate::command_stats::{CommandCounts, LATENCY_PERCENTILES_REPORTED};
+use crate::pubsub::Kind;
 use crate::shared::Shared;
 
 /// The Redis version whose commands and replies hybridkv follows (clients gate features on it).
@@ -200,6 +201,9 @@ fn stats_section(shared: &Shared, stats: &[NamespaceStats], text: &mut String) -
     writeln!(text, "evicted_keys:0\r")?;
     writeln!(text, "keyspace_hits:{}\r", stats.iter().map(|stats| stats.hits).sum::<u64>())?;
     writeln!(text, "keyspace_misses:{}\r", stats.iter().map(|stats| stats.misses).sum::<u64>())?;
+    writeln!(text, "pubsub_channels:{}\r", shared.pubsub.count(Kind::Channel))?;
+    writeln!(text, "pubsub_patterns:{}\r", shared.pubsub.count(Kind::Pattern))?;
+    writeln!(text, "pubsubshard_channels:{}\r", shared.pubsub.count(Kind::Shard))?;
     writeln!(text, "engine_writes:{}\r", stats.iter().map(|stats| stats.writes).sum::<u64>())?;
     writeln!(text, "defragmented_blocks:{}\r", stats.iter().map(|stats| stats.defragmented_blocks).sum::<u64>())?;
     writeln!(text, "corrupt_records:{}\r", stats.iter().map(|stats| stats.corrupt_records).sum::<u64>())
@@ -220,8 +224,11 @@ pub fn prometheus_text(shared: &Shared) -> String {
     let mut text = String::new();
     let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
     let counters = &shared.stats;
-    let server_metrics: [(&str, &str, u64); 8] = [
+    let server_metrics: [(&str, &str, u64); 11] = [
         ("hybridkv_connected_clients", "gauge", shared.clients.count() as u64),
+        ("hybridkv_pubsub_channels", "gauge", shared.pubsub.count(Kind::Channel) as u64),
+        ("hybridkv_pubsub_patterns", "gauge", shared.pubsub.count(Kind::Pattern) as u64),
+        ("hybridkv_pubsub_shard_channels", "gauge", shared.pubsub.count(Kind::Shard) as u64),
         ("hybridkv_error_replies_total", "counter", shared.command_stats.error_replies()),
         ("hybridkv_blocked_clients", "gauge", load(&counters.blocked_clients)),
         ("hybridkv_commands_processed_total", "counter", counters.commands_processed.get()),

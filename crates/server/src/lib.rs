@@ -5,7 +5,7 @@
 //! → `watch` (WATCH's keys and the writes that touch them) → `values` (how Redis types are stored in engine values) → `hash_layout` (a hash over one
 //! record or a root and buckets) → `info` (INFO and metrics) → `command_stats` and `slowlog` (what
 //! INFO commandstats/errorstats and SLOWLOG report) → `monitor` (MONITOR's feed) → `pause` (CLIENT
-//! PAUSE's hold on sessions).
+//! PAUSE's hold on sessions) → `pubsub` (subscriptions and subscribers' mailboxes).
 
 mod command;
 mod command_stats;
@@ -17,6 +17,7 @@ mod info;
 mod long_double;
 mod monitor;
 mod pause;
+mod pubsub;
 mod server;
 mod session;
 mod shared;

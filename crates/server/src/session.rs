@@ -23,10 +23,12 @@ use crate::config::{EngineCallMode, READ_CHUNK_BYTES, REPLY_FLUSH_BYTES};
 use crate::monitor::MONITOR_BACKLOG_LINES;
 use crate::pause::PauseHold;
 use crate::shared::{Blocking, ClientHandle, Shared};
+use crate::pubsub::{ClientSubscriptions, Mailbox};
 use crate::watch::{WatchRegistry, WatchedKeys};
 
-/// How often a monitoring connection whose write does not progress looks at its backlog.
-const MONITOR_BACKLOG_CHECK_INTERVAL: Duration = Duration::from_millis(100);
+/// How often a monitor's or subscriber's connection whose write does not progress looks
+/// whether it fell too far behind (a client that stopped reading would hold the write for ever).
+const STALLED_WRITE_CHECK_INTERVAL: Duration = Duration::from_millis(100);
 /// Requests decoded ahead before they are executed as one batch (one engine-call hand-off).
 const BATCH_COMMANDS_MAX: usize = 1024;
 /// Largest single read reserved for a pending large argument; the buffer grows past it as bytes
@@ -84,6 +86,12 @@ pub struct SessionState {
     /// Set by a command that blocks its client (WAIT, WAITAOF asking for replicas): its reply
     /// is held back that long (EXEC drops it: nothing blocks inside a transaction, as in Redis).
     pub reply_delay: Option<ReplyDelay>,
+    /// Pub/Sub: the channels and patterns the client listens to and its mailbox, from its first
+    /// (un)subscription on.
+    pub pubsub: Option<ClientSubscriptions>,
+    /// The command's reply went to the mailbox (subscription confirmations): its returned
+    /// reply is not sent.
+    pub reply_in_mailbox: bool,
 }
 
 /// How long a blocking command's reply is held back. The client's later requests run only
@@ -122,6 +130,20 @@ impl SessionState {
             pending_commits: Vec::new(),
             commits_registered: 0,
             reply_delay: None,
+            pubsub: None,
+            reply_in_mailbox: false,
+        }
+    }
+
+    /// Subscribed to any channel, pattern or shard channel.
+    pub fn is_subscriber(&self) -> bool {
+        self.pubsub.as_ref().is_some_and(|subscriptions| subscriptions.total() > 0)
+    }
+
+    /// Moves the notices waiting in the session's mailbox, if it has one, to `output`.
+    fn take_notices(&self, output: &mut BytesMut) {
+        if let Some(subscriptions) = &self.pubsub {
+            subscriptions.mailbox().take_into(output, self.protocol);
         }
     }
 
@@ -178,7 +200,7 @@ fn check_and_run(args: Vec<Bytes>, session: &mut SessionState, shared: &Shared) 
         return reply;
     };
     *session.client.last_command.lock() = spec.name;
-    if let Some(refusal) = refusal(spec, &args, session) {
+    if let Some(refusal) = refusal(spec, &args, session).or_else(|| refusal_while_subscribed(spec, &args, session)) {
         shared.command_stats.record_rejection(commands::stat_row(spec, &args), error_text(&refusal));
         return refusal;
     }
@@ -208,6 +230,22 @@ fn refusal_reason(spec: &CommandSpec, args: &[Bytes], authenticated: bool) -> Op
         return Some(Reply::error("NOAUTH Authentication required."));
     }
     None
+}
+
+/// Commands a RESP2 client may send while it is subscribed to anything: the replies it reads
+/// then are Pub/Sub notices.
+const ALLOWED_WHILE_SUBSCRIBED: &[&str] = &["subscribe", "psubscribe", "ssubscribe", "unsubscribe", "punsubscribe", "sunsubscribe", "ping", "quit", "reset"];
+
+/// Redis's refusal of other commands from a subscribed RESP2 client (after the arity and
+/// subcommand checks, as Redis orders them).
+fn refusal_while_subscribed(spec: &'static CommandSpec, args: &[Bytes], session: &SessionState) -> Option<Reply> {
+    if session.protocol != ProtocolVersion::Resp2 || ALLOWED_WHILE_SUBSCRIBED.contains(&spec.name) || !session.is_subscriber() {
+        return None;
+    }
+    let name = commands::stat_row(spec, args).map_or(spec.name, |row| commands::stat_row_names()[row].as_str());
+    Some(Reply::error(format!(
+        "ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
+    )))
 }
 
 /// Whether CLIENT PAUSE holds this request back, as Redis postpones a command: once it is known
@@ -303,7 +341,10 @@ fn execute_group(group: Vec<command::ReadyCommand>, session: &mut SessionState, 
 fn queue(spec: &'static CommandSpec, args: Vec<Bytes>, session: &mut SessionState, shared: &Shared) -> Reply {
     let limit = shared.config.multi_queued_commands_max;
     let Some(multi) = &mut session.multi else { unreachable!("queue is only called inside MULTI") };
-    let refusal = if !spec.has(IN_MULTI) {
+    let refusal = if spec.group == "pubsub" && !spec.has(IN_MULTI) {
+        // Redis queues them, and EXEC's reply then holds more replies than commands.
+        Some(Reply::error(format!("ERR {} inside MULTI is not allowed", spec.name.to_ascii_uppercase())))
+    } else if !spec.has(IN_MULTI) {
         Some(Reply::error("ERR Command not allowed inside a transaction"))
     } else if multi.queued.len() >= limit {
         Some(Reply::error(format!("ERR MULTI queue is full ({limit} commands): EXEC commits them as one batch")))
@@ -542,11 +583,17 @@ impl Connection {
                 return self.flush().await;
             }
             self.input.reserve(read_reserve_bytes(self.decoder.bulk_bytes_wanted(&self.input), self.input.len()));
+            let mailbox = self.state.pubsub.as_ref().map(|subscriptions| Arc::clone(subscriptions.mailbox()));
             let read = tokio::select! {
                 read = self.stream.read_buf(&mut self.input) => read?,
                 // Then `killed` or the shutdown flag is set: the loop ends before it reads again.
                 _ = &mut stop, if !stop_signalled => {
                     stop_signalled = true;
+                    continue;
+                }
+                () = notices_arrived(mailbox.as_deref()) => {
+                    self.state.take_notices(&mut self.output);
+                    self.flush().await?;
                     continue;
                 }
             };
@@ -643,7 +690,10 @@ impl Connection {
                     }
                     Err(arguments) => {
                         let reply = execute(arguments, state, shared);
-                        let sent = state.takes_reply();
+                        let sent = state.takes_reply() && !std::mem::take(&mut state.reply_in_mailbox);
+                        // Notices before the reply: a message a command published to its own
+                        // client, the confirmations it sent itself.
+                        state.take_notices(output);
                         if let Some(delay) = state.reply_delay.take() {
                             let held_for_durability = state.commits_registered != commits_before;
                             *delayed_reply = Some(DelayedReply { delay, reply, sent, held_for_durability });
@@ -688,7 +738,8 @@ impl Connection {
                 self.end_with_protocol_error(error).await?;
                 return Ok(false);
             }
-            if !self.send_monitor_output(&subscription.lines).await? {
+            let lines = &subscription.lines;
+            if !self.write_output_unless(|| lines.len() >= MONITOR_BACKLOG_LINES).await? {
                 return Ok(self.fell_behind());
             }
             if *stop_signalled || shared.is_shutting_down() || self.state.client.killed.load(Ordering::Relaxed) {
@@ -758,17 +809,16 @@ impl Connection {
         false
     }
 
-    /// Sends the gathered output of a monitoring connection; false when it fell
-    /// MONITOR_BACKLOG_LINES behind meanwhile (a client that stopped reading would otherwise
-    /// hold this write for ever).
-    async fn send_monitor_output(&mut self, lines: &tokio::sync::broadcast::Receiver<Bytes>) -> std::io::Result<bool> {
+    /// Sends the gathered output of a monitor or subscriber; false when `fell_behind` became
+    /// true while the write did not progress.
+    async fn write_output_unless(&mut self, fell_behind: impl Fn() -> bool) -> std::io::Result<bool> {
         let write = self.stream.write_all(&self.output);
         tokio::pin!(write);
         loop {
             tokio::select! {
                 written = &mut write => break written?,
-                _ = tokio::time::sleep(MONITOR_BACKLOG_CHECK_INTERVAL) => {
-                    if lines.len() >= MONITOR_BACKLOG_LINES {
+                _ = tokio::time::sleep(STALLED_WRITE_CHECK_INTERVAL) => {
+                    if fell_behind() {
                         return Ok(false);
                     }
                 }
@@ -787,7 +837,16 @@ impl Connection {
     /// error that replaced them when that failed.
     async fn flush_replies(&mut self) -> std::io::Result<Option<Reply>> {
         let durability_failure = self.await_durability().await;
-        if !self.output.is_empty() {
+        if self.output.is_empty() {
+            return Ok(durability_failure);
+        }
+        if self.state.pubsub.is_some() {
+            // A subscriber that stopped reading is disconnected once its mailbox overflows.
+            let client = Arc::clone(&self.state.client);
+            if !self.write_output_unless(|| client.killed.load(Ordering::Relaxed)).await? {
+                return Err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "a subscriber fell too far behind"));
+            }
+        } else {
             self.stream.write_all(&self.output).await?;
             self.shared.stats.net_output_bytes.add(self.output.len() as u64);
             self.output.clear();
@@ -901,6 +960,14 @@ impl Connection {
         }
         self.durable_reply_spans.clear();
         durability_failure
+    }
+}
+
+/// Completes when a notice arrives in `mailbox`, never without one.
+async fn notices_arrived(mailbox: Option<&Mailbox>) {
+    match mailbox {
+        Some(mailbox) => mailbox.arrived.notified().await,
+        None => std::future::pending().await,
     }
 }
 

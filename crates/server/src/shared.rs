@@ -16,6 +16,7 @@ use crate::command_stats::CommandStats;
 use crate::config::ServerConfig;
 use crate::monitor::Monitors;
 use crate::pause::ClientPause;
+use crate::pubsub::PubSub;
 use crate::slowlog::SlowLog;
 use crate::watch::WatchRegistry;
 
@@ -31,6 +32,8 @@ pub struct Shared {
     pub slowlog: SlowLog,
     /// MONITOR's feed of the commands that ran.
     pub monitors: Monitors,
+    /// Pub/Sub's subscriptions.
+    pub pubsub: Arc<PubSub>,
     /// Becomes true once SIGTERM, SIGINT or SHUTDOWN asked the server to stop.
     pub shutdown: watch::Sender<bool>,
     /// The same flag for sessions to poll between requests: reading the watch takes its lock,
@@ -71,6 +74,7 @@ impl Shared {
             command_stats: CommandStats::new(crate::commands::stat_row_names()),
             slowlog: SlowLog::default(),
             monitors: Monitors::default(),
+            pubsub: Arc::new(PubSub::default()),
             shutdown: watch::channel(false).0,
             shutting_down: AtomicBool::new(false),
             started: Instant::now(),
@@ -146,6 +150,9 @@ pub struct ClientHandle {
     queued: AtomicI64,
     /// In MONITOR mode (CLIENT LIST flag O).
     pub monitoring: AtomicBool,
+    /// Subscriptions to channels, patterns and shard channels (CLIENT LIST's sub, psub, ssub;
+    /// flag P while any), set by the client's own session.
+    subscriptions: [AtomicUsize; 3],
 }
 
 /// Where a client stands with blocking commands (WAIT, WAITAOF): CLIENT UNBLOCK moves a blocked
@@ -165,6 +172,35 @@ pub enum Blocking {
 }
 
 impl ClientHandle {
+    fn new(id: u64, address: SocketAddr, local_address: SocketAddr) -> ClientHandle {
+        let now = Instant::now();
+        ClientHandle {
+            id,
+            address,
+            local_address,
+            created: now,
+            name: Mutex::new(None),
+            library: Mutex::new((String::new(), String::new())),
+            database: AtomicUsize::new(0),
+            last_command: Mutex::new("NULL"),
+            last_active: Mutex::new(now),
+            kill: Notify::new(),
+            killed: AtomicBool::new(false),
+            blocking: AtomicU8::new(Blocking::NotBlocked as u8),
+            unblocked: Notify::new(),
+            resp: AtomicU8::new(2),
+            queued: AtomicI64::new(-1),
+            monitoring: AtomicBool::new(false),
+            subscriptions: Default::default(),
+        }
+    }
+
+    #[cfg(test)]
+    pub fn for_tests(id: u64) -> ClientHandle {
+        let address: SocketAddr = "127.0.0.1:1".parse().expect("an address");
+        ClientHandle::new(id, address, address)
+    }
+
     pub fn blocking(&self) -> Blocking {
         match self.blocking.load(Ordering::Acquire) {
             0 => Blocking::NotBlocked,
@@ -200,10 +236,24 @@ impl ClientHandle {
         self.resp.store(resp, Ordering::Relaxed);
     }
 
-    /// CLIENT LIST's flags, in Redis's order: O (monitor), x (in MULTI), b (blocked), or N.
+    /// Records the session's subscriptions to channels, patterns and shard channels.
+    pub fn show_subscriptions(&self, counts: [usize; 3]) {
+        for (shown, count) in self.subscriptions.iter().zip(counts) {
+            shown.store(count, Ordering::Relaxed);
+        }
+    }
+
+    /// Subscribed to anything (CLIENT LIST flag P, TYPE pubsub).
+    pub fn is_subscriber(&self) -> bool {
+        self.subscriptions.iter().any(|count| count.load(Ordering::Relaxed) > 0)
+    }
+
+    /// CLIENT LIST's flags, in Redis's order: O (monitor), P (subscriber), x (in MULTI), b
+    /// (blocked), or N.
     fn flags(&self) -> String {
         let flags: String = [
             (self.monitoring.load(Ordering::Relaxed), 'O'),
+            (self.is_subscriber(), 'P'),
             (self.queued.load(Ordering::Relaxed) >= 0, 'x'),
             (self.blocking() != Blocking::NotBlocked, 'b'),
         ]
@@ -218,7 +268,7 @@ impl ClientHandle {
         let now = Instant::now();
         let library = self.library.lock();
         format!(
-            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}\n",
+            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}\n",
             self.id,
             self.address,
             self.local_address,
@@ -227,6 +277,9 @@ impl ClientHandle {
             now.duration_since(*self.last_active.lock()).as_secs(),
             self.flags(),
             self.database.load(Ordering::Relaxed),
+            self.subscriptions[0].load(Ordering::Relaxed),
+            self.subscriptions[1].load(Ordering::Relaxed),
+            self.subscriptions[2].load(Ordering::Relaxed),
             self.queued.load(Ordering::Relaxed),
             self.last_command.lock(),
             self.resp.load(Ordering::Relaxed),
@@ -249,25 +302,7 @@ impl Clients {
         if connected.len() >= max_clients {
             return None;
         }
-        let now = Instant::now();
-        let handle = Arc::new(ClientHandle {
-            id: self.next_id.fetch_add(1, Ordering::Relaxed) + 1,
-            address,
-            local_address,
-            created: now,
-            name: Mutex::new(None),
-            library: Mutex::new((String::new(), String::new())),
-            database: AtomicUsize::new(0),
-            last_command: Mutex::new("NULL"),
-            last_active: Mutex::new(now),
-            kill: Notify::new(),
-            killed: AtomicBool::new(false),
-            blocking: AtomicU8::new(Blocking::NotBlocked as u8),
-            unblocked: Notify::new(),
-            resp: AtomicU8::new(2),
-            queued: AtomicI64::new(-1),
-            monitoring: AtomicBool::new(false),
-        });
+        let handle = Arc::new(ClientHandle::new(self.next_id.fetch_add(1, Ordering::Relaxed) + 1, address, local_address));
         connected.insert(handle.id, handle.clone());
         Some(handle)
     }

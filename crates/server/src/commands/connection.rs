@@ -12,14 +12,19 @@ use crate::command::{fail, Call, CommandError, CommandResult, DB_INDEX_OUT_OF_RA
 use crate::info::REDIS_COMPATIBLE_VERSION;
 use crate::pause::PauseMode;
 use crate::session::ReplyMode;
-use crate::shared::Shared;
+use crate::shared::{ClientHandle, Shared};
 
+/// PING; a subscribed RESP2 client gets `["pong", message or ""]`, as Redis answers in the
+/// shape of the notices it reads.
 pub fn ping(call: &mut Call<'_>) -> CommandResult {
-    match call.args.len() {
-        1 => Ok(Reply::simple("PONG")),
-        2 => Ok(Reply::Bulk(call.args[1].clone())),
-        _ => Err(crate::command::wrong_arity("ping")),
+    if call.args.len() > 2 {
+        return Err(crate::command::wrong_arity("ping"));
     }
+    let message = call.args.get(1).cloned();
+    if call.session.protocol == ProtocolVersion::Resp2 && call.session.is_subscriber() {
+        return Ok(Reply::Array(vec![Reply::bulk_text("pong"), Reply::Bulk(message.unwrap_or_default())]));
+    }
+    Ok(message.map_or_else(|| Reply::simple("PONG"), Reply::Bulk))
 }
 
 pub fn echo(call: &mut Call<'_>) -> CommandResult {
@@ -117,6 +122,10 @@ pub fn hello(call: &mut Call<'_>) -> CommandResult {
 /// MONITOR: the connection streams the commands the server runs from now on
 /// (`Connection::monitor`), once its OK is sent.
 pub fn monitor(call: &mut Call<'_>) -> CommandResult {
+    // A monitoring connection would not send the notices; Redis lets a RESP3 subscriber monitor.
+    if call.session.is_subscriber() {
+        return fail("ERR MONITOR is not allowed while subscribed: UNSUBSCRIBE first");
+    }
     call.session.enters_monitor_mode = true;
     Ok(Reply::ok())
 }
@@ -124,6 +133,9 @@ pub fn monitor(call: &mut Call<'_>) -> CommandResult {
 /// RESET: the connection as a new one: no transaction, nothing watched, database 0, RESP2,
 /// replies on, no name, and authenticated only where no password is required.
 pub fn reset(call: &mut Call<'_>) -> CommandResult {
+    if let Some(subscriptions) = &mut call.session.pubsub {
+        subscriptions.leave_all();
+    }
     call.session.multi = None;
     call.session.watched.clear();
     call.session.select(0);
@@ -237,17 +249,26 @@ pub fn client(call: &mut Call<'_>) -> CommandResult {
     }
 }
 
-/// CLIENT LIST [TYPE normal|master|replica|slave|pubsub] [ID id ...], as Redis 7.0 parses it:
-/// every client is of type normal here (a monitor too, as in Redis); IDs are listed in the
-/// order given, those of no client skipped.
+/// Which clients a CLIENT LIST or CLIENT KILL `TYPE` names: pubsub those subscribed to
+/// anything, normal the others (a monitor too, as in Redis), none of master, replica or slave.
+fn client_type(kind: &[u8]) -> Result<fn(&ClientHandle) -> bool, CommandError> {
+    match String::from_utf8_lossy(kind).to_ascii_lowercase().as_str() {
+        "normal" => Ok(|client| !client.is_subscriber()),
+        "pubsub" => Ok(ClientHandle::is_subscriber),
+        "master" | "replica" | "slave" => Ok(|_| false),
+        _ => fail(format!("ERR Unknown client type '{}'", String::from_utf8_lossy(kind))),
+    }
+}
+
+/// CLIENT LIST [TYPE normal|master|replica|slave|pubsub] [ID id ...], as Redis 7.0 parses it;
+/// IDs are listed in the order given, those of no client skipped.
 fn client_list(call: &mut Call<'_>) -> CommandResult {
     let clients = match &call.args[2..] {
         [] => call.shared.clients.all(),
-        [option, kind] if is(option, "TYPE") => match String::from_utf8_lossy(kind).to_ascii_lowercase().as_str() {
-            "normal" => call.shared.clients.all(),
-            "master" | "replica" | "slave" | "pubsub" => Vec::new(),
-            _ => return fail(format!("ERR Unknown client type '{}'", String::from_utf8_lossy(kind))),
-        },
+        [option, kind] if is(option, "TYPE") => {
+            let of_type = client_type(kind)?;
+            call.shared.clients.all().into_iter().filter(|client| of_type(client)).collect()
+        }
         [option, ids @ ..] if is(option, "ID") && !ids.is_empty() => {
             let ids = ids.iter().map(|id| parse_integer(id).or_else(|_| fail("ERR Invalid client ID"))).collect::<Result<Vec<_>, _>>()?;
             ids.into_iter().filter_map(|id| call.shared.clients.find(u64::try_from(id).ok()?)).collect()
@@ -354,20 +375,29 @@ fn client_kill(call: &mut Call<'_>) -> CommandResult {
     }
     let mut id = None;
     let mut address = None;
+    let mut local_address = None;
+    let mut of_type: Option<fn(&ClientHandle) -> bool> = None;
     let mut skip_me = true;
     for pair in call.args[2..].chunks(2) {
         let value = String::from_utf8_lossy(&pair[1]).into_owned();
         match pair[0].to_ascii_lowercase().as_slice() {
             b"id" => id = Some(value.parse::<u64>().or_else(|_| fail("ERR client-id should be greater than 0"))?),
             b"addr" => address = Some(value),
-            b"skipme" => skip_me = !value.eq_ignore_ascii_case("no"),
-            b"type" | b"user" | b"laddr" | b"maxage" => {}
+            b"laddr" => local_address = Some(value),
+            b"type" => of_type = Some(client_type(&pair[1])?),
+            b"skipme" if value.eq_ignore_ascii_case("yes") => skip_me = true,
+            b"skipme" if value.eq_ignore_ascii_case("no") => skip_me = false,
+            // Every client is the default user's.
+            b"user" if value == "default" => {}
+            b"user" => return fail(format!("ERR No such user '{value}'")),
             _ => return fail(SYNTAX_ERROR),
         }
     }
     let killed = call.shared.clients.kill_where(|client| {
         id.is_none_or(|id| client.id == id)
             && address.as_ref().is_none_or(|address| client.address.to_string() == *address)
+            && local_address.as_ref().is_none_or(|address| client.local_address.to_string() == *address)
+            && of_type.is_none_or(|of_type| of_type(client))
             && !(skip_me && client.id == own_id)
     });
     // A client that killed itself (SKIPME no) gets this reply, then the connection closes.

@@ -8,6 +8,7 @@ mod dump;
 mod hashes;
 mod keys;
 mod lcs;
+mod pubsub;
 mod strings;
 mod tx;
 mod waits;
@@ -147,6 +148,15 @@ pub static TABLE: &[CommandSpec] = &[
     command!("hstrlen", 3, KeySpec::ONE, READ_HASH, "hash", "Returns the length of a field's value.", hashes::hstrlen),
     command!("hscan", -3, KeySpec::ONE, READ_HASH, "hash", "Iterates over fields (MATCH COUNT NOVALUES).", hashes::hscan),
     command!("hrandfield", -2, KeySpec::ONE, READ_HASH, "hash", "Returns random fields (count: distinct if positive, repeating if negative; WITHVALUES).", hashes::hrandfield),
+    command!("subscribe", -2, KeySpec::NONE, 0, "pubsub", "Listens for messages published to channels (not inside MULTI).", pubsub::subscribe),
+    command!("psubscribe", -2, KeySpec::NONE, 0, "pubsub", "Listens for messages published to channels matching glob patterns (not inside MULTI).", pubsub::psubscribe),
+    command!("ssubscribe", -2, KeySpec::NONE, 0, "pubsub", "Listens for messages published to shard channels (not inside MULTI).", pubsub::ssubscribe),
+    command!("unsubscribe", -1, KeySpec::NONE, 0, "pubsub", "Stops listening to channels, or to all of them.", pubsub::unsubscribe),
+    command!("punsubscribe", -1, KeySpec::NONE, 0, "pubsub", "Stops listening to patterns, or to all of them.", pubsub::punsubscribe),
+    command!("sunsubscribe", -1, KeySpec::NONE, 0, "pubsub", "Stops listening to shard channels, or to all of them.", pubsub::sunsubscribe),
+    command!("publish", 3, KeySpec::NONE, SESSION_OR_SERVER, "pubsub", "Posts a message to a channel; returns how many subscriptions received it.", pubsub::publish),
+    command!("spublish", 3, KeySpec::NONE, SESSION_OR_SERVER, "pubsub", "Posts a message to a shard channel.", pubsub::spublish),
+    command!("pubsub", -2, KeySpec::NONE, SESSION_OR_SERVER, "pubsub", "Inspects Pub/Sub (CHANNELS NUMSUB NUMPAT SHARDCHANNELS SHARDNUMSUB).", pubsub::pubsub),
     command!("multi", 1, KeySpec::NONE, TRANSACTION_CONTROL, "transactions", "Starts a transaction.", tx::multi),
     command!("exec", 1, KeySpec::NONE, TRANSACTION_CONTROL | WRITE, "transactions", "Executes the queued commands atomically and durably as one batch.", tx::exec),
     command!("discard", 1, KeySpec::NONE, TRANSACTION_CONTROL, "transactions", "Discards the queued commands.", tx::discard),
@@ -228,6 +238,14 @@ static SUBCOMMANDS: &[(&str, &[Subcommand])] = &[
         subcommand("latest", 2, "", "Return the latest latency samples for all events (none: there is no latency monitor)."),
         subcommand("reset", -2, "[<event> ...]", "Reset latency data of one or more <event> classes (there is none to reset)."),
         subcommand("histogram", -2, "[<command> ...]", "Return a cumulative distribution of latencies in the format of a histogram for the specified command names, or all of them."),
+        subcommand("help", 2, "", "Prints this help."),
+    ]),
+    ("pubsub", &[
+        subcommand("channels", -2, "[<pattern>]", "Return the currently active channels matching a <pattern> (default: '*')."),
+        subcommand("numpat", 2, "", "Return number of subscriptions to patterns."),
+        subcommand("numsub", -2, "[<channel> ...]", "Return the number of subscribers for the specified channels, excluding pattern subscriptions(default: no channels)."),
+        subcommand("shardchannels", -2, "[<pattern>]", "Return the currently active shard level channels matching a <pattern> (default: '*')."),
+        subcommand("shardnumsub", -2, "[<shardchannel> ...]", "Return the number of subscribers for the specified shard level channel(s)"),
         subcommand("help", 2, "", "Prints this help."),
     ]),
     ("memory", &[
