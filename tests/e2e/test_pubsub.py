@@ -9,42 +9,7 @@ import time
 import pytest
 import redis
 
-# A reply is complete once the connection has been quiet this long after its first bytes; a
-# read that gets nothing waits FIRST_BYTE_WAIT_S.
-QUIET_S = 0.05
-FIRST_BYTE_WAIT_S = 0.5
-
-
-class RawClient:
-    """A connection that sends commands and returns the bytes that arrive until it goes quiet."""
-
-    def __init__(self, port: int):
-        self.socket = socket.create_connection(("127.0.0.1", port), timeout=FIRST_BYTE_WAIT_S)
-
-    def send(self, *words):
-        encoded = [word if isinstance(word, bytes) else str(word).encode() for word in words]
-        self.socket.sendall(b"*%d\r\n" % len(encoded) + b"".join(b"$%d\r\n%s\r\n" % (len(word), word) for word in encoded))
-
-    def read(self) -> bytes:
-        received = b""
-        self.socket.settimeout(FIRST_BYTE_WAIT_S)
-        try:
-            while True:
-                chunk = self.socket.recv(65536)
-                if not chunk:
-                    return received + b"<closed>"
-                received += chunk
-                self.socket.settimeout(QUIET_S)
-        except socket.timeout:
-            return received
-
-    def exchange(self, *words) -> bytes:
-        self.send(*words)
-        return self.read()
-
-    def close(self):
-        self.socket.close()
-
+from conftest import RawClient
 
 # Steps of (client, command words); client "a" subscribes, "b" publishes and inspects. Names are
 # chosen so that no reply depends on the order of a dictionary (one name per unordered list).

@@ -99,6 +99,11 @@ impl Database {
         self.numbering.home(number)
     }
 
+    /// The database number the namespace of `home` serves now (SWAPDB changes it).
+    pub fn number_of_home(&self, home: usize) -> Option<usize> {
+        (0..self.database_count()).find(|&number| self.numbering.home(number) == home)
+    }
+
     /// The opened namespaces with their database numbers, in order.
     pub fn namespaces(&self) -> impl Iterator<Item = (usize, &Arc<Namespace>)> {
         (0..self.database_count()).filter_map(|number| Some((number, self.namespace(number)?)))

@@ -202,6 +202,10 @@ fn expired_keys_are_reclaimed_and_records_in_dram_survive_checkpoints() {
     let (store, provider, config) = sim_database(Tier::Shmem, Tier::Dram);
     let database = Database::open_with(config.clone(), provider.clone()).unwrap();
     let namespace = database.namespace(0).unwrap();
+    let announced = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let listener_announced = std::sync::Arc::clone(&announced);
+    assert!(namespace.listen_for_expiries(Box::new(move |key| listener_announced.lock().unwrap().push(key.to_vec()))));
+    assert!(!namespace.listen_for_expiries(Box::new(|_| {})), "one listener");
     let soon = hybridkv_engine::now_unix_ms() + 50;
     for number in 0..400 {
         // Nineteen keys in twenty expire: their blocks fall under the low-water mark in effect
@@ -216,6 +220,11 @@ fn expired_keys_are_reclaimed_and_records_in_dram_survive_checkpoints() {
     assert_eq!(namespace.key_count(), 20, "expired keys were reclaimed");
     let stats = namespace.stats();
     assert_eq!((stats.expiring_keys, stats.expired_keys), (0, 380), "each counted once, by the sweep or defragmentation");
+    let mut announced = announced.lock().unwrap().clone();
+    announced.sort();
+    let mut expired: Vec<Vec<u8>> = (0..400).filter(|number| number % 20 != 0).map(key).collect();
+    expired.sort();
+    assert_eq!(announced, expired, "each expired key announced once, whichever path deleted it");
     assert!(stats.defragmented_blocks > 0, "their space was reclaimed");
     assert!(store.list_names().iter().filter(|name| name.contains("journal")).count() <= 2, "covered segments deleted");
     store.freeze();

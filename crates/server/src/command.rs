@@ -10,6 +10,7 @@ use bytes::Bytes;
 use hybridkv_engine::{EngineError, Namespace, ScanPage, Transaction, Value};
 use hybridkv_resp::Reply;
 
+use crate::keyspace_events::KeyEvent;
 use crate::session::SessionState;
 use crate::shared::Shared;
 use crate::values::CorruptValue;
@@ -214,6 +215,21 @@ pub struct Call<'a> {
     pub store: &'a mut dyn KeyStore,
 }
 
+impl Call<'_> {
+    /// Queues a keyspace notification of `event` on `key` of the session's database, if the
+    /// configuration asks for its class; it is published once the command's writes committed.
+    pub fn notify(&mut self, class: u32, event: &'static str, key: &[u8]) {
+        self.notify_in(self.session.database, class, event, key);
+    }
+
+    /// `notify` for a key of database `database` (MOVE, COPY … DB).
+    pub fn notify_in(&mut self, database: usize, class: u32, event: &'static str, key: &[u8]) {
+        if self.shared.keyspace_events.wants(class) {
+            self.session.key_events.push(KeyEvent { class, event, database, key: Bytes::copy_from_slice(key) });
+        }
+    }
+}
+
 pub type Handler = fn(&mut Call<'_>) -> CommandResult;
 
 /// Which arguments are keys, as Redis's COMMAND INFO describes them: positions `first..=last`
@@ -380,6 +396,7 @@ pub fn run_over_keys(
     namespace: &Arc<Namespace>,
 ) -> CommandResult {
     let database = session.database;
+    let events_before = session.key_events.len();
     let outcome = namespace.transaction_deferred(keys, |transaction| {
         let mut call = Call { args, session, shared, namespace, store: transaction };
         let result = run_in_transaction(handler, &mut call);
@@ -393,7 +410,10 @@ pub fn run_over_keys(
             }
             result
         }
-        Err(error) => Err(CommandError::Engine(error)),
+        Err(error) => {
+            session.key_events.truncate(events_before);
+            Err(CommandError::Engine(error))
+        }
     }
 }
 
@@ -415,6 +435,7 @@ pub fn run_grouped(commands: &[ReadyCommand], session: &mut SessionState, shared
     let namespace = shared.database.namespace(session.database)?.clone();
     let keys: Vec<&[u8]> = commands.iter().flat_map(|(spec, args)| spec.keys.keys(args)).collect();
     let database = session.database;
+    let events_before = session.key_events.len();
     let outcome = namespace.transaction_deferred(&keys, |transaction| {
         let mut results = Vec::with_capacity(commands.len());
         for (spec, args) in commands {
@@ -424,7 +445,10 @@ pub fn run_grouped(commands: &[ReadyCommand], session: &mut SessionState, shared
         shared.watches.touch(database, transaction.changed_keys());
         Ok(results)
     });
-    let (results, ticket) = outcome.ok()?;
+    let Ok((results, ticket)) = outcome else {
+        session.key_events.truncate(events_before);
+        return None;
+    };
     if let Some(ticket) = ticket {
         session.hold_reply_until_durable(&namespace, ticket);
     }

@@ -5,7 +5,8 @@
 //! → `watch` (WATCH's keys and the writes that touch them) → `values` (how Redis types are stored in engine values) → `hash_layout` (a hash over one
 //! record or a root and buckets) → `info` (INFO and metrics) → `command_stats` and `slowlog` (what
 //! INFO commandstats/errorstats and SLOWLOG report) → `monitor` (MONITOR's feed) → `pause` (CLIENT
-//! PAUSE's hold on sessions) → `pubsub` (subscriptions and subscribers' mailboxes).
+//! PAUSE's hold on sessions) → `pubsub` (subscriptions and subscribers' mailboxes) →
+//! `keyspace_events` (notify-keyspace-events).
 
 mod command;
 mod command_stats;
@@ -14,6 +15,7 @@ mod config;
 mod glob;
 mod hash_layout;
 mod info;
+mod keyspace_events;
 mod long_double;
 mod monitor;
 mod pause;

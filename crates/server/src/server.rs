@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use hybridkv_engine::{Database, EngineError, Namespace};
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
@@ -14,6 +15,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
 use crate::config::{ServerConfig, SHUTDOWN_DRAIN_MS_MAX};
+use crate::keyspace_events::{KeyEvent, EXPIRED};
 use crate::shared::Shared;
 
 #[derive(Debug, thiserror::Error)]
@@ -50,7 +52,9 @@ pub async fn serve(config: ServerConfig, database: Arc<Database>) -> Result<Arc<
     }
     helpers.push(tokio::spawn(shutdown_on_signals(shared.clone()).await?));
     for (number, namespace) in shared.database.namespaces() {
-        helpers.extend(drive_device_reads(&shared, shared.database.home(number), namespace));
+        let home = shared.database.home(number);
+        helpers.extend(drive_device_reads(&shared, home, namespace));
+        announce_expiries(&shared, home, namespace);
     }
     tracing::info!(%address, "ready to accept connections");
     accept_until_shutdown(&listener, &shared).await;
@@ -136,8 +140,23 @@ pub fn open_database(shared: &Shared, number: usize) -> Result<&Arc<Namespace>, 
     if !opened_before {
         tracing::info!(database = number, namespace = namespace.name(), "opened on demand");
         tasks.extend(drive_device_reads(shared, home, namespace));
+        announce_expiries(shared, home, namespace);
     }
     Ok(namespace)
+}
+
+/// Publishes the keyspace notification `expired` for each key the namespace of `home` deletes
+/// because it expired, in the database it serves then. The listener holds the database weakly:
+/// the database holds the namespace, which holds the listener.
+fn announce_expiries(shared: &Shared, home: usize, namespace: &Namespace) {
+    let (pubsub, events, database) = (Arc::clone(&shared.pubsub), Arc::clone(&shared.keyspace_events), Arc::downgrade(&shared.database));
+    namespace.listen_for_expiries(Box::new(move |key| {
+        if !events.wants(EXPIRED) {
+            return;
+        }
+        let Some(number) = database.upgrade().and_then(|database| database.number_of_home(home)) else { return };
+        events.publish(&pubsub, &KeyEvent { class: EXPIRED, event: "expired", database: number, key: Bytes::copy_from_slice(key) });
+    }));
 }
 
 /// SWAPDB: both databases opened (with their device read tasks), then exchanged while no

@@ -23,6 +23,7 @@ use crate::config::{EngineCallMode, READ_CHUNK_BYTES, REPLY_FLUSH_BYTES};
 use crate::monitor::MONITOR_BACKLOG_LINES;
 use crate::pause::PauseHold;
 use crate::shared::{Blocking, ClientHandle, Shared};
+use crate::keyspace_events::KeyEvent;
 use crate::pubsub::{ClientSubscriptions, Mailbox};
 use crate::watch::{WatchRegistry, WatchedKeys};
 
@@ -92,6 +93,9 @@ pub struct SessionState {
     /// The command's reply went to the mailbox (subscription confirmations): its returned
     /// reply is not sent.
     pub reply_in_mailbox: bool,
+    /// Keyspace notifications of the writes of the command running, published once they
+    /// committed (`Call::notify`).
+    pub key_events: Vec<KeyEvent>,
 }
 
 /// How long a blocking command's reply is held back. The client's later requests run only
@@ -132,6 +136,7 @@ impl SessionState {
             reply_delay: None,
             pubsub: None,
             reply_in_mailbox: false,
+            key_events: Vec::new(),
         }
     }
 
@@ -186,6 +191,7 @@ impl SessionState {
 /// Checks and runs (or queues, inside MULTI) one request.
 pub fn execute(args: Vec<Bytes>, session: &mut SessionState, shared: &Shared) -> Reply {
     let reply = check_and_run(args, session, shared);
+    shared.keyspace_events.publish_queued(&shared.pubsub, &mut session.key_events);
     let resp = if session.protocol == ProtocolVersion::Resp3 { 3 } else { 2 };
     session.client.show_session(session.multi.as_ref().map(|multi| multi.queued.len()), resp);
     reply
@@ -326,6 +332,7 @@ fn take_write_group(
 fn execute_group(group: Vec<command::ReadyCommand>, session: &mut SessionState, shared: &Shared) -> Vec<Reply> {
     let started = Instant::now();
     if let Some(replies) = command::run_grouped(&group, session, shared) {
+        shared.keyspace_events.publish_queued(&shared.pubsub, &mut session.key_events);
         shared.stats.commands_processed.add(group.len() as u64);
         *session.client.last_command.lock() = group.last().expect("a group has commands").0.name;
         // Each command is counted with an equal share of the group's time.

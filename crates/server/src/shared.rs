@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 use crate::command_stats::CommandStats;
 use crate::config::ServerConfig;
 use crate::monitor::Monitors;
+use crate::keyspace_events::KeyspaceEvents;
 use crate::pause::ClientPause;
 use crate::pubsub::PubSub;
 use crate::slowlog::SlowLog;
@@ -34,6 +35,8 @@ pub struct Shared {
     pub monitors: Monitors,
     /// Pub/Sub's subscriptions.
     pub pubsub: Arc<PubSub>,
+    /// `notify-keyspace-events`: which writes are published.
+    pub keyspace_events: Arc<KeyspaceEvents>,
     /// Becomes true once SIGTERM, SIGINT or SHUTDOWN asked the server to stop.
     pub shutdown: watch::Sender<bool>,
     /// The same flag for sessions to poll between requests: reading the watch takes its lock,
@@ -75,6 +78,7 @@ impl Shared {
             slowlog: SlowLog::default(),
             monitors: Monitors::default(),
             pubsub: Arc::new(PubSub::default()),
+            keyspace_events: Arc::new(KeyspaceEvents::default()),
             shutdown: watch::channel(false).0,
             shutting_down: AtomicBool::new(false),
             started: Instant::now(),

@@ -260,6 +260,7 @@ impl Namespace {
                 let key = view.key.to_vec();
                 if self.transaction(&[&key], |transaction| transaction.delete_if_still(&key, location, block_seq))? {
                     self.keyspace.note_expired();
+                    self.announce_expired(&key);
                 }
             }
         }
@@ -367,6 +368,7 @@ impl Namespace {
         let mut partition = self.index.partition(number).write();
         let current = self.index.lookup(&partition, digest)?;
         let header = &view.header;
+        let mut expired = false;
         let (tombstone, lsn) = if header.is_tombstone() {
             if current.is_some() || oldest {
                 return Ok(());
@@ -380,6 +382,7 @@ impl Namespace {
                     if record_expired(header.is_part(), header.expiry_unix_ms, crate::now_unix_ms()) && !has_parts()? {
                         self.keyspace.change(Some(&entry), None);
                         self.keyspace.note_expired();
+                        expired = true;
                         (true, None)
                     } else {
                         (false, Some(header.lsn))
@@ -408,6 +411,10 @@ impl Namespace {
         let item = self.publish_item(digest, &record, &appended[0]);
         Index::push_pending(&mut partition, PendingEntry { entry: item.entry, lsn: item.lsn });
         self.unpublished_records.fetch_add(1, Ordering::Relaxed);
+        drop(partition);
+        if expired {
+            self.announce_expired(view.key);
+        }
         Ok(())
     }
 }

@@ -12,7 +12,7 @@ mod space;
 mod write;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, RwLockReadGuard};
+use std::sync::{Arc, OnceLock, RwLockReadGuard};
 use std::thread::JoinHandle;
 
 use hybridkv_media::{DurabilityPath, MediaProvider, Medium, Tier};
@@ -133,7 +133,13 @@ pub struct Namespace {
     pub(crate) emptied_blocks: Mutex<Vec<maintenance::EmptiedBlock>>,
     /// The log position of the last checkpoint taken by this process (0 before the first).
     pub(crate) checkpointed_position: AtomicU64,
+    /// Told the key of every key the background work deletes because it expired.
+    expiry_listener: OnceLock<ExpiryListener>,
 }
+
+/// Called with the key of each key the background work deleted because it expired, after its
+/// deletion and with no lock of the namespace held (keyspace notifications' `expired`).
+pub type ExpiryListener = Box<dyn Fn(&[u8]) + Send + Sync>;
 
 /// Keys of `get_many` whose memory misses are overlapped: enough to cover the memory latency,
 /// few enough that the prefetched slots and records (about 600 bytes a key) stay in the L1 cache.
@@ -203,6 +209,18 @@ impl Namespace {
         crate::recovery::open_namespace(config, data, index_medium, journal, provider.boot_id())
     }
 
+    /// Sets the listener told of every key deleted because it expired, from now on; false
+    /// (and nothing changes) when one is set already.
+    pub fn listen_for_expiries(&self, listener: ExpiryListener) -> bool {
+        self.expiry_listener.set(listener).is_ok()
+    }
+
+    pub(crate) fn announce_expired(&self, key: &[u8]) {
+        if let Some(listener) = self.expiry_listener.get() {
+            listener(key);
+        }
+    }
+
     pub(crate) fn assemble(config: NamespaceConfig, index: Index, log: RecordLog<Publication>, journal: Option<Arc<JournaledMemory>>) -> Namespace {
         Namespace {
             seed: namespace_seed(&config.name),
@@ -236,6 +254,7 @@ impl Namespace {
             defrag_running: Mutex::new(Vec::new()),
             emptied_blocks: Mutex::new(Vec::new()),
             checkpointed_position: AtomicU64::new(0),
+            expiry_listener: OnceLock::new(),
         }
     }
 

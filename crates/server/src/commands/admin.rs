@@ -12,6 +12,7 @@ use super::{is, parse_integer, subcommand_help, unknown_subcommand, SYNTAX_ERROR
 use crate::command_stats::LATENCY_PERCENTILES_REPORTED;
 use crate::command::{fail, wrong_arity, Call, CommandError, CommandResult, CommandSpec, ADMIN, READONLY, WRITE};
 use crate::glob::glob_match;
+use crate::keyspace_events;
 use crate::hash_layout::buckets_per_share;
 use crate::shared::Shared;
 use crate::slowlog::{SlowEntry, SLOWLOG_ENTRIES_MAX};
@@ -309,6 +310,7 @@ fn config_values(call: &Call<'_>) -> Vec<(&'static str, String)> {
         ("latency-monitor-threshold", "0".into()),
         ("latency-tracking", if call.shared.command_stats.latency_tracking() { "yes" } else { "no" }.into()),
         ("latency-tracking-info-percentiles", LATENCY_PERCENTILES_REPORTED.map(|percentile| percentile.to_string()).join(" ")),
+        ("notify-keyspace-events", keyspace_events::classes_text(call.shared.keyspace_events.classes())),
     ]
 }
 
@@ -341,6 +343,7 @@ enum Setting {
     SlowlogThresholdMicroseconds(i64),
     SlowlogEntriesMax(usize),
     LatencyTracking(bool),
+    KeyspaceEvents(u32),
 }
 
 /// CONFIG SET parameter value [parameter value ...]: every pair is checked before any is
@@ -361,6 +364,7 @@ fn config_set(call: &mut Call<'_>) -> CommandResult {
             Setting::SlowlogThresholdMicroseconds(threshold) => call.shared.slowlog.set_threshold_microseconds(threshold),
             Setting::SlowlogEntriesMax(entries) => call.shared.slowlog.set_entries_max(entries),
             Setting::LatencyTracking(enabled) => call.shared.command_stats.set_latency_tracking(enabled),
+            Setting::KeyspaceEvents(classes) => call.shared.keyspace_events.set_classes(classes),
         }
     }
     Ok(Reply::ok())
@@ -381,6 +385,13 @@ fn setting(call: &Call<'_>, name: &str, value: &[u8]) -> Result<Setting, Command
             b"yes" => Ok(Setting::LatencyTracking(true)),
             b"no" => Ok(Setting::LatencyTracking(false)),
             _ => fail(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - argument must be 'yes' or 'no'")),
+        },
+        "notify-keyspace-events" => match keyspace_events::parse_classes(value) {
+            Some(classes) if classes & keyspace_events::UNSUPPORTED != 0 => {
+                fail(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - the event classes 'n' (new key) and 'm' (key miss) are not supported"))
+            }
+            Some(classes) => Ok(Setting::KeyspaceEvents(classes)),
+            None => fail(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - Invalid event class character. Use 'Ag$lshzxeKEtmdn'.")),
         },
         _ if config_values(call).iter().any(|(known, _)| *known == name) => {
             fail(format!("ERR CONFIG SET failed (possibly related to argument '{name}') - can't set immutable config"))

@@ -7,6 +7,7 @@ use hybridkv_resp::Reply;
 use super::bits::{bit_at, BIT_OFFSET_END};
 use super::{is, parse_integer, read_string, strings::check_string_size, NOT_INTEGER, SYNTAX_ERROR};
 use crate::command::{fail, Call, CommandError, CommandResult};
+use crate::keyspace_events::STRING;
 use crate::values::encode_string;
 
 const INVALID_TYPE: &str = "ERR Invalid bitfield type. Use something like i16 u8. Note that u64 is not supported but i64 is.";
@@ -211,14 +212,23 @@ pub fn bitfield(call: &mut Call<'_>) -> CommandResult {
     if (value.len() as u64) < bytes {
         value.resize(bytes as usize, 0);
     }
+    let mut changes = 0;
     let replies = operations
         .iter()
         .map(|operation| match operation.operation {
             Operation::Get => Reply::Integer(read_field(&value, operation.field)),
-            Operation::Set(_) | Operation::IncrementBy(_) => apply_write(&mut value, *operation),
+            Operation::Set(_) | Operation::IncrementBy(_) => {
+                let reply = apply_write(&mut value, *operation);
+                changes += usize::from(!matches!(reply, Reply::Null));
+                reply
+            }
         })
         .collect();
     call.store.put(key, &encode_string(&value), expiry)?;
+    // As Redis: announced when a write was applied, not when OVERFLOW FAIL refused them all.
+    if changes > 0 {
+        call.notify(STRING, "setbit", key);
+    }
     Ok(Reply::Array(replies))
 }
 

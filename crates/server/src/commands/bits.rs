@@ -7,6 +7,7 @@ use hybridkv_resp::Reply;
 
 use super::{is, parse_integer, read_string, strings::check_string_size, NOT_INTEGER, SYNTAX_ERROR};
 use crate::command::{fail, Call, CommandError, CommandResult};
+use crate::keyspace_events::{GENERIC, STRING};
 use crate::values::encode_string;
 
 /// Bits a bitmap may address: Redis's 512 MiB bulk limit (`proto-max-bulk-len`) in bits. The
@@ -53,6 +54,7 @@ pub fn setbit(call: &mut Call<'_>) -> CommandResult {
     let mask = 1u8 << (7 - offset % 8);
     value[byte_at] = if bit == 1 { value[byte_at] | mask } else { value[byte_at] & !mask };
     call.store.put(key, &encode_string(&value), expiry)?;
+    call.notify(STRING, "setbit", key);
     Ok(Reply::Integer(i64::from(previous)))
 }
 
@@ -190,9 +192,12 @@ pub fn bitop(call: &mut Call<'_>) -> CommandResult {
         .collect();
     let destination = &call.args[2];
     if result.is_empty() {
-        call.store.delete(destination)?;
+        if call.store.delete(destination)? {
+            call.notify(GENERIC, "del", destination);
+        }
     } else {
         call.store.put(destination, &encode_string(&result), 0)?;
+        call.notify(STRING, "set", destination);
     }
     Ok(Reply::Integer(length as i64))
 }

@@ -9,6 +9,7 @@ use super::hashes;
 use super::{is, parse_integer, SYNTAX_ERROR};
 use crate::command::{fail, Call, CommandError, CommandResult};
 use crate::hash_layout::OpenHash;
+use crate::keyspace_events::GENERIC;
 use crate::values::{encode_string, Stored};
 
 const BUSY_KEY: &str = "BUSYKEY Target key name already exists.";
@@ -66,16 +67,18 @@ pub fn restore(call: &mut Call<'_>) -> CommandResult {
     if expiry_unix_ms > EXPIRY_UNIX_MS_MAX {
         return fail("ERR invalid expire time in 'restore' command");
     }
-    if replace {
-        call.store.delete(&key)?;
-    }
+    let replaced = replace && call.store.delete(&key)?;
     if expiry_unix_ms != 0 && expiry_unix_ms <= now_unix_ms() {
+        if replaced {
+            call.notify(GENERIC, "del", &key);
+        }
         return Ok(Reply::ok());
     }
     match value {
         DumpValue::String(bytes) => call.store.put(&key, &encode_string(&bytes), expiry_unix_ms)?,
         DumpValue::Hash(fields) => restore_hash(call, &key, fields, expiry_unix_ms)?,
     }
+    call.notify(GENERIC, "restore", &key);
     Ok(Reply::ok())
 }
 

@@ -10,6 +10,7 @@ use super::{is, parse_float, parse_integer, NOT_FINITE, SYNTAX_ERROR};
 use crate::command::{fail, wrong_arity, Call, CommandError, CommandResult};
 use crate::glob::glob_match;
 use crate::hash_layout::{HashLimits, OpenHash};
+use crate::keyspace_events::{GENERIC, HASH};
 use crate::long_double::LongDouble;
 
 fn limits(call: &Call<'_>) -> HashLimits {
@@ -36,6 +37,7 @@ fn set_fields(call: &mut Call<'_>, name: &str) -> Result<i64, CommandError> {
         added += i64::from(hash.set(call.store, pair[0].clone(), pair[1].clone())?);
     }
     save(call, hash)?;
+    call.notify(HASH, "hset", &call.args[1]);
     Ok(added)
 }
 
@@ -54,6 +56,7 @@ pub fn hsetnx(call: &mut Call<'_>) -> CommandResult {
     }
     hash.set(call.store, call.args[2].clone(), call.args[3].clone())?;
     save(call, hash)?;
+    call.notify(HASH, "hset", &call.args[1]);
     Ok(Reply::Integer(1))
 }
 
@@ -118,7 +121,14 @@ pub fn hdel(call: &mut Call<'_>) -> CommandResult {
     for field in &call.args[2..] {
         removed += i64::from(hash.remove(call.store, field)?);
     }
+    let emptied = hash.len() == 0;
     save(call, hash)?;
+    if removed > 0 {
+        call.notify(HASH, "hdel", &call.args[1]);
+    }
+    if emptied {
+        call.notify(GENERIC, "del", &call.args[1]);
+    }
     Ok(Reply::Integer(removed))
 }
 
@@ -126,6 +136,7 @@ pub fn hdel(call: &mut Call<'_>) -> CommandResult {
 /// new value's text.
 fn update_field<T>(
     call: &mut Call<'_>,
+    event: &'static str,
     next: impl FnOnce(Option<&Bytes>) -> Result<(T, String), CommandError>,
 ) -> Result<(T, String), CommandError> {
     let mut hash = open_or_new(call)?;
@@ -133,12 +144,13 @@ fn update_field<T>(
     let (result, text) = next(current.as_ref())?;
     hash.set(call.store, call.args[2].clone(), Bytes::from(text.clone()))?;
     save(call, hash)?;
+    call.notify(HASH, event, &call.args[1]);
     Ok((result, text))
 }
 
 pub fn hincrby(call: &mut Call<'_>) -> CommandResult {
     let delta = parse_integer(&call.args[3])?;
-    let (next, _) = update_field(call, |current| {
+    let (next, _) = update_field(call, "hincrby", |current| {
         let current = match current {
             Some(value) => parse_integer(value).or_else(|_| fail("ERR hash value is not an integer"))?,
             None => 0,
@@ -154,7 +166,7 @@ pub fn hincrbyfloat(call: &mut Call<'_>) -> CommandResult {
     if !delta.is_finite() {
         return fail("ERR value is NaN or Infinity");
     }
-    let ((), text) = update_field(call, |current| {
+    let ((), text) = update_field(call, "hincrbyfloat", |current| {
         let current = match current {
             Some(value) => parse_float(value).or_else(|_| fail("ERR hash value is not a float"))?,
             None => LongDouble::ZERO,

@@ -10,6 +10,7 @@ use hybridkv_resp::Reply;
 use super::{is, parse_integer, subcommand_help, unknown_subcommand, SYNTAX_ERROR};
 use crate::command::{fail, run_over_keys, Call, CommandError, CommandResult, DB_INDEX_OUT_OF_RANGE};
 use crate::glob::glob_match;
+use crate::keyspace_events::GENERIC;
 use crate::hash_layout::OpenHash;
 use crate::shared::Shared;
 use crate::values::{type_name_of, Stored};
@@ -22,7 +23,10 @@ const SCAN_COUNT_DEFAULT: usize = 10;
 pub fn del(call: &mut Call<'_>) -> CommandResult {
     let mut deleted = 0;
     for key in &call.args[1..] {
-        deleted += i64::from(call.store.delete(key)?);
+        if call.store.delete(key)? {
+            deleted += 1;
+            call.notify(GENERIC, "del", key);
+        }
     }
     Ok(Reply::Integer(deleted))
 }
@@ -173,8 +177,10 @@ fn expire_generic(call: &mut Call<'_>, unit_ms: i64, absolute: bool, command: &s
     }
     if at <= now_unix_ms() {
         call.store.delete(key)?;
+        call.notify(GENERIC, "del", key);
     } else {
         call.store.put_keeping_parts(key, &value.bytes, at)?;
+        call.notify(GENERIC, "expire", key);
     }
     Ok(Reply::Integer(1))
 }
@@ -242,6 +248,7 @@ pub fn persist(call: &mut Call<'_>) -> CommandResult {
     match call.store.get(key)? {
         Some(value) if value.expiry_unix_ms != 0 => {
             call.store.put_keeping_parts(key, &value.bytes, 0)?;
+            call.notify(GENERIC, "persist", key);
             Ok(Reply::Integer(1))
         }
         _ => Ok(Reply::Integer(0)),
@@ -264,6 +271,8 @@ fn rename_generic(call: &mut Call<'_>, only_if_new: bool) -> CommandResult {
         return Ok(done(false));
     }
     call.store.rename(source, target)?;
+    call.notify(GENERIC, "rename_from", source);
+    call.notify(GENERIC, "rename_to", target);
     Ok(done(true))
 }
 
@@ -300,7 +309,11 @@ pub fn copy(call: &mut Call<'_>) -> CommandResult {
     if !replace && call.store.get(target)?.is_some() {
         return Ok(Reply::Integer(0));
     }
-    Ok(Reply::Integer(i64::from(call.store.copy(source, target)?)))
+    let copied = call.store.copy(source, target)?;
+    if copied {
+        call.notify(GENERIC, "copy_to", target);
+    }
+    Ok(Reply::Integer(i64::from(copied)))
 }
 
 /// COPY's target database and REPLACE, checked as Redis checks them.
@@ -340,6 +353,9 @@ fn copy_to_another_database(call: &mut Call<'_>, database: usize, replace: bool)
     let (copied, ticket) = write_snapshot(call.shared, &target_namespace, database, &target, &snapshot, replace)?;
     if let Some(ticket) = ticket {
         call.session.hold_reply_until_durable(&target_namespace, ticket);
+    }
+    if copied {
+        call.notify_in(database, GENERIC, "copy_to", &target);
     }
     Ok(Reply::Integer(i64::from(copied)))
 }
@@ -385,6 +401,10 @@ pub fn move_key(call: &mut Call<'_>) -> CommandResult {
     let target = Arc::clone(crate::server::open_database(call.shared, number)?);
     for _ in 0..MOVE_ATTEMPTS_MAX {
         if let Some(moved) = move_once(call, &target, number, &key)? {
+            if moved {
+                call.notify(GENERIC, "move_from", &key);
+                call.notify_in(number, GENERIC, "move_to", &key);
+            }
             return Ok(Reply::Integer(i64::from(moved)));
         }
     }

@@ -7,6 +7,7 @@ use hybridkv_resp::Reply;
 
 use super::{is, parse_float, parse_integer, read_string, value_bytes_max, NOT_FINITE, NOT_INTEGER, SYNTAX_ERROR};
 use crate::command::{fail, Call, CommandResult};
+use crate::keyspace_events::{GENERIC, STRING};
 use crate::long_double::LongDouble;
 use crate::values::{encode_string, Stored};
 
@@ -107,6 +108,10 @@ pub fn set(call: &mut Call<'_>) -> CommandResult {
         None => 0,
     };
     call.store.put(key, &encode_string(&call.args[2]), expiry)?;
+    call.notify(STRING, "set", key);
+    if expire_at_unix_ms.is_some() {
+        call.notify(GENERIC, "expire", key);
+    }
     Ok(if options.return_old { old_reply() } else { Reply::ok() })
 }
 
@@ -116,12 +121,15 @@ pub fn setnx(call: &mut Call<'_>) -> CommandResult {
         return Ok(Reply::Integer(0));
     }
     call.store.put(key, &encode_string(&call.args[2]), 0)?;
+    call.notify(STRING, "set", key);
     Ok(Reply::Integer(1))
 }
 
 fn set_with_expiry(call: &mut Call<'_>, unit: &str, command: &str) -> CommandResult {
     let at = parse_expiry(unit.as_bytes(), &call.args[2], command)?;
     call.store.put(&call.args[1], &encode_string(&call.args[3]), at)?;
+    call.notify(STRING, "set", &call.args[1]);
+    call.notify(GENERIC, "expire", &call.args[1]);
     Ok(Reply::ok())
 }
 
@@ -149,6 +157,7 @@ pub fn mget(call: &mut Call<'_>) -> CommandResult {
 fn put_pairs(call: &mut Call<'_>) -> Result<(), crate::command::CommandError> {
     for pair in call.args[1..].chunks(2) {
         call.store.put(&pair[0], &encode_string(&pair[1]), 0)?;
+        call.notify(STRING, "set", &pair[0]);
     }
     Ok(())
 }
@@ -177,6 +186,7 @@ pub fn msetnx(call: &mut Call<'_>) -> CommandResult {
 pub fn getset(call: &mut Call<'_>) -> CommandResult {
     let old = read_string(call.store, &call.args[1])?;
     call.store.put(&call.args[1], &encode_string(&call.args[2]), 0)?;
+    call.notify(STRING, "set", &call.args[1]);
     Ok(bulk_or_null(old.map(|(value, _)| value)))
 }
 
@@ -184,6 +194,7 @@ pub fn getdel(call: &mut Call<'_>) -> CommandResult {
     let old = read_string(call.store, &call.args[1])?;
     if old.is_some() {
         call.store.delete(&call.args[1])?;
+        call.notify(GENERIC, "del", &call.args[1]);
     }
     Ok(bulk_or_null(old.map(|(value, _)| value)))
 }
@@ -200,8 +211,12 @@ pub fn getex(call: &mut Call<'_>) -> CommandResult {
     match new_expiry {
         Some(at) if at != 0 && at <= now_unix_ms() => {
             call.store.delete(key)?;
+            call.notify(GENERIC, "del", key);
         }
-        Some(at) => call.store.put(key, &encode_string(&value), at)?,
+        Some(at) => {
+            call.store.put(key, &encode_string(&value), at)?;
+            call.notify(GENERIC, if at == 0 { "persist" } else { "expire" }, key);
+        }
         None => {}
     }
     Ok(Reply::Bulk(value))
@@ -224,6 +239,7 @@ pub fn append(call: &mut Call<'_>) -> CommandResult {
     check_string_size(call, (value.len() + call.args[2].len()) as u64)?;
     value.extend_from_slice(&call.args[2]);
     call.store.put(key, &encode_string(&value), expiry)?;
+    call.notify(STRING, "append", key);
     Ok(Reply::Integer(value.len() as i64))
 }
 
@@ -271,6 +287,7 @@ pub fn setrange(call: &mut Call<'_>) -> CommandResult {
     }
     value[offset as usize..end].copy_from_slice(patch);
     call.store.put(key, &encode_string(&value), expiry)?;
+    call.notify(STRING, "setrange", key);
     Ok(Reply::Integer(value.len() as i64))
 }
 
@@ -283,6 +300,7 @@ fn increment_by(call: &mut Call<'_>, delta: i64) -> CommandResult {
     };
     let Some(next) = current.checked_add(delta) else { return fail("ERR increment or decrement would overflow") };
     call.store.put(key, &encode_string(next.to_string().as_bytes()), expiry)?;
+    call.notify(STRING, "incrby", key);
     Ok(Reply::Integer(next))
 }
 
@@ -319,6 +337,7 @@ pub fn incrbyfloat(call: &mut Call<'_>) -> CommandResult {
     }
     let text = next.to_redis_text();
     call.store.put(key, &encode_string(text.as_bytes()), expiry)?;
+    call.notify(STRING, "incrbyfloat", key);
     Ok(Reply::bulk_text(&text))
 }
 

@@ -131,6 +131,7 @@ pub fn exec(call: &mut Call<'_>) -> CommandResult {
     // The key commands see the database they were queued for (COPY … DB compares with it).
     session.select(database);
     let whole_keyspace = multi.queued.iter().any(|(spec, _)| spec.has(WHOLE_KEYSPACE));
+    let events_before = session.key_events.len();
     let touched = || watched_set.touched();
     let body = |transaction: &mut Transaction<'_>| {
         // A write since WATCH set the flag under the lock this body holds now (`crate::watch`).
@@ -167,9 +168,12 @@ pub fn exec(call: &mut Call<'_>) -> CommandResult {
             if let Some(ticket) = ticket {
                 call.session.hold_reply_until_durable(&namespace, ticket);
             }
+            // Before the messages the queued PUBLISHes send, as Redis orders them.
+            call.shared.keyspace_events.publish_queued(&call.shared.pubsub, &mut call.session.key_events);
             replies
         }
         not_run => {
+            call.session.key_events.truncate(events_before);
             call.session.select(selected_before);
             return Ok(not_run.map_or_else(|error| exec_failed(&error), |_| Reply::NullArray));
         }
