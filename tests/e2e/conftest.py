@@ -233,3 +233,25 @@ class RawClient:
 
     def close(self):
         self.socket.close()
+
+
+def run_script(clients: dict, script, rewrite=lambda words, received: received) -> list:
+    """Runs (client name, command words) steps on `clients` (RawClients by name; empty words:
+    read what arrived) and closes them; returns (name, words, bytes received) per step, HELLO's
+    reply cut to its first byte (server name and version differ) and passed through `rewrite`."""
+    replies = []
+    for name, words in script:
+        received = clients[name].exchange(*words) if words else clients[name].read()
+        if words and words[0] == "HELLO":
+            received = received[:1]
+        replies.append((name, words, rewrite(words, received)))
+    for client in clients.values():
+        client.close()
+    return replies
+
+
+def assert_same_replies(ours: list, theirs: list):
+    """Each step of two `run_script` runs got the same bytes."""
+    assert len(ours) == len(theirs)
+    for (name, words, got), (_, _, expected) in zip(ours, theirs):
+        assert got == expected, f"{name}: {words}"

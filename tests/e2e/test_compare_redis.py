@@ -267,7 +267,7 @@ CASES = {
         ["MULTI"], ["READONLY"], ["CLUSTER", "INFO"], ["EXEC"],
     ],
     "client tracking off": [
-        # Tracking is never on here; off, it answers as Redis's does (ON is refused: see README).
+        # Tracking off: the subcommands answer as Redis's do (tests/e2e/test_tracking.py has it on).
         ["CLIENT", "TRACKINGINFO"], ["CLIENT", "TRACKINGINFO", "x"], ["CLIENT", "GETREDIR"], ["CLIENT", "GETREDIR", "x"],
         ["CLIENT", "CACHING", "yes"], ["CLIENT", "CACHING"], ["CLIENT", "TRACKING"], ["CLIENT", "TRACKING", "off"],
         ["CLIENT", "TRACKING", "maybe"],

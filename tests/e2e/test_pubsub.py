@@ -9,7 +9,7 @@ import time
 import pytest
 import redis
 
-from conftest import RawClient
+from conftest import RawClient, assert_same_replies, run_script
 
 # Steps of (client, command words); client "a" subscribes, "b" publishes and inspects. Names are
 # chosen so that no reply depends on the order of a dictionary (one name per unordered list).
@@ -33,26 +33,20 @@ SCRIPT = [
 ]
 
 
+def only_pubsub_lines(words, received: bytes) -> bytes:
+    if words and words[0] == "INFO":
+        return b"\n".join(line for line in received.split(b"\r\n") if line.startswith(b"pubsub"))
+    return received
+
+
 def replies_of(port: int) -> list:
     clients = {"a": RawClient(port), "b": RawClient(port)}
     clients["b"].exchange("FLUSHALL")
-    replies = []
-    for name, words in SCRIPT:
-        received = clients[name].exchange(*words) if words else clients[name].read()
-        if words and words[0] == "INFO":
-            received = b"\n".join(line for line in received.split(b"\r\n") if line.startswith(b"pubsub"))
-        if words and words[0] == "HELLO":
-            received = received[:1]
-        replies.append((name, words, received))
-    for client in clients.values():
-        client.close()
-    return replies
+    return run_script(clients, SCRIPT, only_pubsub_lines)
 
 
 def test_the_script_gets_redis_replies_byte_for_byte(shared_server, reference_redis):
-    ours, theirs = replies_of(shared_server.port), replies_of(reference_redis)
-    for (name, words, got), (_, _, expected) in zip(ours, theirs):
-        assert got == expected, f"{name}: {words}"
+    assert_same_replies(replies_of(shared_server.port), replies_of(reference_redis))
 
 
 def test_subscribe_commands_are_refused_inside_multi_and_publish_runs_in_exec(r):

@@ -366,10 +366,11 @@ def test_client_commands(r, shared_server):
         assert victim.recv(100) == b"", "a killed client's connection is closed"
     with pytest.raises(redis.ResponseError, match="No such client"):
         r.client_kill("127.0.0.1:1")
-    # Client-side caching needs invalidation messages, which hybridkv does not send.
-    with pytest.raises(redis.ResponseError, match="^CLIENT TRACKING is not supported by hybridkv"):
-        r.execute_command("CLIENT", "TRACKING", "ON", "BCAST")
+    # Client-side caching: tests/e2e/test_tracking.py has the invalidations.
+    assert r.execute_command("CLIENT", "TRACKING", "ON", "BCAST") == "OK"
+    assert " flags=tB " in r.execute_command("CLIENT", "INFO")
     assert r.execute_command("CLIENT", "TRACKING", "OFF") == "OK"
+    assert " flags=N " in r.execute_command("CLIENT", "INFO")
     assert r.ping()
 
 

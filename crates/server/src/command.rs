@@ -395,12 +395,12 @@ pub fn run_over_keys(
     shared: &Shared,
     namespace: &Arc<Namespace>,
 ) -> CommandResult {
-    let database = session.database;
+    let (database, writer) = (session.database, session.client.id);
     let events_before = session.key_events.len();
     let outcome = namespace.transaction_deferred(keys, |transaction| {
         let mut call = Call { args, session, shared, namespace, store: transaction };
         let result = run_in_transaction(handler, &mut call);
-        shared.watches.touch(database, transaction.changed_keys());
+        shared.keys_written(database, writer, || transaction.changed_keys());
         result
     });
     match outcome {
@@ -434,7 +434,7 @@ pub type ReadyCommand = (&'static CommandSpec, Vec<Bytes>);
 pub fn run_grouped(commands: &[ReadyCommand], session: &mut SessionState, shared: &Shared) -> Option<Vec<Reply>> {
     let namespace = shared.database.namespace(session.database)?.clone();
     let keys: Vec<&[u8]> = commands.iter().flat_map(|(spec, args)| spec.keys.keys(args)).collect();
-    let database = session.database;
+    let (database, writer) = (session.database, session.client.id);
     let events_before = session.key_events.len();
     let outcome = namespace.transaction_deferred(&keys, |transaction| {
         let mut results = Vec::with_capacity(commands.len());
@@ -442,7 +442,7 @@ pub fn run_grouped(commands: &[ReadyCommand], session: &mut SessionState, shared
             let mut call = Call { args, session: &mut *session, shared, namespace: &namespace, store: &mut *transaction };
             results.push(run_in_transaction(spec.handler, &mut call)?);
         }
-        shared.watches.touch(database, transaction.changed_keys());
+        shared.keys_written(database, writer, || transaction.changed_keys());
         Ok(results)
     });
     let Ok((results, ticket)) = outcome else {

@@ -102,6 +102,7 @@ fn clients_section(shared: &Shared, text: &mut String) -> std::fmt::Result {
     writeln!(text, "# Clients\r")?;
     writeln!(text, "connected_clients:{}\r", shared.clients.count())?;
     writeln!(text, "blocked_clients:{}\r", shared.stats.blocked_clients.load(Ordering::Relaxed))?;
+    writeln!(text, "tracking_clients:{}\r", shared.tracking.counts().clients)?;
     writeln!(text, "maxclients:{}\r", shared.max_clients.load(Ordering::Relaxed))
 }
 
@@ -204,6 +205,10 @@ fn stats_section(shared: &Shared, stats: &[NamespaceStats], text: &mut String) -
     writeln!(text, "pubsub_channels:{}\r", shared.pubsub.count(Kind::Channel))?;
     writeln!(text, "pubsub_patterns:{}\r", shared.pubsub.count(Kind::Pattern))?;
     writeln!(text, "pubsubshard_channels:{}\r", shared.pubsub.count(Kind::Shard))?;
+    let tracking = shared.tracking.counts();
+    writeln!(text, "tracking_total_keys:{}\r", tracking.keys)?;
+    writeln!(text, "tracking_total_items:{}\r", tracking.items)?;
+    writeln!(text, "tracking_total_prefixes:{}\r", tracking.prefixes)?;
     writeln!(text, "engine_writes:{}\r", stats.iter().map(|stats| stats.writes).sum::<u64>())?;
     writeln!(text, "defragmented_blocks:{}\r", stats.iter().map(|stats| stats.defragmented_blocks).sum::<u64>())?;
     writeln!(text, "corrupt_records:{}\r", stats.iter().map(|stats| stats.corrupt_records).sum::<u64>())

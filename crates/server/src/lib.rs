@@ -6,7 +6,7 @@
 //! record or a root and buckets) → `info` (INFO and metrics) → `command_stats` and `slowlog` (what
 //! INFO commandstats/errorstats and SLOWLOG report) → `monitor` (MONITOR's feed) → `pause` (CLIENT
 //! PAUSE's hold on sessions) → `pubsub` (subscriptions and subscribers' mailboxes) →
-//! `keyspace_events` (notify-keyspace-events).
+//! `keyspace_events` (notify-keyspace-events) → `tracking` (CLIENT TRACKING's invalidations).
 
 mod command;
 mod command_stats;
@@ -24,6 +24,7 @@ mod server;
 mod session;
 mod shared;
 mod slowlog;
+mod tracking;
 mod values;
 mod watch;
 

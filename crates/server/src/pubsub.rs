@@ -62,13 +62,19 @@ impl Kind {
     }
 }
 
-/// Something a subscriber is told, encoded when it is sent (HELLO may change the protocol
-/// meanwhile).
-enum Notice {
+/// Something a client is told outside the replies to its commands, encoded when it is sent
+/// (HELLO may change the protocol meanwhile).
+pub enum Notice {
     Message { shard: bool, channel: Bytes, payload: Bytes },
     PatternMessage { pattern: Bytes, channel: Bytes, payload: Bytes },
     /// `[word, name or nil, count]`: a subscription's confirmation.
     Confirmation { word: &'static str, name: Option<Bytes>, count: usize },
+    /// CLIENT TRACKING: these keys (None: every key) may have changed. Sent after the reply of
+    /// the command the receiver runs (`Mailbox::take_all_into`); to a RESP2 receiver only when
+    /// it is a REDIRECT target (as a message of its subscription).
+    Invalidation { keys: Option<Vec<Bytes>>, redirected: bool },
+    /// CLIENT TRACKING: the REDIRECT target left (RESP3 only, as in Redis).
+    RedirectBroken { target: u64 },
 }
 
 impl Notice {
@@ -78,13 +84,21 @@ impl Notice {
                 Notice::Message { channel, payload, .. } => channel.len() + payload.len(),
                 Notice::PatternMessage { pattern, channel, payload } => pattern.len() + channel.len() + payload.len(),
                 Notice::Confirmation { name, .. } => name.as_ref().map_or(0, Bytes::len),
+                Notice::Invalidation { keys, .. } => keys.iter().flatten().map(Bytes::len).sum(),
+                Notice::RedirectBroken { .. } => 0,
             }
     }
 
-    /// A push in RESP3, an array in RESP2.
-    fn reply(&self) -> Reply {
+    /// Invalidations wait for the reply of the command their receiver runs.
+    fn follows_replies(&self) -> bool {
+        matches!(self, Notice::Invalidation { .. } | Notice::RedirectBroken { .. })
+    }
+
+    /// A push in RESP3, an array in RESP2 (None: not sent in this protocol).
+    fn reply(&self, protocol: ProtocolVersion) -> Option<Reply> {
         let word = |text: &'static str| Reply::Bulk(Bytes::from_static(text.as_bytes()));
-        Reply::Push(match self {
+        let resp3 = protocol == ProtocolVersion::Resp3;
+        Some(Reply::Push(match self {
             Notice::Message { shard, channel, payload } => {
                 vec![word(if *shard { "smessage" } else { "message" }), Reply::Bulk(channel.clone()), Reply::Bulk(payload.clone())]
             }
@@ -94,13 +108,26 @@ impl Notice {
             Notice::Confirmation { word: text, name, count } => {
                 vec![word(text), name.clone().map_or(Reply::Null, Reply::Bulk), Reply::Integer(*count as i64)]
             }
-        })
+            Notice::Invalidation { keys, redirected } => {
+                let keys = keys.as_ref().map_or(Reply::Null, |keys| Reply::Array(keys.iter().cloned().map(Reply::Bulk).collect()));
+                match (resp3, redirected) {
+                    (true, _) => vec![word("invalidate"), keys],
+                    // A RESP2 REDIRECT target reads it as a message of its subscription.
+                    (false, true) => vec![word("message"), word(crate::tracking::INVALIDATION_CHANNEL), keys],
+                    (false, false) => return None,
+                }
+            }
+            Notice::RedirectBroken { target } if resp3 => vec![word("tracking-redir-broken"), Reply::Integer(*target as i64)],
+            Notice::RedirectBroken { .. } => return None,
+        }))
     }
 }
 
 #[derive(Default)]
 struct Backlog {
     notices: VecDeque<Notice>,
+    /// Notices sent only after the reply of the command running (`Notice::follows_replies`).
+    after_replies: VecDeque<Notice>,
     bytes: usize,
     /// Set once the backlog passed PUBSUB_BACKLOG_BYTES_MAX: the client is being disconnected
     /// and gets nothing more.
@@ -121,7 +148,7 @@ impl Mailbox {
     }
 
     /// Queues `notice`, or disconnects the client when its backlog would pass the limit.
-    fn post(&self, notice: Notice) {
+    pub fn post(&self, notice: Notice) {
         let mut backlog = self.backlog.lock();
         if backlog.overflowed {
             return;
@@ -130,6 +157,7 @@ impl Mailbox {
         if backlog.bytes + bytes > PUBSUB_BACKLOG_BYTES_MAX {
             backlog.overflowed = true;
             backlog.notices.clear();
+            backlog.after_replies.clear();
             backlog.bytes = 0;
             drop(backlog);
             tracing::warn!(client = self.client.id, bytes = PUBSUB_BACKLOG_BYTES_MAX, "a subscriber fell too far behind and is disconnected");
@@ -138,21 +166,39 @@ impl Mailbox {
             return;
         }
         backlog.bytes += bytes;
-        backlog.notices.push_back(notice);
+        if notice.follows_replies() {
+            backlog.after_replies.push_back(notice);
+        } else {
+            backlog.notices.push_back(notice);
+        }
         drop(backlog);
         self.arrived.notify_one();
     }
 
-    /// Moves every waiting notice to `output`, encoded for `protocol`.
+    /// Moves the waiting notices that may precede a reply to `output`, encoded for `protocol`.
     pub fn take_into(&self, output: &mut BytesMut, protocol: ProtocolVersion) {
         let notices = {
             let mut backlog = self.backlog.lock();
-            backlog.bytes = 0;
+            backlog.bytes -= backlog.notices.iter().map(Notice::charged_bytes).sum::<usize>();
             std::mem::take(&mut backlog.notices)
         };
-        for notice in notices {
-            encode(&notice.reply(), protocol, output);
-        }
+        encode_notices(notices, protocol, output);
+    }
+
+    /// Moves every waiting notice to `output`: between commands, or while the client waits.
+    pub fn take_all_into(&self, output: &mut BytesMut, protocol: ProtocolVersion) {
+        let (notices, after_replies) = {
+            let mut backlog = self.backlog.lock();
+            backlog.bytes = 0;
+            (std::mem::take(&mut backlog.notices), std::mem::take(&mut backlog.after_replies))
+        };
+        encode_notices(notices.into_iter().chain(after_replies), protocol, output);
+    }
+}
+
+fn encode_notices(notices: impl IntoIterator<Item = Notice>, protocol: ProtocolVersion, output: &mut BytesMut) {
+    for reply in notices.into_iter().filter_map(|notice| notice.reply(protocol)) {
+        encode(&reply, protocol, output);
     }
 }
 
@@ -195,6 +241,11 @@ impl PubSub {
     pub fn names(&self, kind: Kind, pattern: Option<&[u8]>) -> Vec<Bytes> {
         let registry = self.registry.read();
         registry[kind.slot()].keys().filter(|name| pattern.is_none_or(|pattern| glob_match(pattern, name))).cloned().collect()
+    }
+
+    /// The mailbox of `client` when it is subscribed to `name`.
+    pub fn listener(&self, kind: Kind, name: &[u8], client: u64) -> Option<Arc<Mailbox>> {
+        self.registry.read()[kind.slot()].get(name)?.get(&client).cloned()
     }
 
     /// Subscribers of one name (PUBSUB NUMSUB, SHARDNUMSUB).

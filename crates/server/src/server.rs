@@ -145,12 +145,15 @@ pub fn open_database(shared: &Shared, number: usize) -> Result<&Arc<Namespace>, 
     Ok(namespace)
 }
 
-/// Publishes the keyspace notification `expired` for each key the namespace of `home` deletes
-/// because it expired, in the database it serves then. The listener holds the database weakly:
-/// the database holds the namespace, which holds the listener.
+/// For each key the namespace of `home` deletes because it expired: CLIENT TRACKING's
+/// invalidation, and the keyspace notification `expired` in the database the namespace serves
+/// then. The listener holds the database weakly: the database holds the namespace, which holds
+/// the listener.
 fn announce_expiries(shared: &Shared, home: usize, namespace: &Namespace) {
     let (pubsub, events, database) = (Arc::clone(&shared.pubsub), Arc::clone(&shared.keyspace_events), Arc::downgrade(&shared.database));
+    let (tracking, clients) = (Arc::clone(&shared.tracking), Arc::clone(&shared.clients));
     namespace.listen_for_expiries(Box::new(move |key| {
+        tracking.invalidate(0, std::iter::once(key), &pubsub, &clients);
         if !events.wants(EXPIRED) {
             return;
         }

@@ -25,6 +25,7 @@ use crate::pause::PauseHold;
 use crate::shared::{Blocking, ClientHandle, Shared};
 use crate::keyspace_events::KeyEvent;
 use crate::pubsub::{ClientSubscriptions, Mailbox};
+use crate::tracking::TrackingSession;
 use crate::watch::{WatchRegistry, WatchedKeys};
 
 /// How often a monitor's or subscriber's connection whose write does not progress looks
@@ -96,6 +97,10 @@ pub struct SessionState {
     /// Keyspace notifications of the writes of the command running, published once they
     /// committed (`Call::notify`).
     pub key_events: Vec<KeyEvent>,
+    /// CLIENT TRACKING, while on.
+    pub tracking: Option<TrackingSession>,
+    /// CLIENT CACHING YES or NO, for the next command.
+    pub caching: Option<bool>,
 }
 
 /// How long a blocking command's reply is held back. The client's later requests run only
@@ -137,6 +142,8 @@ impl SessionState {
             pubsub: None,
             reply_in_mailbox: false,
             key_events: Vec::new(),
+            tracking: None,
+            caching: None,
         }
     }
 
@@ -145,10 +152,19 @@ impl SessionState {
         self.pubsub.as_ref().is_some_and(|subscriptions| subscriptions.total() > 0)
     }
 
-    /// Moves the notices waiting in the session's mailbox, if it has one, to `output`.
+    /// Moves the notices waiting in the session's mailbox, if it has one, that may precede a
+    /// reply to `output`.
     fn take_notices(&self, output: &mut BytesMut) {
         if let Some(subscriptions) = &self.pubsub {
             subscriptions.mailbox().take_into(output, self.protocol);
+        }
+    }
+
+    /// Moves every notice waiting in the session's mailbox to `output`: after a batch's
+    /// replies, or while the client waits (invalidations wait for the replies before them).
+    fn take_all_notices(&self, output: &mut BytesMut) {
+        if let Some(subscriptions) = &self.pubsub {
+            subscriptions.mailbox().take_all_into(output, self.protocol);
         }
     }
 
@@ -210,6 +226,7 @@ fn check_and_run(args: Vec<Bytes>, session: &mut SessionState, shared: &Shared) 
         shared.command_stats.record_rejection(commands::stat_row(spec, &args), error_text(&refusal));
         return refusal;
     }
+    remember_tracked_reads(spec, &args, session, shared);
     if session.multi.is_some() && !spec.has(TRANSACTION_CONTROL) {
         return queue(spec, args, session, shared);
     }
@@ -236,6 +253,21 @@ fn refusal_reason(spec: &CommandSpec, args: &[Bytes], authenticated: bool) -> Op
         return Some(Reply::error("NOAUTH Authentication required."));
     }
     None
+}
+
+/// CLIENT TRACKING: the keys of a read are remembered for the client before it reads them
+/// (queued in MULTI: before EXEC reads them), so a write after the read finds them; CLIENT
+/// CACHING's choice applies to this command only.
+fn remember_tracked_reads(spec: &CommandSpec, args: &[Bytes], session: &mut SessionState, shared: &Shared) {
+    let caching = session.caching.take();
+    let Some(tracking) = &session.tracking else { return };
+    if !spec.has(READONLY) || !tracking.tracks_reads(caching) {
+        return;
+    }
+    let keys = spec.keys.keys(args);
+    if !keys.is_empty() {
+        shared.tracking.remember(session.client.id, &keys, &shared.pubsub, &shared.clients);
+    }
 }
 
 /// Commands a RESP2 client may send while it is subscribed to anything: the replies it reads
@@ -599,7 +631,7 @@ impl Connection {
                     continue;
                 }
                 () = notices_arrived(mailbox.as_deref()) => {
-                    self.state.take_notices(&mut self.output);
+                    self.state.take_all_notices(&mut self.output);
                     self.flush().await?;
                     continue;
                 }
@@ -719,6 +751,7 @@ impl Connection {
                     break;
                 }
             }
+            state.take_all_notices(output);
         };
         if blocking {
             tokio::task::block_in_place(work);

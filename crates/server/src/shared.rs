@@ -18,6 +18,7 @@ use crate::monitor::Monitors;
 use crate::keyspace_events::KeyspaceEvents;
 use crate::pause::ClientPause;
 use crate::pubsub::PubSub;
+use crate::tracking::{Tracking, TrackingOptions};
 use crate::slowlog::SlowLog;
 use crate::watch::WatchRegistry;
 
@@ -26,7 +27,7 @@ pub struct Shared {
     pub config: ServerConfig,
     pub requirepass: RwLock<Option<String>>,
     pub max_clients: AtomicUsize,
-    pub clients: Clients,
+    pub clients: Arc<Clients>,
     pub stats: ServerStats,
     /// Calls, time and errors per command (INFO commandstats, errorstats).
     pub command_stats: CommandStats,
@@ -37,6 +38,8 @@ pub struct Shared {
     pub pubsub: Arc<PubSub>,
     /// `notify-keyspace-events`: which writes are published.
     pub keyspace_events: Arc<KeyspaceEvents>,
+    /// CLIENT TRACKING's clients and remembered keys.
+    pub tracking: Arc<Tracking>,
     /// Becomes true once SIGTERM, SIGINT or SHUTDOWN asked the server to stop.
     pub shutdown: watch::Sender<bool>,
     /// The same flag for sessions to poll between requests: reading the watch takes its lock,
@@ -72,13 +75,14 @@ impl Shared {
             requirepass: RwLock::new(config.requirepass.clone()),
             max_clients: AtomicUsize::new(config.max_clients),
             config,
-            clients: Clients::default(),
+            clients: Arc::new(Clients::default()),
             stats: ServerStats::default(),
             command_stats: CommandStats::new(crate::commands::stat_row_names()),
             slowlog: SlowLog::default(),
             monitors: Monitors::default(),
             pubsub: Arc::new(PubSub::default()),
             keyspace_events: Arc::new(KeyspaceEvents::default()),
+            tracking: Arc::new(Tracking::default()),
             shutdown: watch::channel(false).0,
             shutting_down: AtomicBool::new(false),
             started: Instant::now(),
@@ -100,6 +104,19 @@ impl Shared {
 
     pub fn is_shutting_down(&self) -> bool {
         self.shutting_down.load(Ordering::Relaxed)
+    }
+
+    /// Tells WATCH and CLIENT TRACKING that client `writer` (0: the server) wrote the keys
+    /// `keys()` yields, of `database`; called under the keys' locks.
+    pub fn keys_written<'k, I: Iterator<Item = &'k [u8]>>(&self, database: usize, writer: u64, keys: impl Fn() -> I) {
+        self.watches.touch(database, keys());
+        self.tracking.invalidate(writer, keys(), &self.pubsub, &self.clients);
+    }
+
+    /// Every key of some database may have changed (FLUSHDB, FLUSHALL, SWAPDB): tracking
+    /// clients drop their whole caches.
+    pub fn every_key_written(&self) {
+        self.tracking.invalidate_everything(&self.pubsub, &self.clients);
     }
 }
 
@@ -157,7 +174,15 @@ pub struct ClientHandle {
     /// Subscriptions to channels, patterns and shard channels (CLIENT LIST's sub, psub, ssub;
     /// flag P while any), set by the client's own session.
     subscriptions: [AtomicUsize; 3],
+    /// CLIENT TRACKING as CLIENT LIST shows it: `redir` (-1 off, 0 no REDIRECT, else the
+    /// target) and the flags t (on), B (BCAST), R (the REDIRECT target left).
+    tracking_redirect: AtomicI64,
+    tracking_flags: AtomicU8,
 }
+
+const TRACKING_ON: u8 = 1;
+const TRACKING_BCAST: u8 = 2;
+const TRACKING_BROKEN_REDIRECT: u8 = 4;
 
 /// Where a client stands with blocking commands (WAIT, WAITAOF): CLIENT UNBLOCK moves a blocked
 /// client to an unblocked state, which its connection reads when it wakes.
@@ -196,6 +221,8 @@ impl ClientHandle {
             queued: AtomicI64::new(-1),
             monitoring: AtomicBool::new(false),
             subscriptions: Default::default(),
+            tracking_redirect: AtomicI64::new(-1),
+            tracking_flags: AtomicU8::new(0),
         }
     }
 
@@ -247,19 +274,38 @@ impl ClientHandle {
         }
     }
 
+    /// Records the session's tracking (None: off) and whether its REDIRECT target left.
+    pub fn show_tracking(&self, options: Option<&TrackingOptions>, redirect_broken: bool) {
+        let redirect = options.map_or(-1, |options| options.redirect.map_or(0, |target| target as i64));
+        self.tracking_redirect.store(redirect, Ordering::Relaxed);
+        let flags = options.map_or(0, |options| {
+            TRACKING_ON | if options.bcast { TRACKING_BCAST } else { 0 } | if redirect_broken { TRACKING_BROKEN_REDIRECT } else { 0 }
+        });
+        self.tracking_flags.store(flags, Ordering::Relaxed);
+    }
+
+    /// Marks the REDIRECT target of this tracking client gone (flag R).
+    pub fn show_redirect_broken(&self) {
+        self.tracking_flags.fetch_or(TRACKING_BROKEN_REDIRECT, Ordering::Relaxed);
+    }
+
     /// Subscribed to anything (CLIENT LIST flag P, TYPE pubsub).
     pub fn is_subscriber(&self) -> bool {
         self.subscriptions.iter().any(|count| count.load(Ordering::Relaxed) > 0)
     }
 
     /// CLIENT LIST's flags, in Redis's order: O (monitor), P (subscriber), x (in MULTI), b
-    /// (blocked), or N.
+    /// (blocked), t (tracking), R (its REDIRECT target left), B (BCAST), or N.
     fn flags(&self) -> String {
+        let tracking = self.tracking_flags.load(Ordering::Relaxed);
         let flags: String = [
             (self.monitoring.load(Ordering::Relaxed), 'O'),
             (self.is_subscriber(), 'P'),
             (self.queued.load(Ordering::Relaxed) >= 0, 'x'),
             (self.blocking() != Blocking::NotBlocked, 'b'),
+            (tracking & TRACKING_ON != 0, 't'),
+            (tracking & TRACKING_BROKEN_REDIRECT != 0, 'R'),
+            (tracking & TRACKING_BCAST != 0, 'B'),
         ]
         .iter()
         .filter_map(|(set, flag)| set.then_some(*flag))
@@ -272,7 +318,7 @@ impl ClientHandle {
         let now = Instant::now();
         let library = self.library.lock();
         format!(
-            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}\n",
+            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir={} resp={} lib-name={} lib-ver={}\n",
             self.id,
             self.address,
             self.local_address,
@@ -286,6 +332,7 @@ impl ClientHandle {
             self.subscriptions[2].load(Ordering::Relaxed),
             self.queued.load(Ordering::Relaxed),
             self.last_command.lock(),
+            self.tracking_redirect.load(Ordering::Relaxed),
             self.resp.load(Ordering::Relaxed),
             library.0,
             library.1,

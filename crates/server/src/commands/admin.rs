@@ -34,6 +34,7 @@ fn check_flush_mode(call: &Call<'_>) -> Result<(), CommandError> {
 pub fn flushdb(call: &mut Call<'_>) -> CommandResult {
     check_flush_mode(call)?;
     call.store.delete_every_key()?;
+    call.shared.every_key_written();
     Ok(Reply::ok())
 }
 
@@ -42,6 +43,7 @@ pub fn flushall(call: &mut Call<'_>) -> CommandResult {
     for (_, namespace) in call.shared.database.namespaces() {
         namespace.clear()?;
     }
+    call.shared.every_key_written();
     Ok(Reply::ok())
 }
 

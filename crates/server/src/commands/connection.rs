@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use hybridkv_resp::{ProtocolVersion, Reply};
 
+use super::tracking;
 use super::waits::parse_timeout_ms;
 use super::{is, parse_integer, subcommand_help, unknown_subcommand, NOT_INTEGER, SYNTAX_ERROR};
 use crate::command::{fail, Call, CommandError, CommandResult, DB_INDEX_OUT_OF_RANGE};
@@ -136,6 +137,9 @@ pub fn reset(call: &mut Call<'_>) -> CommandResult {
     if let Some(subscriptions) = &mut call.session.pubsub {
         subscriptions.leave_all();
     }
+    call.session.tracking = None;
+    call.session.caching = None;
+    call.session.client.show_tracking(None, false);
     call.session.multi = None;
     call.session.watched.clear();
     call.session.select(0);
@@ -178,6 +182,7 @@ pub fn swapdb(call: &mut Call<'_>) -> CommandResult {
     // Redis swaps a database with itself by doing nothing, touching no watched key.
     if first != second {
         touch_keys_watched_in_swapped(call.shared, [first, second]);
+        call.shared.every_key_written();
     }
     Ok(Reply::ok())
 }
@@ -236,14 +241,10 @@ pub fn client(call: &mut Call<'_>) -> CommandResult {
         }
         "reply" => client_reply(call),
         "no-evict" | "no-touch" => Ok(Reply::ok()),
-        "tracking" => client_tracking(call),
-        "trackinginfo" => Ok(Reply::Map(vec![
-            (Reply::bulk_text("flags"), Reply::Set(vec![Reply::bulk_text("off")])),
-            (Reply::bulk_text("redirect"), Reply::Integer(-1)),
-            (Reply::bulk_text("prefixes"), Reply::Array(Vec::new())),
-        ])),
-        "getredir" => Ok(Reply::Integer(-1)),
-        "caching" => fail("ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled"),
+        "tracking" => tracking::client_tracking(call),
+        "trackinginfo" => tracking::client_trackinginfo(call),
+        "getredir" => tracking::client_getredir(call),
+        "caching" => tracking::client_caching(call),
         "help" => Ok(subcommand_help("client")),
         _ => Err(unknown_subcommand("client", &call.args[1])),
     }
@@ -308,22 +309,6 @@ fn client_setinfo(call: &mut Call<'_>) -> CommandResult {
     Ok(Reply::ok())
 }
 
-/// CLIENT UNBLOCK id [TIMEOUT|ERROR]: ends a blocked client's wait (WAIT, WAITAOF); 1 if it
-/// was blocked. The checks come in Redis 7.0's order.
-/// CLIENT TRACKING ON|OFF [options]: client-side caching needs the server to send invalidations,
-/// which hybridkv does not, so tracking stays off: OFF is accepted (its options unchecked), ON
-/// refused with a clear error rather than accepted and never invalidated.
-fn client_tracking(call: &mut Call<'_>) -> CommandResult {
-    let switch = &call.args[2];
-    if is(switch, "OFF") {
-        return Ok(Reply::ok());
-    }
-    if is(switch, "ON") {
-        return fail("ERR CLIENT TRACKING is not supported by hybridkv: it sends no invalidation messages, so client-side caching would serve stale values");
-    }
-    fail(SYNTAX_ERROR)
-}
-
 /// Redis's answer to a CLIENT subcommand given more arguments than it takes.
 fn too_many_arguments(call: &Call<'_>) -> CommandResult {
     let subcommand = String::from_utf8_lossy(&call.args[1]);
@@ -347,6 +332,8 @@ fn client_pause(call: &mut Call<'_>) -> CommandResult {
     Ok(Reply::ok())
 }
 
+/// CLIENT UNBLOCK id [TIMEOUT|ERROR]: ends a blocked client's wait (WAIT, WAITAOF); 1 if it
+/// was blocked. The checks come in Redis 7.0's order.
 fn client_unblock(call: &mut Call<'_>) -> CommandResult {
     if call.args.len() > 4 {
         return too_many_arguments(call);

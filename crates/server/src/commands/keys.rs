@@ -375,7 +375,7 @@ fn write_snapshot(
             return Ok(false);
         }
         t.put_snapshot(key, snapshot)?;
-        shared.watches.touch(number, t.changed_keys());
+        shared.keys_written(number, 0, || t.changed_keys());
         Ok(true)
     })
 }
@@ -414,7 +414,7 @@ pub fn move_key(call: &mut Call<'_>) -> CommandResult {
 /// One attempt of MOVE: Some(whether the key moved), or None when the original changed after it
 /// was copied (the copy is taken back unless it changed too).
 fn move_once(call: &mut Call<'_>, target: &Arc<Namespace>, target_number: usize, key: &[u8]) -> Result<Option<bool>, CommandError> {
-    let (source, source_number, watches) = (Arc::clone(call.namespace), call.session.database, &call.shared.watches);
+    let (source, source_number, shared) = (Arc::clone(call.namespace), call.session.database, call.shared);
     let Some(snapshot) = source.transaction(&[key], |t| t.snapshot(key, "move"))? else { return Ok(Some(false)) };
     // The copy's own ticket is not kept: `sync` below makes it durable before anything else.
     let (copied, _) = write_snapshot(call.shared, target, target_number, key, &snapshot, false)?;
@@ -427,7 +427,7 @@ fn move_once(call: &mut Call<'_>, target: &Arc<Namespace>, target_number: usize,
             return Ok(false);
         }
         t.delete(key)?;
-        watches.touch(source_number, t.changed_keys());
+        shared.keys_written(source_number, 0, || t.changed_keys());
         Ok(true)
     })?;
     if let Some(ticket) = ticket {
@@ -440,7 +440,7 @@ fn move_once(call: &mut Call<'_>, target: &Arc<Namespace>, target_number: usize,
         let still_the_copy = t.get(key)?.is_some_and(|value| value.bytes == snapshot.value.bytes && value.expiry_unix_ms == snapshot.value.expiry_unix_ms);
         if still_the_copy {
             t.delete(key)?;
-            watches.touch(target_number, t.changed_keys());
+            shared.keys_written(target_number, 0, || t.changed_keys());
         }
         Ok(())
     })?;

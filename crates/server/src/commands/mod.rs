@@ -10,6 +10,7 @@ mod keys;
 mod lcs;
 mod pubsub;
 mod strings;
+mod tracking;
 mod tx;
 mod waits;
 
@@ -195,10 +196,10 @@ static SUBCOMMANDS: &[(&str, &[Subcommand])] = &[
         subcommand("pause", -3, "<timeout> [WRITE|ALL]", "Suspend all, or just write, clients for <timeout> milliseconds."),
         subcommand("unpause", 2, "", "Stop the current client pause, resuming traffic."),
         subcommand("reply", 3, "<ON|OFF|SKIP>", "Control the replies sent to the current connection: all, none, or none for the next command."),
-        subcommand("tracking", -3, "<ON|OFF> [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]] [OPTIN] [OPTOUT] [NOLOOP]", "Client-side caching is not supported: OFF is accepted, ON refused."),
-        subcommand("trackinginfo", 2, "", "Report tracking status for the current connection (always off)."),
-        subcommand("getredir", 2, "", "Return the client ID we are redirecting to when tracking is enabled (-1: tracking is off)."),
-        subcommand("caching", 3, "<YES|NO>", "Refused: tracking is never on."),
+        subcommand("tracking", -3, "<ON|OFF> [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]] [OPTIN] [OPTOUT] [NOLOOP]", "Control server assisted client side caching."),
+        subcommand("trackinginfo", 2, "", "Report tracking status for the current connection."),
+        subcommand("getredir", 2, "", "Return the client ID we are redirecting to when tracking is enabled."),
+        subcommand("caching", 3, "<YES|NO>", "Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes."),
         subcommand("no-evict", 3, "<ON|OFF>", "Accepted for compatibility; changes nothing."),
         subcommand("no-touch", 3, "<ON|OFF>", "Accepted for compatibility; changes nothing."),
         subcommand("help", 2, "", "Print this help."),

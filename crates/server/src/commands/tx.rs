@@ -159,7 +159,7 @@ pub fn exec(call: &mut Call<'_>) -> CommandResult {
             account(spec, args, started.elapsed(), &reply, session, shared);
             replies.push(Some(reply));
         }
-        shared.watches.touch(database, transaction.changed_keys());
+        shared.keys_written(database, session.client.id, || transaction.changed_keys());
         Ok(Some(replies))
     };
     let outcome = if whole_keyspace { namespace.transaction_over_all(body) } else { namespace.transaction_deferred(&keys, body) };
