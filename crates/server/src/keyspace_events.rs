@@ -126,6 +126,9 @@ impl KeyspaceEvents {
 
     /// Publishes and forgets the events a command queued.
     pub fn publish_queued(&self, pubsub: &PubSub, events: &mut Vec<KeyEvent>) {
+        if events.is_empty() {
+            return;
+        }
         for event in events.drain(..) {
             self.publish(pubsub, &event);
         }

@@ -277,7 +277,7 @@ const ALLOWED_WHILE_SUBSCRIBED: &[&str] = &["subscribe", "psubscribe", "ssubscri
 /// Redis's refusal of other commands from a subscribed RESP2 client (after the arity and
 /// subcommand checks, as Redis orders them).
 fn refusal_while_subscribed(spec: &'static CommandSpec, args: &[Bytes], session: &SessionState) -> Option<Reply> {
-    if session.protocol != ProtocolVersion::Resp2 || ALLOWED_WHILE_SUBSCRIBED.contains(&spec.name) || !session.is_subscriber() {
+    if !session.is_subscriber() || session.protocol != ProtocolVersion::Resp2 || ALLOWED_WHILE_SUBSCRIBED.contains(&spec.name) {
         return None;
     }
     let name = commands::stat_row(spec, args).map_or(spec.name, |row| commands::stat_row_names()[row].as_str());
@@ -630,7 +630,7 @@ impl Connection {
                     stop_signalled = true;
                     continue;
                 }
-                () = notices_arrived(mailbox.as_deref()) => {
+                () = notices_arrived(mailbox.as_deref()), if mailbox.is_some() => {
                     self.state.take_all_notices(&mut self.output);
                     self.flush().await?;
                     continue;
