@@ -147,6 +147,13 @@ impl SessionState {
         }
     }
 
+    /// CLIENT TRACKING OFF (and RESET): nothing more is remembered or invalidated for it.
+    pub fn stop_tracking(&mut self) {
+        self.tracking = None;
+        self.caching = None;
+        self.client.show_tracking(None);
+    }
+
     /// Subscribed to any channel, pattern or shard channel.
     pub fn is_subscriber(&self) -> bool {
         self.pubsub.as_ref().is_some_and(|subscriptions| subscriptions.total() > 0)

@@ -274,19 +274,22 @@ impl ClientHandle {
         }
     }
 
-    /// Records the session's tracking (None: off) and whether its REDIRECT target left.
-    pub fn show_tracking(&self, options: Option<&TrackingOptions>, redirect_broken: bool) {
+    /// Records the session's tracking (None: off); its REDIRECT target counts as present.
+    pub fn show_tracking(&self, options: Option<&TrackingOptions>) {
         let redirect = options.map_or(-1, |options| options.redirect.map_or(0, |target| target as i64));
         self.tracking_redirect.store(redirect, Ordering::Relaxed);
-        let flags = options.map_or(0, |options| {
-            TRACKING_ON | if options.bcast { TRACKING_BCAST } else { 0 } | if redirect_broken { TRACKING_BROKEN_REDIRECT } else { 0 }
-        });
+        let flags = options.map_or(0, |options| TRACKING_ON | if options.bcast { TRACKING_BCAST } else { 0 });
         self.tracking_flags.store(flags, Ordering::Relaxed);
     }
 
-    /// Marks the REDIRECT target of this tracking client gone (flag R).
-    pub fn show_redirect_broken(&self) {
-        self.tracking_flags.fetch_or(TRACKING_BROKEN_REDIRECT, Ordering::Relaxed);
+    /// Marks the REDIRECT target of this tracking client gone (flag R, TRACKINGINFO's
+    /// `broken_redirect`); true the first time, when the client is to be told.
+    pub fn mark_redirect_broken(&self) -> bool {
+        self.tracking_flags.fetch_or(TRACKING_BROKEN_REDIRECT, Ordering::Relaxed) & TRACKING_BROKEN_REDIRECT == 0
+    }
+
+    pub fn redirect_broken(&self) -> bool {
+        self.tracking_flags.load(Ordering::Relaxed) & TRACKING_BROKEN_REDIRECT != 0
     }
 
     /// Subscribed to anything (CLIENT LIST flag P, TYPE pubsub).

@@ -44,8 +44,6 @@ struct Tracker {
     options: TrackingOptions,
     /// The client's own mailbox (pushes, and `tracking-redir-broken`).
     own: Arc<Mailbox>,
-    /// The REDIRECT target left: told once, then nothing more is sent.
-    redirect_broken: bool,
 }
 
 #[derive(Default)]
@@ -77,7 +75,7 @@ impl Tracking {
     /// Turns tracking on (or changes its options) for client `id`.
     pub fn enable(&self, id: u64, own: Arc<Mailbox>, options: TrackingOptions) {
         let mut state = self.state.lock();
-        state.trackers.insert(id, Tracker { options, own, redirect_broken: false });
+        state.trackers.insert(id, Tracker { options, own });
         self.trackers.store(state.trackers.len(), Ordering::Relaxed);
     }
 
@@ -86,11 +84,6 @@ impl Tracking {
         let mut state = self.state.lock();
         state.trackers.remove(&id);
         self.trackers.store(state.trackers.len(), Ordering::Relaxed);
-    }
-
-    /// Whether client `id`'s REDIRECT target has left (CLIENT TRACKINGINFO's `broken_redirect`).
-    pub fn redirect_broken(&self, id: u64) -> bool {
-        self.state.lock().trackers.get(&id).is_some_and(|tracker| tracker.redirect_broken)
     }
 
     /// Remembers that client `id` may cache `keys` (default mode), before it reads them.
@@ -115,15 +108,13 @@ impl Tracking {
         let mut state = self.state.lock();
         for key in keys {
             forget_key(&mut state, key, Some(writer), pubsub, clients);
-            let broadcast_to: Vec<u64> = state
+            let broadcast_to = state
                 .trackers
                 .iter()
                 .filter(|(id, tracker)| tracker.options.bcast && !(tracker.options.noloop && **id == writer))
-                .filter(|(_, tracker)| tracker.options.prefixes.is_empty() || tracker.options.prefixes.iter().any(|prefix| key.starts_with(prefix)))
-                .map(|(id, _)| *id)
-                .collect();
-            for id in broadcast_to {
-                deliver(&mut state, id, Some(vec![Bytes::copy_from_slice(key)]), pubsub, clients);
+                .filter(|(_, tracker)| tracker.options.prefixes.is_empty() || tracker.options.prefixes.iter().any(|prefix| key.starts_with(prefix)));
+            for (id, _) in broadcast_to {
+                deliver(&state, *id, Some(vec![Bytes::copy_from_slice(key)]), pubsub, clients);
             }
         }
     }
@@ -137,9 +128,8 @@ impl Tracking {
         let mut state = self.state.lock();
         state.keys.clear();
         state.items = 0;
-        let ids: Vec<u64> = state.trackers.keys().copied().collect();
-        for id in ids {
-            deliver(&mut state, id, None, pubsub, clients);
+        for id in state.trackers.keys() {
+            deliver(&state, *id, None, pubsub, clients);
         }
     }
 
@@ -168,21 +158,18 @@ fn forget_key(state: &mut TrackingState, key: &[u8], writer: Option<u64>, pubsub
 }
 
 /// Posts an invalidation of `keys` (None: everything) for tracker `id`: to its own mailbox, or
-/// to its REDIRECT target's when that one listens on INVALIDATION_CHANNEL.
-fn deliver(state: &mut TrackingState, id: u64, keys: Option<Vec<Bytes>>, pubsub: &PubSub, clients: &Clients) {
-    let Some(tracker) = state.trackers.get_mut(&id) else { return };
+/// to its REDIRECT target's when that one listens on INVALIDATION_CHANNEL. A tracker whose
+/// target left is told once (`ClientHandle::mark_redirect_broken`), then sent nothing.
+fn deliver(state: &TrackingState, id: u64, keys: Option<Vec<Bytes>>, pubsub: &PubSub, clients: &Clients) {
+    let Some(tracker) = state.trackers.get(&id) else { return };
     let Some(target) = tracker.options.redirect else {
         tracker.own.post(Notice::Invalidation { keys, redirected: false });
         return;
     };
     if let Some(mailbox) = pubsub.listener(Kind::Channel, INVALIDATION_CHANNEL.as_bytes(), target) {
         mailbox.post(Notice::Invalidation { keys, redirected: true });
-    } else if clients.find(target).is_none() && !tracker.redirect_broken {
-        tracker.redirect_broken = true;
+    } else if clients.find(target).is_none() && clients.find(id).is_some_and(|client| client.mark_redirect_broken()) {
         tracker.own.post(Notice::RedirectBroken { target });
-        if let Some(client) = clients.find(id) {
-            client.show_redirect_broken();
-        }
     }
 }
 

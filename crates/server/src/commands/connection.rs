@@ -137,9 +137,7 @@ pub fn reset(call: &mut Call<'_>) -> CommandResult {
     if let Some(subscriptions) = &mut call.session.pubsub {
         subscriptions.leave_all();
     }
-    call.session.tracking = None;
-    call.session.caching = None;
-    call.session.client.show_tracking(None, false);
+    call.session.stop_tracking();
     call.session.multi = None;
     call.session.watched.clear();
     call.session.select(0);

@@ -20,16 +20,14 @@ pub fn client_tracking(call: &mut Call<'_>) -> CommandResult {
     };
     let given = parse_options(&call.args[3..])?;
     if !on {
-        call.session.tracking = None;
-        call.session.caching = None;
-        call.session.client.show_tracking(None, false);
+        call.session.stop_tracking();
         return Ok(Reply::ok());
     }
     let current = call.session.tracking.as_ref().map(|tracking| tracking.options.clone());
     let options = merged_options(current, given, call)?;
     let (pubsub, client) = (&call.shared.pubsub, &call.session.client);
     let own = call.session.pubsub.get_or_insert_with(|| ClientSubscriptions::new(pubsub.clone(), client.clone())).mailbox().clone();
-    call.session.client.show_tracking(Some(&options), false);
+    call.session.client.show_tracking(Some(&options));
     call.shared.tracking.enable(call.session.client.id, own, options.clone());
     let registry = call.shared.tracking.clone();
     match &mut call.session.tracking {
@@ -131,7 +129,7 @@ pub fn client_trackinginfo(call: &mut Call<'_>) -> CommandResult {
         (caching == Some(true), "caching-yes"),
         (caching == Some(false), "caching-no"),
         (options.noloop, "noloop"),
-        (call.shared.tracking.redirect_broken(call.session.client.id), "broken_redirect"),
+        (call.session.client.redirect_broken(), "broken_redirect"),
     ] {
         if set {
             flags.push(flag);
