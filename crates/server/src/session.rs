@@ -24,7 +24,7 @@ use crate::monitor::MONITOR_BACKLOG_LINES;
 use crate::pause::PauseHold;
 use crate::shared::{Blocking, ClientHandle, Shared};
 use crate::keyspace_events::KeyEvent;
-use crate::pubsub::{ClientSubscriptions, Mailbox};
+use crate::pubsub::{ClientSubscriptions, Mailbox, PubSub};
 use crate::tracking::TrackingSession;
 use crate::watch::{WatchRegistry, WatchedKeys};
 
@@ -152,6 +152,13 @@ impl SessionState {
         self.tracking = None;
         self.caching = None;
         self.client.show_tracking(None);
+    }
+
+    /// The session's subscriptions and mailbox, created the first time Pub/Sub or CLIENT
+    /// TRACKING needs them and kept for the connection.
+    pub fn subscriptions(&mut self, pubsub: &Arc<PubSub>) -> &mut ClientSubscriptions {
+        let client = &self.client;
+        self.pubsub.get_or_insert_with(|| ClientSubscriptions::new(Arc::clone(pubsub), Arc::clone(client)))
     }
 
     /// Subscribed to any channel, pattern or shard channel.

@@ -6,13 +6,7 @@ use hybridkv_resp::Reply;
 
 use super::{subcommand_help, unknown_subcommand};
 use crate::command::{fail, Call, CommandResult};
-use crate::pubsub::{ClientSubscriptions, Kind};
-
-/// The session's subscriptions, created on its first subscription.
-fn subscriptions<'a>(call: &'a mut Call<'_>) -> &'a mut ClientSubscriptions {
-    let (pubsub, client) = (&call.shared.pubsub, &call.session.client);
-    call.session.pubsub.get_or_insert_with(|| ClientSubscriptions::new(pubsub.clone(), client.clone()))
-}
+use crate::pubsub::Kind;
 
 /// The confirmations went to the session's mailbox, ahead of any message published after them;
 /// the returned reply is not sent.
@@ -23,13 +17,13 @@ fn confirmed(call: &mut Call<'_>) -> CommandResult {
 
 fn subscribe_to(call: &mut Call<'_>, kind: Kind) -> CommandResult {
     let names = call.args[1..].to_vec();
-    subscriptions(call).subscribe(kind, &names);
+    call.session.subscriptions(&call.shared.pubsub).subscribe(kind, &names);
     confirmed(call)
 }
 
 fn unsubscribe_from(call: &mut Call<'_>, kind: Kind) -> CommandResult {
     let names = call.args[1..].to_vec();
-    subscriptions(call).unsubscribe(kind, &names);
+    call.session.subscriptions(&call.shared.pubsub).unsubscribe(kind, &names);
     confirmed(call)
 }
 

@@ -1,12 +1,13 @@
 //! CLIENT TRACKING, TRACKINGINFO, GETREDIR and CACHING (client-side caching); the invalidations
 //! themselves are `crate::tracking`'s.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use hybridkv_resp::Reply;
 
 use super::{is, parse_integer, SYNTAX_ERROR};
 use crate::command::{fail, Call, CommandError, CommandResult};
-use crate::pubsub::ClientSubscriptions;
 use crate::tracking::{TrackingOptions, TrackingSession};
 
 /// CLIENT TRACKING ON|OFF [REDIRECT id] [BCAST] [PREFIX p …] [OPTIN] [OPTOUT] [NOLOOP], checked
@@ -25,8 +26,7 @@ pub fn client_tracking(call: &mut Call<'_>) -> CommandResult {
     }
     let current = call.session.tracking.as_ref().map(|tracking| tracking.options.clone());
     let options = merged_options(current, given, call)?;
-    let (pubsub, client) = (&call.shared.pubsub, &call.session.client);
-    let own = call.session.pubsub.get_or_insert_with(|| ClientSubscriptions::new(pubsub.clone(), client.clone())).mailbox().clone();
+    let own = Arc::clone(call.session.subscriptions(&call.shared.pubsub).mailbox());
     call.session.client.show_tracking(Some(&options));
     call.shared.tracking.enable(call.session.client.id, own, options.clone());
     let registry = call.shared.tracking.clone();
