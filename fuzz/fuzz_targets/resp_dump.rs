@@ -5,7 +5,7 @@
 
 use hybridkv_resp::{decode_dump, encode_dump, DumpLimits, DUMP_RDB_VERSION_WRITTEN};
 
-const LIMITS: DumpLimits = DumpLimits { string_bytes_max: 1 << 20, hash_fields_max: 1 << 16 };
+const LIMITS: DumpLimits = DumpLimits { string_bytes_max: 1 << 20, elements_max: 1 << 16 };
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -182,6 +182,28 @@ def reference_redis(tmp_path_factory):
     process.wait(timeout=10)
 
 
+@pytest.fixture
+def pair(shared_server, reference_redis):
+    """(hybridkv client, redis-server client), both decoding text, both databases emptied."""
+    ours = shared_server.client(decode_responses=True)
+    theirs = redis.Redis(port=reference_redis, decode_responses=True)
+    for client in (ours, theirs):
+        client.flushall()
+    yield ours, theirs
+    ours.close()
+    theirs.close()
+
+
+def both(pair, action):
+    """`action` run on each client of a `pair`: (ours, theirs)."""
+    ours, theirs = pair
+    return action(ours), action(theirs)
+
+
+def assert_same(pair, action):
+    ours, theirs = both(pair, action)
+    assert ours == theirs
+
 def raw_exchange(port: int, payload: bytes, read_timeout: float = 2.0) -> bytes:
     """Sends raw bytes, returns everything the server sent until it closed or went quiet."""
     with socket.create_connection(("127.0.0.1", port), timeout=read_timeout) as connection:

@@ -7,6 +7,8 @@ import time
 import pytest
 import redis
 
+from conftest import assert_same, both
+
 FIELDS = 20_000
 VALUE_PAD = "v" * 24
 
@@ -54,27 +56,6 @@ def snapshot(client, key):
         "strlen": [client.hstrlen(key, f"field:{number}") for number in (2, 30_000)],
         "mget": client.hmget(key, ["field:3", "nope", "field:19998"]),
     }
-
-
-@pytest.fixture
-def pair(shared_server, reference_redis):
-    ours = shared_server.client(decode_responses=True)
-    theirs = redis.Redis(port=reference_redis, decode_responses=True)
-    for client in (ours, theirs):
-        client.flushall()
-    yield ours, theirs
-    ours.close()
-    theirs.close()
-
-
-def both(pair, action):
-    ours, theirs = pair
-    return action(ours), action(theirs)
-
-
-def assert_same(pair, action):
-    ours, theirs = both(pair, action)
-    assert ours == theirs
 
 
 def test_big_hash_answers_as_redis_through_growth_and_shrinking(pair):
@@ -258,7 +239,7 @@ def test_hrandfield_samples_a_big_hash_by_buckets(r):
     most = r.hrandfield("big", 1500)
     assert len(most) == 1500 and len(set(most)) == 1500 and set(most) <= fields.keys(), "over a third: from the whole hash"
     assert sorted(r.hrandfield("big", 5000)) == sorted(fields), "more than there are: all of them"
-    with pytest.raises(redis.ResponseError, match="^HRANDFIELD picks at most 1048576 fields with repetition"):
+    with pytest.raises(redis.ResponseError, match="^HRANDFIELD picks at most 1048576 elements with repetition"):
         r.hrandfield("big", -(2**20 + 1))
     assert r.hrandfield("missing", -(2**20)) == []
 

@@ -1,7 +1,8 @@
 """Random command sequences run against hybridkv and a real redis-server: every reply, error
 texts included, must be the same. The fixed cases of test_compare_redis.py check each command's
 edge cases one by one; these check how commands combine: a key that changes type, a hash that
-grows past the small-hash limit into buckets and shrinks back, counters written as strings,
+grows past the small-hash limit into buckets and shrinks back, sets that do the same and combine (SINTER,
+SUNIONSTORE, SMOVE…), counters written as strings,
 renames onto keys of another type, transactions that mix them, and two connections, so that
 one writes the keys the other watches.
 
@@ -22,7 +23,7 @@ SEEDS = range(40)
 COMMANDS_PER_SEED = 400
 
 # Replies whose order Redis does not specify: compared as sorted lists (HGETALL as sorted pairs).
-UNORDERED = {"KEYS", "HKEYS", "HVALS", "HRANDFIELD"}
+UNORDERED = {"KEYS", "HKEYS", "HVALS", "HRANDFIELD", "SMEMBERS", "SINTER", "SUNION", "SDIFF", "SPOP", "SRANDMEMBER"}
 
 
 def value(rng: random.Random) -> str:
@@ -103,7 +104,7 @@ def command(rng: random.Random) -> list[str]:
         lambda: [rng.choice(["EXPIRETIME", "PEXPIRETIME"]), key],
         lambda: ["KEYS", rng.choice(["*", "k*", "?1", "[hk]2", "{*"])],
         # Pseudo-commands (see `run`): a whole SCAN or HSCAN iteration, compared as a set.
-        lambda: ["SCAN*"] + rng.choice([[], ["MATCH", "k*"], ["TYPE", "hash"], ["TYPE", "string"], ["COUNT", "2"]]),
+        lambda: ["SCAN*"] + rng.choice([[], ["MATCH", "k*"], ["TYPE", "hash"], ["TYPE", "string"], ["TYPE", "set"], ["COUNT", "2"]]),
         lambda: ["HSCAN*", key] + rng.choice([[], ["MATCH", "f1*"], ["COUNT", "3"]]),
         lambda: ["DBSIZE"],
         # Rarely, or no sequence keeps enough keys to say much.
@@ -120,6 +121,17 @@ def command(rng: random.Random) -> list[str]:
         # More fields than any hash here has: all of them, so the reply is not random.
         lambda: ["HRANDFIELD", key, rng.choice(["100", "0", "x"])],
         lambda: ["TOUCH" if rng.random() < 0.2 else "TYPE", key],
+        lambda: ["SADD", key] + [value(rng) for _ in range(rng.randint(1, 3))],
+        lambda: ["SREM", key] + [rng.choice(SCALARS) for _ in range(rng.randint(1, 3))],
+        lambda: [rng.choice(["SISMEMBER", "SMISMEMBER"]), key, rng.choice(SCALARS)] + rng.choice([[], [rng.choice(SCALARS)]]),
+        lambda: [rng.choice(["SMEMBERS", "SCARD"]), key],
+        lambda: [rng.choice(["SINTER", "SUNION", "SDIFF"]), key, other] + rng.sample(KEYS, rng.randint(0, 1)),
+        lambda: [rng.choice(["SINTERSTORE", "SUNIONSTORE", "SDIFFSTORE"]), key, other] + rng.sample(KEYS, rng.randint(1, 2)),
+        lambda: ["SINTERCARD", "2", key, other] + rng.choice([[], ["LIMIT", rng.choice(["0", "1", "-1"])]]),
+        lambda: ["SMOVE", key, other, rng.choice(SCALARS)],
+        # More members than any set here has: all of them, so the reply is not random.
+        lambda: [rng.choice(["SPOP", "SRANDMEMBER"]), key] + rng.choice([["100"], ["0"], ["x"]]),
+        lambda: ["SSCAN*", key] + rng.choice([[], ["MATCH", "*1*"], ["COUNT", "3"]]),
         # Session commands: queued in MULTI too, where a bad subcommand discards the transaction.
         lambda: ["CLIENT", "SETNAME", rng.choice(["alpha", "beta"])],
         lambda: ["CLIENT", rng.choice(["GETNAME", "GETNAME", "NOSUCH"])] + rng.choice([[], [], ["extra"]]),
@@ -156,6 +168,9 @@ def normalized(name: str, reply):
     if name == "RANDOMKEY":
         # Which key is random; whether there is one is not.
         return reply is not None
+    if isinstance(reply, set):
+        # A RESP3 set (SMEMBERS, SINTER…).
+        return sorted(reply)
     if isinstance(reply, list):
         return [normalized("", item) for item in reply]
     return reply
@@ -170,9 +185,9 @@ def raw_client(port: int, protocol: int) -> redis.Redis:
 
 
 def whole_scan(client: redis.Redis, arguments: list[str]):
-    """Every item a SCAN (`SCAN*` options) or HSCAN (`HSCAN*` key options) iteration returns,
-    sorted: cursors and page sizes are the server's own business."""
-    command, prefix, options = ("SCAN", [], arguments[1:]) if arguments[0] == "SCAN*" else ("HSCAN", arguments[1:2], arguments[2:])
+    """Every item a SCAN (`SCAN*` options), HSCAN or SSCAN (`HSCAN*` / `SSCAN*` key options)
+    iteration returns, sorted: cursors and page sizes are the server's own business."""
+    command, prefix, options = ("SCAN", [], arguments[1:]) if arguments[0] == "SCAN*" else (arguments[0][:-1], arguments[1:2], arguments[2:])
     cursor, items = "0", []
     while True:
         cursor, page = client.execute_command(command, *prefix, cursor, *options)
@@ -210,7 +225,7 @@ def run(clients: list[redis.Redis], commands: list[tuple[int, list[str]]]) -> li
 # Pseudo-commands of several calls, SELECT (a transaction whose key commands run in two databases
 # is refused: EXEC commits one batch of one database), MOVE and SWAPDB (refused there): not inside
 # MULTI. test_compare_redis.py compares SELECT inside MULTI.
-NOT_IN_MULTI = {"SCAN*", "HSCAN*", "SELECT", "MOVE", "SWAPDB"}
+NOT_IN_MULTI = {"SCAN*", "HSCAN*", "SSCAN*", "SELECT", "MOVE", "SWAPDB"}
 
 
 CONNECTIONS = 2
@@ -289,7 +304,8 @@ def test_random_sequences_match_redis(shared_server, reference_redis, seed):
     divergence = first_divergence(commands, expected, actual)
     assert divergence is None, f"seed {seed}: {divergence}"
     # The end states agree too, key by key.
-    final = [["KEYS", "*"]] + [[name, key] for key in KEYS for name in ("TYPE", "GET", "HGETALL")]
+    final = [["KEYS", "*"]] + [[name, key] for key in KEYS for name in ("TYPE", "GET", "HGETALL", "SMEMBERS")]
     types = {key: theirs[0].execute_command("TYPE", key) for key in KEYS}
-    final = [(0, arguments) for arguments in final if arguments[0] not in ("GET", "HGETALL") or types[arguments[1]] == ("string" if arguments[0] == "GET" else "hash")]
+    reader_type = {"GET": "string", "HGETALL": "hash", "SMEMBERS": "set"}
+    final = [(0, arguments) for arguments in final if arguments[0] not in reader_type or types[arguments[1]] == reader_type[arguments[0]]]
     assert run(ours, final) == run(theirs, final), f"seed {seed}: final states differ"

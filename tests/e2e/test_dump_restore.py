@@ -1,6 +1,6 @@
 """DUMP and RESTORE between hybridkv and a real redis-server, both ways: every encoding Redis
-7.0 writes for strings and hashes (plain, integer, LZF-compressed strings; listpack and
-hashtable hashes) restores here, and what hybridkv dumps restores in Redis. Error replies are
+7.0 writes for strings, hashes and sets (plain, integer, LZF-compressed strings; listpack and
+hashtable hashes; intset and hashtable sets) restores here, and what hybridkv dumps restores in Redis. Error replies are
 compared with Redis in test_compare_redis.py ("dump and restore")."""
 
 import time
@@ -26,6 +26,13 @@ HASHES = {
     "compressible values": {b"a": b"abc" * 200, b"b": b"1" * 50},
 }
 
+SETS = {
+    "intset": {b"1", b"-2", b"300", b"70000", str(2**40).encode()},
+    "hashtable set": {b"a", b"b", b"12", b""},
+    "many members": {f"member:{number}".encode() for number in range(3000)},
+    "many integers": {str(number * 7).encode() for number in range(2000)},
+}
+
 
 @pytest.fixture
 def pair(shared_server, reference_redis):
@@ -39,17 +46,20 @@ def pair(shared_server, reference_redis):
 
 
 def value_of(client, key):
-    return client.get(key) if client.type(key) == b"string" else client.hgetall(key)
+    readers = {b"string": client.get, b"hash": client.hgetall, b"set": client.smembers}
+    return readers[client.type(key)](key)
 
 
-@pytest.mark.parametrize("name", sorted(STRINGS) + sorted(HASHES))
+@pytest.mark.parametrize("name", sorted(STRINGS) + sorted(HASHES) + sorted(SETS))
 def test_a_value_dumped_by_redis_restores_here_and_back(pair, name):
     ours, theirs = pair
     key = name.encode()
     if name in STRINGS:
         theirs.set(key, STRINGS[name])
-    else:
+    elif name in HASHES:
         theirs.hset(key, mapping=HASHES[name])
+    else:
+        theirs.sadd(key, *SETS[name])
     expected = value_of(theirs, key)
     assert ours.restore(key, 0, theirs.dump(key)) == b"OK"
     assert value_of(ours, key) == expected and ours.ttl(key) == -1
@@ -113,13 +123,14 @@ def test_handmade_payloads_are_judged_as_redis_judges_them(pair):
     # takes it and builds a hash that holds the field twice.
     with pytest.raises(redis.ResponseError, match="^Bad data format$"):
         ours.restore("k", 0, payload(b"\x04\x02\x01f\x01v\x01f\x01w"))
-    # hybridkv has strings and hashes only; and a body never reads into the footer (Redis
-    # 7.0 restores this one as "hel" and two bytes of the version).
-    for foreign in (payload(b"\x02\x01\x01m"), payload(b"\x00\x05hel")):
+    # hybridkv has no lists; and a body never reads into the footer (Redis 7.0 restores this
+    # one as "hel" and two bytes of the version).
+    for foreign in (payload(b"\x01\x01\x01m"), payload(b"\x00\x05hel")):
         with pytest.raises(redis.ResponseError, match="^Bad data format$"):
             ours.restore("k", 0, foreign)
     cases = {
         "empty hash": payload(b"\x04\x00"),
+        "empty set": payload(b"\x02\x00"),
         "newer version": payload(b"\x00\x01x", version=99),
     }
     for name, data in cases.items():

@@ -32,6 +32,12 @@ COMMANDS = [
     ["SET", "cp", "v"], ["COPY", "cp", "cp2"], ["COPY", "cp", "cp2"], ["COPY", "cp", "cp2", "REPLACE"], ["COPY", "cp", "cp3", "DB", "2"],
     ["MOVE", "cp2", "1"], ["SET", "mv", "x"], ["MOVE", "mv", "1"], ["MOVE", "mv", "1"], ["HSET", "h2", "f", "v"],
     ["DUMP-RESTORE", "cp", "rs"], ["DUMP-RESTORE", "cp", "rs", "REPLACE"], ["DUMP-RESTORE", "h2", "rs2"],
+    ["SADD", "s1", "a", "b", "c"], ["SADD", "s1", "a"], ["SREM", "s1", "zz"], ["SREM", "s1", "a"], ["SADD", "s2", "b", "x"],
+    ["SMOVE", "s1", "s2", "b"], ["SMOVE", "s1", "s2", "c"], ["SMOVE", "s2", "s2", "x"], ["SMOVE", "s2", "s3", "zz"],
+    ["SINTERSTORE", "s4", "s2", "s2"], ["SUNIONSTORE", "s4", "s2", "none1"], ["SDIFFSTORE", "s4", "s2", "s2"],
+    ["SDIFFSTORE", "s4", "s2", "s2"], ["SINTERSTORE", "s5", "s2", "none1"], ["SPOP", "none1"], ["SPOP", "s2", "0"],
+    ["SPOP", "s2", "1"], ["SADD", "s6", "a", "b"], ["SPOP", "s6", "5"], ["SADD", "s7", "a"], ["SPOP", "s7"],
+    ["DUMP-RESTORE", "s2", "rs3"],
     ["LCS", "a", "b"], ["GET", "nothing"], ["FLUSHDB"], ["SET", "x", "1"], ["FLUSHALL"], ["SET", "y", "1"],
     # A transaction's events are published at its commit, before the messages of the PUBLISHes
     # queued in it (Redis publishes each as its command runs): PUBLISH last orders both alike.

@@ -3,9 +3,12 @@
 //! values move between hybridkv and Redis in both directions.
 //!
 //! Written: a string as RDB type 0 with a plain length-prefixed body, a hash as type 4 (field,
-//! value pairs), version 10 (Redis 7.0's). Read: those, plus what Redis writes for strings and
-//! hashes from version 6 on: integer-encoded and LZF-compressed strings, and hashes as a
-//! listpack (type 16, Redis 7) or a ziplist (type 13, Redis 6). Other types (lists, sets, …)
+//! value pairs), a set as type 2 (members, as Redis writes a hashtable-encoded set), version 10
+//! (Redis 7.0's). Read: those, plus what Redis writes for strings, hashes and sets from version
+//! 6 on: integer-encoded and LZF-compressed strings, hashes as a listpack (type 16, Redis 7) or
+//! a ziplist (type 13, Redis 6), sets as an intset (type 11) or a listpack (type 20, Redis 7.2).
+//! A set must have members, all distinct, as Redis requires: encoding an empty set gives a
+//! payload that neither Redis nor `decode_dump` restores. Other types (lists, sorted sets, …)
 //! are refused: hybridkv has no such values.
 //!
 //! Length encoding (the two high bits of the first byte): `00` a 6-bit length, `01` a 14-bit
@@ -24,11 +27,12 @@ pub const DUMP_RDB_VERSION_READ_MAX: u16 = 12;
 
 /// What a payload may make RESTORE build, so that a small payload cannot make it allocate much
 /// more than it holds: an LZF-compressed string decompresses to at most `string_bytes_max`
-/// bytes, a hash has at most `hash_fields_max` fields. Plain strings are bounded by the payload.
+/// bytes, a hash has at most `elements_max` fields, a set at most `elements_max` members. Plain
+/// strings are bounded by the payload.
 #[derive(Clone, Copy, Debug)]
 pub struct DumpLimits {
     pub string_bytes_max: usize,
-    pub hash_fields_max: usize,
+    pub elements_max: usize,
 }
 
 /// LZF expands at most 88-fold (a 3-byte back reference copies up to 264 bytes): a header
@@ -36,9 +40,12 @@ pub struct DumpLimits {
 const LZF_EXPANSION_MAX: usize = 88;
 const FOOTER_BYTES: usize = 2 + 8;
 const TYPE_STRING: u8 = 0;
+const TYPE_SET: u8 = 2;
 const TYPE_HASH: u8 = 4;
+const TYPE_SET_INTSET: u8 = 11;
 const TYPE_HASH_ZIPLIST: u8 = 13;
 const TYPE_HASH_LISTPACK: u8 = 16;
+const TYPE_SET_LISTPACK: u8 = 20;
 const LENGTH_6_BITS: u8 = 0;
 const LENGTH_14_BITS: u8 = 1;
 const LENGTH_WIDE: u8 = 2;
@@ -52,6 +59,8 @@ const SPECIAL_LZF: u8 = 3;
 const AGGREGATE_END: u8 = 0xFF;
 const LISTPACK_HEADER_BYTES: usize = 6;
 const ZIPLIST_HEADER_BYTES: usize = 10;
+/// An intset's header: the bytes per integer (u32 LE), then the integer count (u32 LE).
+const INTSET_HEADER_BYTES: usize = 8;
 
 static CRC64: Crc<u64> = Crc::<u64>::new(&CRC_64_REDIS);
 
@@ -61,6 +70,8 @@ pub enum DumpValue {
     String(Bytes),
     /// Fields in the payload's order.
     Hash(Vec<(Bytes, Bytes)>),
+    /// Members in the payload's order (an intset's ascending order).
+    Set(Vec<Bytes>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -69,7 +80,8 @@ pub enum DumpError {
     /// does not match (Redis's `DUMP payload version or checksum are wrong`).
     #[error("DUMP payload version or checksum are wrong")]
     VersionOrChecksum,
-    /// The body is not a string or hash in an encoding read here (Redis's `Bad data format`).
+    /// The body is not a string, hash or set in an encoding read here, or a set is empty or
+    /// repeats a member (Redis's `Bad data format`).
     #[error("Bad data format")]
     BadFormat,
     /// Past a `DumpLimits` bound: how much of what, and the limit.
@@ -93,6 +105,13 @@ pub fn encode_dump(value: &DumpValue) -> Vec<u8> {
                 put_string(&mut payload, value);
             }
         }
+        DumpValue::Set(members) => {
+            payload.push(TYPE_SET);
+            put_length(&mut payload, members.len() as u64);
+            for member in members {
+                put_string(&mut payload, member);
+            }
+        }
     }
     payload.extend_from_slice(&DUMP_RDB_VERSION_WRITTEN.to_le_bytes());
     let checksum = CRC64.checksum(&payload);
@@ -111,30 +130,86 @@ pub fn decode_dump(payload: &[u8], limits: DumpLimits) -> Result<DumpValue, Dump
     let mut body = Reader { bytes: &payload[..body_end], string_bytes_max: limits.string_bytes_max };
     let value = match body.byte()? {
         TYPE_STRING => DumpValue::String(Bytes::from(body.string()?)),
-        TYPE_HASH => {
-            let count = body.length()?;
-            check_fields(count, limits)?;
-            let mut fields = Vec::new();
-            for _ in 0..count {
-                let field = Bytes::from(body.string()?);
-                fields.push((field, Bytes::from(body.string()?)));
-            }
-            DumpValue::Hash(fields)
-        }
+        TYPE_HASH => DumpValue::Hash(hash_fields(&mut body, limits)?),
         TYPE_HASH_LISTPACK => DumpValue::Hash(pairs(listpack_entries(&body.string()?, limits.string_bytes_max)?)?),
         TYPE_HASH_ZIPLIST => DumpValue::Hash(pairs(ziplist_entries(&body.string()?, limits.string_bytes_max)?)?),
+        TYPE_SET => DumpValue::Set(set_members(&mut body, limits)?),
+        TYPE_SET_INTSET => DumpValue::Set(intset_members(&body.string()?, limits)?),
+        TYPE_SET_LISTPACK => DumpValue::Set(listpack_entries(&body.string()?, limits.string_bytes_max)?.into_iter().map(Bytes::from).collect()),
         _ => return Err(DumpError::BadFormat),
     };
-    if let DumpValue::Hash(fields) = &value {
-        check_fields(fields.len() as u64, limits)?;
+    match &value {
+        DumpValue::String(_) => {}
+        DumpValue::Hash(fields) => check_elements(fields.len() as u64, "fields in a hash", limits)?,
+        DumpValue::Set(members) => check_set(members, limits)?,
     }
     Ok(value)
 }
 
-fn check_fields(count: u64, limits: DumpLimits) -> Result<(), DumpError> {
-    match count > limits.hash_fields_max as u64 {
-        true => Err(DumpError::OverLimit { what: "fields in a hash", size: count, limit: limits.hash_fields_max }),
+/// Refuses `count` elements past `limits.elements_max`; called on a declared count before
+/// anything is allocated for it, and again on what an aggregate held.
+fn check_elements(count: u64, what: &'static str, limits: DumpLimits) -> Result<(), DumpError> {
+    match count > limits.elements_max as u64 {
+        true => Err(DumpError::OverLimit { what, size: count, limit: limits.elements_max }),
         false => Ok(()),
+    }
+}
+
+/// A set as Redis restores one: within the limit, not empty, no member twice.
+fn check_set(members: &[Bytes], limits: DumpLimits) -> Result<(), DumpError> {
+    check_elements(members.len() as u64, "members in a set", limits)?;
+    let mut seen = std::collections::HashSet::with_capacity(members.len());
+    match !members.is_empty() && members.iter().all(|member| seen.insert(member)) {
+        true => Ok(()),
+        false => Err(DumpError::BadFormat),
+    }
+}
+
+/// Type 4's count, then each field and its value as strings.
+fn hash_fields(body: &mut Reader<'_>, limits: DumpLimits) -> Result<Vec<(Bytes, Bytes)>, DumpError> {
+    let count = body.length()?;
+    check_elements(count, "fields in a hash", limits)?;
+    let mut fields = Vec::new();
+    for _ in 0..count {
+        let field = Bytes::from(body.string()?);
+        fields.push((field, Bytes::from(body.string()?)));
+    }
+    Ok(fields)
+}
+
+/// Type 2's count, then each member as a string.
+fn set_members(body: &mut Reader<'_>, limits: DumpLimits) -> Result<Vec<Bytes>, DumpError> {
+    let count = body.length()?;
+    check_elements(count, "members in a set", limits)?;
+    (0..count).map(|_| body.string().map(Bytes::from)).collect()
+}
+
+/// An intset's integers in decimal. Refused as Redis's intsetValidateIntegrity refuses them: a
+/// width other than 2, 4 or 8 bytes, a count that does not fill the string exactly, or integers
+/// not strictly ascending. Redis checks the order only with `sanitize-dump-payload yes`; it is
+/// always checked here, since out of order is also how an intset would repeat a member.
+fn intset_members(intset: &[u8], limits: DumpLimits) -> Result<Vec<Bytes>, DumpError> {
+    let header = intset.get(..INTSET_HEADER_BYTES).ok_or(DumpError::BadFormat)?;
+    let width = u32::from_le_bytes(header[..4].try_into().expect("4 bytes")) as usize;
+    let count = u32::from_le_bytes(header[4..].try_into().expect("4 bytes"));
+    check_elements(u64::from(count), "members in a set", limits)?;
+    let integers = &intset[INTSET_HEADER_BYTES..];
+    if !matches!(width, 2 | 4 | 8) || integers.len() as u64 != u64::from(count) * width as u64 {
+        return Err(DumpError::BadFormat);
+    }
+    let values: Vec<i64> = integers.chunks_exact(width).map(intset_integer).collect();
+    if !values.windows(2).all(|pair| pair[0] < pair[1]) {
+        return Err(DumpError::BadFormat);
+    }
+    Ok(values.iter().map(|value| Bytes::from(value.to_string())).collect())
+}
+
+/// A signed little-endian integer of 2, 4 or 8 bytes.
+fn intset_integer(bytes: &[u8]) -> i64 {
+    match bytes.len() {
+        2 => i64::from(i16::from_le_bytes(bytes.try_into().expect("2 bytes"))),
+        4 => i64::from(i32::from_le_bytes(bytes.try_into().expect("4 bytes"))),
+        _ => i64::from_le_bytes(bytes.try_into().expect("8 bytes")),
     }
 }
 
@@ -370,14 +445,14 @@ fn ziplist_entry(reader: &mut Reader<'_>, encoding: u8) -> Result<Vec<u8>, DumpE
 mod tests {
     use super::*;
 
-    const LIMITS: DumpLimits = DumpLimits { string_bytes_max: 1 << 20, hash_fields_max: 1000 };
+    const LIMITS: DumpLimits = DumpLimits { string_bytes_max: 1 << 20, elements_max: 1000 };
 
     fn decode(payload: &[u8]) -> Result<DumpValue, DumpError> {
         decode_dump(payload, LIMITS)
     }
 
     #[test]
-    fn limits_bound_decompressed_strings_and_hash_fields() {
+    fn limits_bound_decompressed_strings_hash_fields_and_set_members() {
         let original = vec![b'z'; 2 << 20];
         let compressed = lzf::compress(&original).unwrap();
         let mut body = vec![0x00, 0xC3];
@@ -388,6 +463,17 @@ mod tests {
         assert_eq!(decode(&payload(&body, 10)), Err(over));
         let wide = DumpValue::Hash((0..1001).map(|number| (Bytes::from(number.to_string()), Bytes::new())).collect());
         assert_eq!(decode(&encode_dump(&wide)), Err(DumpError::OverLimit { what: "fields in a hash", size: 1001, limit: 1000 }));
+        let wide = DumpValue::Set((0..1001).map(|number| Bytes::from(number.to_string())).collect());
+        assert_eq!(decode(&encode_dump(&wide)), Err(DumpError::OverLimit { what: "members in a set", size: 1001, limit: 1000 }));
+    }
+
+    #[test]
+    fn declared_set_counts_over_the_limit_are_refused_before_reading_members() {
+        let over = DumpError::OverLimit { what: "members in a set", size: u64::from(u32::MAX), limit: 1000 };
+        let mut body = vec![TYPE_SET];
+        put_length(&mut body, u64::from(u32::MAX));
+        assert_eq!(decode(&payload(&body, 10)), Err(over.clone()), "a type 2 count with no members after it");
+        assert_eq!(decode(&payload(&intset_body(8, u32::MAX, &[]), 10)), Err(over), "an intset count past its bytes");
     }
 
     /// A payload around `body` with a valid footer of `version`.
@@ -397,6 +483,47 @@ mod tests {
         let checksum = CRC64.checksum(&payload);
         payload.extend_from_slice(&checksum.to_le_bytes());
         payload
+    }
+
+    fn set(members: &[&str]) -> DumpValue {
+        DumpValue::Set(members.iter().map(|member| Bytes::from(member.to_string())).collect())
+    }
+
+    /// The type 11 body of an intset of `width`-byte integers that claims `count` of them.
+    fn intset_body(width: u32, count: u32, integers: &[i64]) -> Vec<u8> {
+        let mut intset = [width.to_le_bytes(), count.to_le_bytes()].concat();
+        for integer in integers {
+            intset.extend_from_slice(&integer.to_le_bytes()[..width as usize]);
+        }
+        let mut body = vec![TYPE_SET_INTSET];
+        put_string(&mut body, &intset);
+        body
+    }
+
+    /// A listpack of `entries`, each already encoded and shorter than 128 bytes (a one-byte
+    /// back-length).
+    fn listpack(entries: &[Vec<u8>]) -> Vec<u8> {
+        let mut listpack = vec![0; LISTPACK_HEADER_BYTES];
+        for entry in entries {
+            listpack.extend_from_slice(entry);
+            listpack.push(entry.len() as u8);
+        }
+        listpack.push(AGGREGATE_END);
+        let total = listpack.len() as u32;
+        listpack[..4].copy_from_slice(&total.to_le_bytes());
+        listpack[4..6].copy_from_slice(&(entries.len() as u16).to_le_bytes());
+        listpack
+    }
+
+    /// A listpack string entry of fewer than 64 bytes.
+    fn listpack_string(text: &str) -> Vec<u8> {
+        [vec![0x80 | text.len() as u8], text.as_bytes().to_vec()].concat()
+    }
+
+    fn listpack_set_body(entries: &[Vec<u8>]) -> Vec<u8> {
+        let mut body = vec![TYPE_SET_LISTPACK];
+        put_string(&mut body, &listpack(entries));
+        body
     }
 
     fn hash(pairs: &[(&str, &str)]) -> DumpValue {
@@ -419,6 +546,73 @@ mod tests {
         assert_eq!(encode_dump(&DumpValue::String(Bytes::from_static(b"hello"))), hello, "DUMP writes what Redis 7.0 writes");
     }
 
+    /// DUMP of SADD strings apple banana cherry from redis-server 7.0.15: a hashtable set, type 2.
+    const REDIS_7_0_HASHTABLE_SET: [u8; 32] = [
+        0x02, 0x03, 0x06, 0x62, 0x61, 0x6e, 0x61, 0x6e, 0x61, 0x06, 0x63, 0x68, 0x65, 0x72, 0x72, 0x79, 0x05, 0x61, 0x70, 0x70, 0x6c, 0x65, 0x0a,
+        0x00, 0x4b, 0xc7, 0x88, 0x6f, 0x9b, 0x38, 0x12, 0xb9,
+    ];
+    /// DUMP of SADD tiny 3 -5 1 100 from redis-server 7.0.15: an intset of 2-byte integers.
+    const REDIS_7_0_INTSET_16: [u8; 28] = [
+        0x0b, 0x10, 0x02, 0x00, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00, 0xfb, 0xff, 0x01, 0x00, 0x03, 0x00, 0x64, 0x00, 0x0a, 0x00, 0x64, 0xcf, 0x24,
+        0x59, 0xeb, 0x17, 0xba, 0x34,
+    ];
+
+    #[test]
+    fn redis_7_set_payloads_decode() {
+        // Each from redis-server 7.0.15, which LZF-compresses an intset string past 20 bytes.
+        assert_eq!(decode(&REDIS_7_0_HASHTABLE_SET), Ok(set(&["banana", "cherry", "apple"])));
+        assert_eq!(decode(&REDIS_7_0_INTSET_16), Ok(set(&["-5", "1", "3", "100"])));
+        // SADD mid 100000 -7: an intset of 4-byte integers.
+        let intset_32 = [
+            0x0b, 0x10, 0x04, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0xf9, 0xff, 0xff, 0xff, 0xa0, 0x86, 0x01, 0x00, 0x0a, 0x00, 0x5f, 0x12,
+            0x72, 0x5b, 0x91, 0x70, 0x7f, 0xfb,
+        ];
+        assert_eq!(decode(&intset_32), Ok(set(&["-7", "100000"])));
+        // SADD small 1 2 3 -5 100000 5000000000: 8-byte integers, compressed.
+        let small = [
+            0x0b, 0xc3, 0x2c, 0x38, 0x04, 0x08, 0x00, 0x00, 0x00, 0x06, 0x20, 0x03, 0x01, 0xfb, 0xff, 0x80, 0x00, 0x00, 0x01, 0x20, 0x0b, 0x40,
+            0x00, 0x00, 0x02, 0x40, 0x04, 0x20, 0x00, 0x00, 0x03, 0x20, 0x03, 0x40, 0x00, 0x01, 0xa0, 0x86, 0xa0, 0x19, 0x02, 0xf2, 0x05, 0x2a,
+            0x20, 0x09, 0x00, 0x00, 0x0a, 0x00, 0xf3, 0x71, 0xb8, 0xfb, 0x92, 0x00, 0x10, 0x0d,
+        ];
+        assert_eq!(decode(&small), Ok(set(&["-5", "1", "2", "3", "100000", "5000000000"])));
+        // SADD wide -9223372036854775808 9223372036854775807 0: 8-byte extremes, compressed.
+        let wide = [
+            0x0b, 0xc3, 0x16, 0x20, 0x04, 0x08, 0x00, 0x00, 0x00, 0x03, 0x20, 0x03, 0xa0, 0x00, 0x00, 0x80, 0xa0, 0x07, 0x01, 0x00, 0xff, 0x60,
+            0x00, 0x01, 0xff, 0x7f, 0x0a, 0x00, 0x5a, 0xd4, 0x7b, 0x37, 0x3d, 0x83, 0x2c, 0x0a,
+        ];
+        assert_eq!(decode(&wide), Ok(set(&["-9223372036854775808", "0", "9223372036854775807"])));
+    }
+
+    #[test]
+    fn sets_are_written_as_redis_7_0_writes_a_hashtable_set() {
+        assert_eq!(encode_dump(&set(&["banana", "cherry", "apple"])), REDIS_7_0_HASHTABLE_SET);
+    }
+
+    #[test]
+    fn listpack_sets_of_redis_7_2_decode() {
+        // SADD s a 7 -300 bb as Redis 7.2 writes it: a 7-bit and a 13-bit integer among strings.
+        let entries = [listpack_string("a"), vec![0x07], vec![0xDE, 0xD4], listpack_string("bb")];
+        assert_eq!(decode(&payload(&listpack_set_body(&entries), 11)), Ok(set(&["a", "7", "-300", "bb"])));
+    }
+
+    #[test]
+    fn damaged_sets_are_refused() {
+        let refused = |body: &[u8], why: &str| assert_eq!(decode(&payload(body, 11)), Err(DumpError::BadFormat), "{why}");
+        refused(&intset_body(3, 2, &[1, 2]), "a 3-byte intset width");
+        refused(&intset_body(0, 0, &[]), "a 0-byte intset width");
+        refused(&intset_body(2, 3, &[1, 2]), "an intset count past its bytes");
+        refused(&intset_body(2, 1, &[1, 2]), "an intset count short of its bytes");
+        refused(&intset_body(4, 3, &[1, 5, 3]), "an unsorted intset");
+        refused(&intset_body(8, 2, &[4, 4]), "a repeated intset integer");
+        refused(&intset_body(2, 0, &[]), "an empty intset");
+        refused(&[TYPE_SET_INTSET, 0x04, 2, 0, 0, 0], "an intset shorter than its header");
+        refused(&[TYPE_SET, 0x00], "an empty type 2 set");
+        refused(&[TYPE_SET, 0x02, 0x01, b'x', 0x01, b'x'], "a repeated type 2 member");
+        refused(&[TYPE_SET, 0x02, 0x01, b'x'], "a type 2 set short of its count");
+        refused(&listpack_set_body(&[]), "an empty listpack set");
+        refused(&listpack_set_body(&[vec![0x05], listpack_string("5")]), "an integer and its decimal text");
+    }
+
     #[test]
     fn what_dump_writes_reads_back_and_carries_redis_7_0s_version() {
         let long = "x".repeat(20_000);
@@ -428,6 +622,8 @@ mod tests {
             DumpValue::String(Bytes::from(long.clone())),
             hash(&[]),
             hash(&[("f", "v"), ("", "empty field"), ("long", &long)]),
+            set(&["m"]),
+            set(&["", "12", "-3", &long]),
         ] {
             let payload = encode_dump(&value);
             assert_eq!(u16::from_le_bytes([payload[payload.len() - 10], payload[payload.len() - 9]]), DUMP_RDB_VERSION_WRITTEN);
@@ -463,14 +659,7 @@ mod tests {
         entries.push([vec![0xF4], i64::MIN.to_le_bytes().to_vec()].concat());
         entries.push([vec![0xE0, 70], text.as_bytes().to_vec()].concat());
         entries.push(vec![0x80]);
-        let mut listpack = vec![0; LISTPACK_HEADER_BYTES];
-        for entry in &entries {
-            listpack.extend_from_slice(entry);
-            listpack.push(entry.len() as u8);
-        }
-        listpack.push(AGGREGATE_END);
-        let total = listpack.len() as u32;
-        listpack[..4].copy_from_slice(&total.to_le_bytes());
+        let listpack = listpack(&entries);
         let expected: Vec<Vec<u8>> = ["5", "-100", "1000", "-100000", "100000000", &i64::MIN.to_string(), &text, ""].iter().map(|text| text.as_bytes().to_vec()).collect();
         assert_eq!(listpack_entries(&listpack, usize::MAX), Ok(expected));
     }
@@ -506,6 +695,9 @@ mod tests {
             encode_dump(&DumpValue::String(Bytes::from("seed ".repeat(30)))),
             encode_dump(&hash(&[("f", "v"), ("g", "12")])),
             vec![0x10, 0x0d, 0x0d, 0x00, 0x00, 0x00, 0x02, 0x00, 0x81, 0x66, 0x02, 0x81, 0x76, 0x02, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            encode_dump(&set(&["m", "12", "n"])),
+            REDIS_7_0_INTSET_16.to_vec(),
+            payload(&listpack_set_body(&[listpack_string("a"), vec![0x07]]), DUMP_RDB_VERSION_WRITTEN),
         ]
         .into_iter()
         .map(|payload| payload[..payload.len() - FOOTER_BYTES].to_vec())
@@ -541,7 +733,7 @@ mod tests {
         flipped[2] ^= 1;
         assert_eq!(decode(&flipped), Err(DumpError::VersionOrChecksum));
         assert_eq!(decode(&payload(&[0x00, 0x01, b'x'], DUMP_RDB_VERSION_READ_MAX + 1)), Err(DumpError::VersionOrChecksum));
-        assert_eq!(decode(&payload(&[0x02, 0x01, 0x01, b'x'], 10)), Err(DumpError::BadFormat), "a set");
+        assert_eq!(decode(&payload(&[0x01, 0x01, 0x01, b'x'], 10)), Err(DumpError::BadFormat), "a list");
         assert_eq!(decode(&payload(&[0x00, 0x05, b'x'], 10)), Err(DumpError::BadFormat), "shorter than its length");
         assert_eq!(decode(&payload(&[0x04, 0x01, 0x01, b'f'], 10)), Err(DumpError::BadFormat), "a field without a value");
     }

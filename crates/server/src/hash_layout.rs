@@ -31,7 +31,7 @@ use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 use crate::command::{fail, CommandError, KeyStore};
 use crate::commands::WRONGTYPE;
-use crate::values::{field_entry_bytes, CorruptValue, HashRecord, HashRoot, Stored};
+use crate::values::{field_entry_bytes, Collection, CorruptValue, HashRecord, HashRoot, Stored};
 
 /// A small hash whose record would pass this many bytes (or the namespace's value limit, if
 /// lower) becomes bucketed.
@@ -43,6 +43,11 @@ pub const BUCKET_BYTES_TARGET_MIN: u64 = 1024;
 pub const BUCKET_BYTES_TARGET_MAX: u64 = 4 * 1024;
 /// Random buckets HRANDFIELD reads per field it must pick before it reads the whole hash instead.
 pub const SAMPLE_ATTEMPTS_PER_PICK: usize = 16;
+/// Fields one command may add per bucket (a small hash counting as one) before it splits the
+/// hash in memory (`OpenHash::split_while_crowded`), so that an HSET or SADD of 100,000 fields
+/// searches bounded buckets instead of one ever longer list (quadratic). A hash stored is laid
+/// out by `save` as before: this only bounds the searches of one command.
+pub const FIELDS_ADDED_PER_BUCKET_MAX: u64 = 256;
 /// Splits one write makes toward a target under `BUCKET_BYTES_TARGET_MAX` (splits that keep the
 /// average under the maximum are not counted).
 pub const SOFT_SPLITS_PER_WRITE_MAX: u32 = 4;
@@ -107,36 +112,54 @@ enum Layout {
     },
 }
 
-/// A hash as one command sees it: read lazily, changed in memory, written back by `save`.
+/// A hash, or a set (members are fields with empty values), as one command sees it: read
+/// lazily, changed in memory, written back by `save`.
 pub struct OpenHash {
     key: Bytes,
+    collection: Collection,
     expiry_unix_ms: u64,
     layout: Layout,
     changed: bool,
+    /// Fields when opened: the fields added since are what `split_while_crowded` bounds.
+    fields_at_open: u64,
 }
 
 impl OpenHash {
-    /// The key's hash; None when the key is missing, WRONGTYPE when it holds another type.
-    pub fn open(store: &mut dyn KeyStore, key: &Bytes) -> Result<Option<OpenHash>, CommandError> {
+    /// The key's hash or set; None when the key is missing, WRONGTYPE when it holds another type.
+    pub fn open(store: &mut dyn KeyStore, key: &Bytes, collection: Collection) -> Result<Option<OpenHash>, CommandError> {
         let Some(value) = store.get(key)? else { return Ok(None) };
-        let layout = match Stored::decode(value.bytes)? {
-            Stored::Hash(fields) => Layout::Small(fields),
-            Stored::BucketedHash(root) => {
-                Layout::Bucketed { root, buckets: BTreeMap::new(), stored_root: Some(root) }
+        let (stored_collection, layout) = match Stored::decode(value.bytes)? {
+            Stored::Small(stored_collection, fields) => (stored_collection, Layout::Small(fields)),
+            Stored::Bucketed(stored_collection, root) => {
+                (stored_collection, Layout::Bucketed { root, buckets: BTreeMap::new(), stored_root: Some(root) })
             }
             Stored::String(_) => return fail(WRONGTYPE),
         };
-        Ok(Some(OpenHash { key: key.clone(), expiry_unix_ms: value.expiry_unix_ms, layout, changed: false }))
+        if stored_collection != collection {
+            return fail(WRONGTYPE);
+        }
+        let mut hash = OpenHash { key: key.clone(), collection, expiry_unix_ms: value.expiry_unix_ms, layout, changed: false, fields_at_open: 0 };
+        hash.fields_at_open = hash.len();
+        Ok(Some(hash))
     }
 
-    /// The key's hash, or a new empty one when the key is missing.
-    pub fn open_or_new(store: &mut dyn KeyStore, key: &Bytes) -> Result<OpenHash, CommandError> {
-        Ok(OpenHash::open(store, key)?.unwrap_or_else(|| OpenHash {
+    /// The key's hash or set, or a new empty one when the key is missing.
+    pub fn open_or_new(store: &mut dyn KeyStore, key: &Bytes, collection: Collection) -> Result<OpenHash, CommandError> {
+        Ok(OpenHash::open(store, key, collection)?.unwrap_or_else(|| OpenHash {
             key: key.clone(),
+            collection,
             expiry_unix_ms: 0,
             layout: Layout::Small(HashRecord::default()),
             changed: false,
+            fields_at_open: 0,
         }))
+    }
+
+    /// A new hash or set of `fields` (no field twice), without expiry, for `save` to write
+    /// under a key that is absent (deleted first: `save` does not remove another value's parts).
+    pub fn with_distinct_fields(key: &Bytes, collection: Collection, fields: Vec<(Bytes, Bytes)>) -> OpenHash {
+        debug_assert!(fields.len() == fields.iter().map(|(field, _)| field).collect::<std::collections::HashSet<_>>().len());
+        OpenHash { key: key.clone(), collection, expiry_unix_ms: 0, layout: Layout::Small(HashRecord { fields }), changed: true, fields_at_open: 0 }
     }
 
     pub fn len(&self) -> u64 {
@@ -162,7 +185,14 @@ impl OpenHash {
         self.changed = true;
         let key = self.key.clone();
         Ok(match &mut self.layout {
-            Layout::Small(fields) => fields.set(field, value),
+            Layout::Small(fields) => {
+                let added = fields.set(field, value);
+                if fields.fields.len() as u64 > self.fields_at_open + FIELDS_ADDED_PER_BUCKET_MAX {
+                    self.layout = bucketed_from(&key, std::mem::take(fields));
+                    self.split_while_crowded(store)?;
+                }
+                added
+            }
             Layout::Bucketed { root, buckets, .. } => {
                 let number = bucket_of(field_hash(root, &field), root.bucket_count);
                 let bucket = load(store, &key, buckets, number)?;
@@ -172,9 +202,23 @@ impl OpenHash {
                 bucket.dirty = true;
                 root.field_bytes = root.field_bytes - old_bytes + new_bytes;
                 root.field_count += u64::from(added);
+                if added {
+                    self.split_while_crowded(store)?;
+                }
                 added
             }
         })
+    }
+
+    /// Splits buckets while this command added more than FIELDS_ADDED_PER_BUCKET_MAX fields per
+    /// bucket; `save` lays the hash out by bytes afterwards.
+    fn split_while_crowded(&mut self, store: &mut dyn KeyStore) -> Result<(), CommandError> {
+        let fields_at_open = self.fields_at_open;
+        let Layout::Bucketed { root, buckets, .. } = &mut self.layout else { unreachable!("called on a bucketed hash") };
+        while root.field_count.saturating_sub(fields_at_open) > u64::from(root.bucket_count) * FIELDS_ADDED_PER_BUCKET_MAX {
+            split(store, &self.key, root, buckets)?;
+        }
+        Ok(())
     }
 
     /// Removes a field; true when it was there.
@@ -306,15 +350,21 @@ impl OpenHash {
             store.delete(&self.key)?;
             return Ok(());
         }
+        if let Layout::Bucketed { stored_root: None, buckets, .. } = &mut self.layout {
+            // Bucketed in memory only (`split_while_crowded`, every bucket in `buckets`): laid
+            // out below as any new hash.
+            let fields = std::mem::take(buckets).into_values().flat_map(|bucket| bucket.fields.fields).collect();
+            self.layout = Layout::Small(HashRecord { fields });
+        }
         if matches!(&self.layout, Layout::Bucketed { root, .. } if root.field_bytes < limits.bucketed_bytes_min()) {
-            let (key, expiry_unix_ms) = (self.key.clone(), self.expiry_unix_ms);
+            let (key, collection, expiry_unix_ms) = (self.key.clone(), self.collection, self.expiry_unix_ms);
             let small = HashRecord { fields: self.into_fields(store)? };
             // `put` drops the buckets: the key is one record again.
-            store.put(&key, &small.encode(), expiry_unix_ms)?;
+            store.put(&key, &small.encode(collection), expiry_unix_ms)?;
             return Ok(());
         }
         if let Layout::Small(fields) = &mut self.layout {
-            let encoded = fields.encode();
+            let encoded = fields.encode(self.collection);
             if encoded.len() as u64 <= limits.small_bytes_max {
                 store.put(&self.key, &encoded, self.expiry_unix_ms)?;
                 return Ok(());
@@ -324,7 +374,8 @@ impl OpenHash {
         let Layout::Bucketed { root, buckets, stored_root } = &mut self.layout else { unreachable!("converted above") };
         if root.field_bytes > limits.hash_bytes_max() {
             return fail(format!(
-                "ERR hash would hold {} bytes of fields, over the limit of {} bytes for one hash",
+                "ERR {} would hold {} bytes of fields, over the limit of {} bytes for one {0}",
+                self.collection.type_name(),
                 root.field_bytes,
                 limits.hash_bytes_max()
             ));
@@ -332,10 +383,11 @@ impl OpenHash {
         rebalance(store, &self.key, root, buckets, limits)?;
         let mut writes = Vec::new();
         for (&number, bucket) in buckets.iter().filter(|(_, bucket)| bucket.dirty) {
-            let encoded = bucket.fields.encode();
+            let encoded = bucket.fields.encode_bucket();
             if encoded.len() as u64 > limits.value_bytes_max {
                 return fail(format!(
-                    "ERR a bucket of this hash would be {} bytes, over the namespace's value limit of {} bytes",
+                    "ERR a bucket of this {} would be {} bytes, over the namespace's value limit of {} bytes",
+                    self.collection.type_name(),
                     encoded.len(),
                     limits.value_bytes_max
                 ));
@@ -350,7 +402,7 @@ impl OpenHash {
             store.delete_part(&self.key, number)?;
         }
         if versions_watched || *stored_root != Some(*root) {
-            store.put_keeping_parts(&self.key, &root.encode(), self.expiry_unix_ms)?;
+            store.put_keeping_parts(&self.key, &root.encode(self.collection), self.expiry_unix_ms)?;
         }
         Ok(())
     }
@@ -560,7 +612,7 @@ mod tests {
 
     fn set_fields(store: &mut MemoryStore, limits: &HashLimits, fields: impl IntoIterator<Item = (String, usize)>) {
         let key = Bytes::from_static(b"hash");
-        let mut hash = OpenHash::open_or_new(store, &key).unwrap();
+        let mut hash = OpenHash::open_or_new(store, &key, Collection::Hash).unwrap();
         for (field, value_bytes) in fields {
             hash.set(store, Bytes::from(field), Bytes::from(vec![b'v'; value_bytes])).unwrap();
         }
@@ -591,9 +643,35 @@ mod tests {
         assert!(grown.field_bytes > 64 * 1024);
     }
 
+    #[test]
+    fn a_command_adding_many_tiny_fields_searches_bounded_buckets_and_stores_them_all() {
+        let limits = HashLimits::new(1 << 20, 4096);
+        let mut store = MemoryStore::default();
+        let count = 80_000;
+        let started = std::time::Instant::now();
+        set_fields(&mut store, &limits, (0..count).map(|number| (number.to_string(), 0)));
+        // All in one list this took seconds (each of 80,000 inserts searched the ones before).
+        assert!(started.elapsed() < std::time::Duration::from_secs(2), "{:?}", started.elapsed());
+        let grown = root(&store);
+        assert_eq!(grown.field_count, count as u64);
+        let mut hash = OpenHash::open(&mut store, &Bytes::from_static(b"hash"), Collection::Hash).unwrap().unwrap();
+        for number in (0..count).step_by(997) {
+            assert_eq!(hash.get(&mut store, number.to_string().as_bytes()).unwrap().as_deref(), Some(&b""[..]));
+        }
+        assert_eq!(hash.into_fields(&mut store).unwrap().len(), count);
+        // The stored layout is the one `save` chooses by bytes, whatever the splits in memory.
+        let mut one_by_one = MemoryStore::default();
+        for number in 0..count {
+            let mut hash = OpenHash::open_or_new(&mut one_by_one, &Bytes::from_static(b"hash"), Collection::Hash).unwrap();
+            hash.set(&mut one_by_one, Bytes::from(number.to_string()), Bytes::new()).unwrap();
+            hash.save(&mut one_by_one, &limits, false).unwrap();
+        }
+        assert!(root(&store).bucket_count <= root(&one_by_one).bucket_count);
+    }
+
     fn root_or_none(store: &MemoryStore) -> Option<HashRoot> {
         match Stored::decode(store.keys[b"hash".as_slice()].bytes.clone()).unwrap() {
-            Stored::BucketedHash(root) => Some(root),
+            Stored::Bucketed(Collection::Hash, root) => Some(root),
             _ => None,
         }
     }
@@ -608,7 +686,7 @@ mod tests {
         let key = Bytes::from_static(b"hash");
         let mut random = rand::rngs::StdRng::seed_from_u64(3);
         let mut pick = |store: &mut MemoryStore, picks: usize, distinct: bool| {
-            let hash = OpenHash::open(store, &key).unwrap().unwrap();
+            let hash = OpenHash::open(store, &key, Collection::Hash).unwrap().unwrap();
             hash.random_fields(store, picks, distinct, &mut random).unwrap().into_iter().map(|(field, _)| field).collect::<Vec<_>>()
         };
         let distinct = pick(&mut store, 40, true);
@@ -619,7 +697,7 @@ mod tests {
         // whole hash answers with what there is.
         let mut wrong = root(&store);
         wrong.field_count = 100_000;
-        store.put_keeping_parts(&key, &wrong.encode(), 0).unwrap();
+        store.put_keeping_parts(&key, &wrong.encode(Collection::Hash), 0).unwrap();
         assert_eq!(pick(&mut store, 400, true).len(), 300);
     }
 
@@ -632,7 +710,7 @@ mod tests {
         set_fields(&mut store, &limits, (0..100).map(|n| (format!("field:{n}"), 400)));
         let key = Bytes::from_static(b"hash");
         let update = |store: &mut MemoryStore, value_bytes: usize, versions_watched: bool| {
-            let mut hash = OpenHash::open(store, &key).unwrap().unwrap();
+            let mut hash = OpenHash::open(store, &key, Collection::Hash).unwrap().unwrap();
             assert!(!hash.set(store, Bytes::from_static(b"field:7"), Bytes::from(vec![b'w'; value_bytes])).unwrap());
             let (parts, keys) = (store.part_writes, store.key_writes);
             hash.save(store, &limits, versions_watched).unwrap();
@@ -654,7 +732,7 @@ mod tests {
         assert_eq!(update(&mut store, 400, true), (1, 1), "same size, keys watched: the root too");
         assert_eq!(update(&mut store, 401, false), (1, 1), "the root's byte count changed");
         assert_eq!(root(&store).field_bytes, before.field_bytes + 1);
-        let mut hash = OpenHash::open(&mut store, &key).unwrap().unwrap();
+        let mut hash = OpenHash::open(&mut store, &key, Collection::Hash).unwrap().unwrap();
         assert_eq!(hash.get(&mut store, b"field:7").unwrap(), Some(Bytes::from(vec![b'w'; 401])));
     }
 
@@ -672,7 +750,7 @@ mod tests {
         assert_eq!(after.bucket_count, before.bucket_count + SOFT_SPLITS_PER_WRITE_MAX);
         // The bucket written, plus each split's two halves at most.
         assert!(store.part_writes <= 1 + 2 * SOFT_SPLITS_PER_WRITE_MAX as usize, "{}", store.part_writes);
-        let mut hash = OpenHash::open(&mut store, &Bytes::from_static(b"hash")).unwrap().unwrap();
+        let mut hash = OpenHash::open(&mut store, &Bytes::from_static(b"hash"), Collection::Hash).unwrap().unwrap();
         assert_eq!(hash.len(), 1001);
         assert!(hash.get(&mut store, b"field:999").unwrap().is_some());
     }

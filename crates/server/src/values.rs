@@ -5,6 +5,8 @@
 //! | 0   | string | the string's bytes                                                      |
 //! | 1   | hash   | field count (LEB128), then per field: length (LEB128), field, length (LEB128), value |
 //! | 2   | hash (bucketed) | field count (u64 LE), bucket count (u32 LE), field bytes (u64 LE), salt (u64 LE) |
+//! | 3   | set    | as tag 1: each member is a field with an empty value                    |
+//! | 4   | set (bucketed) | as tag 2                                                         |
 //!
 //! A small hash is one record with named bins (as in Aerospike): HSET rewrites the record, and
 //! fields keep their insertion order, as Redis's small hashes do. A hash whose record would pass
@@ -12,12 +14,49 @@
 //! parts 0..bucket count, each encoded as a tag-1 record of the fields that hash to it (linear
 //! hashing, `crate::hash_layout`). "Field bytes" is the sum of the fields' encoded sizes (their
 //! length prefixes included); the salt seeds the field hash.
+//!
+//! A set is laid out exactly as a hash whose members are fields with empty values (one byte each
+//! in the record), so both share `crate::hash_layout`; only the key's own record says which type
+//! it holds. Buckets carry tag 1 for both: a bucket is never read without its root.
 
 use bytes::Bytes;
 
 pub const TAG_STRING: u8 = 0;
 pub const TAG_HASH: u8 = 1;
 pub const TAG_HASH_ROOT: u8 = 2;
+pub const TAG_SET: u8 = 3;
+pub const TAG_SET_ROOT: u8 = 4;
+
+/// The types stored as fields (`crate::hash_layout`): a hash, and a set whose members are fields
+/// with empty values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Collection {
+    Hash,
+    Set,
+}
+
+impl Collection {
+    fn record_tag(self) -> u8 {
+        match self {
+            Collection::Hash => TAG_HASH,
+            Collection::Set => TAG_SET,
+        }
+    }
+
+    fn root_tag(self) -> u8 {
+        match self {
+            Collection::Hash => TAG_HASH_ROOT,
+            Collection::Set => TAG_SET_ROOT,
+        }
+    }
+
+    pub fn type_name(self) -> &'static str {
+        match self {
+            Collection::Hash => "hash",
+            Collection::Set => "set",
+        }
+    }
+}
 
 /// A stored value that does not follow the table above.
 #[derive(Debug, thiserror::Error)]
@@ -26,8 +65,10 @@ pub struct CorruptValue(pub &'static str);
 
 pub enum Stored {
     String(Bytes),
-    Hash(HashRecord),
-    BucketedHash(HashRoot),
+    /// A hash or set in one record.
+    Small(Collection, HashRecord),
+    /// The root of a hash or set whose fields are in buckets.
+    Bucketed(Collection, HashRoot),
 }
 
 impl Stored {
@@ -36,8 +77,10 @@ impl Stored {
         let bytes = Bytes::from(bytes);
         match bytes.first() {
             Some(&TAG_STRING) => Ok(Stored::String(bytes.slice(1..))),
-            Some(&TAG_HASH) => HashRecord::decode(&bytes[1..]).map(Stored::Hash),
-            Some(&TAG_HASH_ROOT) => HashRoot::decode(&bytes[1..]).map(Stored::BucketedHash),
+            Some(&TAG_HASH) => HashRecord::decode(&bytes[1..]).map(|record| Stored::Small(Collection::Hash, record)),
+            Some(&TAG_SET) => HashRecord::decode(&bytes[1..]).map(|record| Stored::Small(Collection::Set, record)),
+            Some(&TAG_HASH_ROOT) => HashRoot::decode(&bytes[1..]).map(|root| Stored::Bucketed(Collection::Hash, root)),
+            Some(&TAG_SET_ROOT) => HashRoot::decode(&bytes[1..]).map(|root| Stored::Bucketed(Collection::Set, root)),
             Some(_) => Err(CorruptValue("unknown type tag")),
             None => Err(CorruptValue("empty value")),
         }
@@ -49,6 +92,7 @@ pub fn type_name_of(bytes: &[u8]) -> &'static str {
     match bytes.first() {
         Some(&TAG_STRING) => "string",
         Some(&TAG_HASH | &TAG_HASH_ROOT) => "hash",
+        Some(&TAG_SET | &TAG_SET_ROOT) => "set",
         _ => "none",
     }
 }
@@ -99,10 +143,20 @@ impl HashRecord {
         self.fields.len() != before
     }
 
-    pub fn encode(&self) -> Vec<u8> {
+    /// The key's record of a small hash or set.
+    pub fn encode(&self, collection: Collection) -> Vec<u8> {
+        self.encode_with_tag(collection.record_tag())
+    }
+
+    /// A bucket of a bucketed hash or set.
+    pub fn encode_bucket(&self) -> Vec<u8> {
+        self.encode_with_tag(TAG_HASH)
+    }
+
+    fn encode_with_tag(&self, tag: u8) -> Vec<u8> {
         let body_bytes: usize = self.fields.iter().map(|(field, value)| field.len() + value.len() + 10).sum();
         let mut bytes = Vec::with_capacity(1 + 10 + body_bytes);
-        bytes.push(TAG_HASH);
+        bytes.push(tag);
         write_length(&mut bytes, self.fields.len());
         for (field, value) in &self.fields {
             write_length(&mut bytes, field.len());
@@ -141,9 +195,9 @@ pub struct HashRoot {
 const HASH_ROOT_BODY_BYTES: usize = 28;
 
 impl HashRoot {
-    pub fn encode(&self) -> Vec<u8> {
+    pub fn encode(&self, collection: Collection) -> Vec<u8> {
         let mut bytes = Vec::with_capacity(1 + HASH_ROOT_BODY_BYTES);
-        bytes.push(TAG_HASH_ROOT);
+        bytes.push(collection.root_tag());
         bytes.extend_from_slice(&self.field_count.to_le_bytes());
         bytes.extend_from_slice(&self.bucket_count.to_le_bytes());
         bytes.extend_from_slice(&self.field_bytes.to_le_bytes());
@@ -223,7 +277,7 @@ mod tests {
         assert!(hash.set(Bytes::from_static(b"b"), Bytes::from(vec![7u8; 300])));
         assert!(hash.set(Bytes::from_static(b"a"), Bytes::new()));
         assert!(!hash.set(Bytes::from_static(b"b"), Bytes::from_static(b"2")));
-        let Stored::Hash(decoded) = Stored::decode(hash.encode()).unwrap() else { panic!("not a hash") };
+        let Stored::Small(Collection::Hash, decoded) = Stored::decode(hash.encode(Collection::Hash)).unwrap() else { panic!("not a hash") };
         assert_eq!(decoded, hash);
         assert_eq!(decoded.fields[0].0.as_ref(), b"b");
         assert!(hash.remove(b"a") && !hash.remove(b"a"));
@@ -232,16 +286,30 @@ mod tests {
     #[test]
     fn root_round_trips_and_entry_bytes_match_the_encoding() {
         let root = HashRoot { field_count: 20_000, bucket_count: 3000, field_bytes: 9_000_000, salt: u64::MAX - 3 };
-        let Stored::BucketedHash(decoded) = Stored::decode(root.encode()).unwrap() else { panic!("not a root") };
+        let Stored::Bucketed(Collection::Hash, decoded) = Stored::decode(root.encode(Collection::Hash)).unwrap() else { panic!("not a root") };
         assert_eq!(decoded, root);
-        assert_eq!(type_name_of(&root.encode()), "hash");
-        assert!(Stored::decode(root.encode()[..20].to_vec()).is_err());
+        assert_eq!(type_name_of(&root.encode(Collection::Hash)), "hash");
+        assert!(Stored::decode(root.encode(Collection::Hash)[..20].to_vec()).is_err());
         for (field, value) in [(0, 0), (1, 127), (128, 300), (16383, 16384)] {
             let mut hash = HashRecord::default();
             hash.set(Bytes::from(vec![1u8; field]), Bytes::from(vec![2u8; value]));
-            let body_bytes = hash.encode().len() as u64 - 2;
+            let body_bytes = hash.encode_bucket().len() as u64 - 2;
             assert_eq!(field_entry_bytes(&vec![1u8; field], &vec![2u8; value]), body_bytes);
         }
+    }
+
+    #[test]
+    fn a_set_is_told_from_a_hash_by_its_tags_alone() {
+        let mut members = HashRecord::default();
+        members.set(Bytes::from_static(b"m"), Bytes::new());
+        let Stored::Small(Collection::Set, decoded) = Stored::decode(members.encode(Collection::Set)).unwrap() else { panic!("not a set") };
+        assert_eq!(decoded, members);
+        let root = HashRoot { field_count: 1, bucket_count: 1, field_bytes: 3, salt: 7 };
+        assert!(matches!(Stored::decode(root.encode(Collection::Set)).unwrap(), Stored::Bucketed(Collection::Set, _)));
+        assert_eq!(type_name_of(&members.encode(Collection::Set)), "set");
+        assert_eq!(type_name_of(&root.encode(Collection::Set)), "set");
+        assert_eq!(HashRecord::decode_bucket(&members.encode_bucket()).unwrap(), members);
+        assert!(HashRecord::decode_bucket(&members.encode(Collection::Set)).is_err(), "a key's record is not a bucket");
     }
 
     #[test]

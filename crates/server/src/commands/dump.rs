@@ -10,28 +10,29 @@ use super::{is, parse_integer, SYNTAX_ERROR};
 use crate::command::{fail, Call, CommandError, CommandResult};
 use crate::hash_layout::OpenHash;
 use crate::keyspace_events::GENERIC;
-use crate::values::{encode_string, Stored};
+use crate::values::{encode_string, Collection, Stored};
 
 const BUSY_KEY: &str = "BUSYKEY Target key name already exists.";
-/// Fields of a restored hash at most: what RESTORE builds in memory before writing is about 70
-/// bytes a field beyond the payload's own bytes (a hash this big restores in several seconds).
-const RESTORE_HASH_FIELDS_MAX: usize = 4 * 1024 * 1024;
-/// Fields of a restored hash set between two saves (`restore_hash`).
-const RESTORE_FIELDS_PER_SAVE: usize = 64;
+/// Fields of a restored hash (members of a set) at most: what RESTORE builds in memory before
+/// writing is about 70 bytes a field beyond the payload's own bytes (a hash this big restores
+/// in several seconds).
+const RESTORE_ELEMENTS_MAX: usize = 4 * 1024 * 1024;
 /// Redis's LFU counter is a byte.
 const RESTORE_FREQ_MAX: i64 = 255;
 
-/// DUMP key: the payload, or nil for a missing key. A bucketed hash lists its fields in bucket
-/// order.
+/// DUMP key: the payload, or nil for a missing key. A bucketed hash or set lists its fields in
+/// bucket order.
 pub fn dump(call: &mut Call<'_>) -> CommandResult {
     let key = call.args[1].clone();
     let Some(value) = call.store.get(&key)? else { return Ok(Reply::Null) };
-    let value = match Stored::decode(value.bytes)? {
-        Stored::String(bytes) => DumpValue::String(bytes),
-        Stored::Hash(_) | Stored::BucketedHash(_) => {
-            let hash = OpenHash::open(call.store, &key)?.expect("the key was just read");
-            DumpValue::Hash(hash.into_fields(call.store)?)
-        }
+    let collection = match Stored::decode(value.bytes)? {
+        Stored::String(bytes) => return Ok(Reply::Bulk(Bytes::from(encode_dump(&DumpValue::String(bytes))))),
+        Stored::Small(collection, _) | Stored::Bucketed(collection, _) => collection,
+    };
+    let fields = OpenHash::open(call.store, &key, collection)?.expect("the key was just read").into_fields(call.store)?;
+    let value = match collection {
+        Collection::Hash => DumpValue::Hash(fields),
+        Collection::Set => DumpValue::Set(fields.into_iter().map(|(member, _)| member).collect()),
     };
     Ok(Reply::Bulk(Bytes::from(encode_dump(&value))))
 }
@@ -52,7 +53,7 @@ pub fn restore(call: &mut Call<'_>) -> CommandResult {
     }
     let limits = DumpLimits {
         string_bytes_max: usize::try_from(call.namespace.config().value_bytes_max).unwrap_or(usize::MAX),
-        hash_fields_max: RESTORE_HASH_FIELDS_MAX,
+        elements_max: RESTORE_ELEMENTS_MAX,
     };
     let value = match decode_dump(&call.args[3], limits) {
         Ok(DumpValue::Hash(fields)) if fields.is_empty() => return fail("ERR Bad data format"),
@@ -76,7 +77,11 @@ pub fn restore(call: &mut Call<'_>) -> CommandResult {
     }
     match value {
         DumpValue::String(bytes) => call.store.put(&key, &encode_string(&bytes), expiry_unix_ms)?,
-        DumpValue::Hash(fields) => restore_hash(call, &key, fields, expiry_unix_ms)?,
+        DumpValue::Hash(fields) => restore_fields(call, &key, Collection::Hash, fields, expiry_unix_ms)?,
+        DumpValue::Set(members) => {
+            let fields = members.into_iter().map(|member| (member, Bytes::new())).collect();
+            restore_fields(call, &key, Collection::Set, fields, expiry_unix_ms)?
+        }
     }
     call.notify(GENERIC, "restore", &key);
     Ok(Reply::ok())
@@ -110,22 +115,15 @@ fn restore_options(options: &[Bytes]) -> Result<(bool, bool), CommandError> {
     Ok((replace, absolute_ttl))
 }
 
-/// Writes a restored hash under `key` (absent now) through the hash layout, then its expiry. A
-/// field given twice is a bad payload, as in Redis. The fields go in RESTORE_FIELDS_PER_SAVE at
-/// a time, so that a big hash turns into buckets early instead of searching one ever longer
-/// record for each field; the command's transaction commits them as one batch.
-fn restore_hash(call: &mut Call<'_>, key: &Bytes, fields: Vec<(Bytes, Bytes)>, expiry_unix_ms: u64) -> Result<(), CommandError> {
+/// Writes a restored hash or set under `key` (absent now) through the hash layout, then its
+/// expiry. A field given twice is a bad payload, as in Redis; the command's transaction commits
+/// the record and its buckets as one batch.
+fn restore_fields(call: &mut Call<'_>, key: &Bytes, collection: Collection, fields: Vec<(Bytes, Bytes)>, expiry_unix_ms: u64) -> Result<(), CommandError> {
     let mut distinct = std::collections::HashSet::with_capacity(fields.len());
     if !fields.iter().all(|(field, _)| distinct.insert(field)) {
         return fail("ERR Bad data format");
     }
-    for chunk in fields.chunks(RESTORE_FIELDS_PER_SAVE) {
-        let mut hash = OpenHash::open_or_new(call.store, key)?;
-        for (field, value) in chunk {
-            hash.set(call.store, field.clone(), value.clone())?;
-        }
-        hashes::save(call, hash)?;
-    }
+    hashes::save(call, OpenHash::with_distinct_fields(key, collection, fields))?;
     if expiry_unix_ms != 0 {
         let root = call.store.get(key)?.expect("the hash was just written");
         call.store.put_keeping_parts(key, &root.bytes, expiry_unix_ms)?;

@@ -10,6 +10,7 @@ use super::{is, parse_float, parse_integer, NOT_FINITE, SYNTAX_ERROR};
 use crate::command::{fail, wrong_arity, Call, CommandError, CommandResult};
 use crate::glob::glob_match;
 use crate::hash_layout::{HashLimits, OpenHash};
+use crate::values::Collection;
 use crate::keyspace_events::{GENERIC, HASH};
 use crate::long_double::LongDouble;
 
@@ -18,7 +19,7 @@ fn limits(call: &Call<'_>) -> HashLimits {
 }
 
 fn open_or_new(call: &mut Call<'_>) -> Result<OpenHash, CommandError> {
-    OpenHash::open_or_new(call.store, &call.args[1])
+    OpenHash::open_or_new(call.store, &call.args[1], Collection::Hash)
 }
 
 pub(super) fn save(call: &mut Call<'_>, hash: OpenHash) -> Result<(), CommandError> {
@@ -61,7 +62,7 @@ pub fn hsetnx(call: &mut Call<'_>) -> CommandResult {
 }
 
 fn field_value(call: &mut Call<'_>) -> Result<Option<Bytes>, CommandError> {
-    match OpenHash::open(call.store, &call.args[1])? {
+    match OpenHash::open(call.store, &call.args[1], Collection::Hash)? {
         Some(mut hash) => hash.get(call.store, &call.args[2]),
         None => Ok(None),
     }
@@ -72,7 +73,7 @@ pub fn hget(call: &mut Call<'_>) -> CommandResult {
 }
 
 pub fn hmget(call: &mut Call<'_>) -> CommandResult {
-    let mut hash = OpenHash::open(call.store, &call.args[1])?;
+    let mut hash = OpenHash::open(call.store, &call.args[1], Collection::Hash)?;
     let mut values = Vec::with_capacity(call.args.len() - 2);
     for field in &call.args[2..] {
         let value = match &mut hash {
@@ -85,7 +86,7 @@ pub fn hmget(call: &mut Call<'_>) -> CommandResult {
 }
 
 fn all_fields(call: &mut Call<'_>) -> Result<Vec<(Bytes, Bytes)>, CommandError> {
-    match OpenHash::open(call.store, &call.args[1])? {
+    match OpenHash::open(call.store, &call.args[1], Collection::Hash)? {
         Some(hash) => hash.into_fields(call.store),
         None => Ok(Vec::new()),
     }
@@ -104,7 +105,7 @@ pub fn hvals(call: &mut Call<'_>) -> CommandResult {
 }
 
 pub fn hlen(call: &mut Call<'_>) -> CommandResult {
-    Ok(Reply::Integer(OpenHash::open(call.store, &call.args[1])?.map_or(0, |hash| hash.len() as i64)))
+    Ok(Reply::Integer(OpenHash::open(call.store, &call.args[1], Collection::Hash)?.map_or(0, |hash| hash.len() as i64)))
 }
 
 pub fn hexists(call: &mut Call<'_>) -> CommandResult {
@@ -116,7 +117,13 @@ pub fn hstrlen(call: &mut Call<'_>) -> CommandResult {
 }
 
 pub fn hdel(call: &mut Call<'_>) -> CommandResult {
-    let Some(mut hash) = OpenHash::open(call.store, &call.args[1])? else { return Ok(Reply::Integer(0)) };
+    remove_fields(call, Collection::Hash, HASH, "hdel").map(Reply::Integer)
+}
+
+/// HDEL and SREM: removes the fields (members) after the key, announces `event` when any was
+/// there and `del` when none is left; answers how many were removed.
+pub(super) fn remove_fields(call: &mut Call<'_>, collection: Collection, class: u32, event: &'static str) -> Result<i64, CommandError> {
+    let Some(mut hash) = OpenHash::open(call.store, &call.args[1], collection)? else { return Ok(0) };
     let mut removed = 0;
     for field in &call.args[2..] {
         removed += i64::from(hash.remove(call.store, field)?);
@@ -124,12 +131,12 @@ pub fn hdel(call: &mut Call<'_>) -> CommandResult {
     let emptied = hash.len() == 0;
     save(call, hash)?;
     if removed > 0 {
-        call.notify(HASH, "hdel", &call.args[1]);
+        call.notify(class, event, &call.args[1]);
     }
     if emptied {
         call.notify(GENERIC, "del", &call.args[1]);
     }
-    Ok(Reply::Integer(removed))
+    Ok(removed)
 }
 
 /// Replaces a field's value with `next(current)` (None when the field is missing); returns the
@@ -180,25 +187,40 @@ pub fn hincrbyfloat(call: &mut Call<'_>) -> CommandResult {
     Ok(Reply::bulk_text(&text))
 }
 
-/// Repeated picks (a negative count) one HRANDFIELD makes at most: the reply holds every one.
+/// Repeated picks (a negative count) one HRANDFIELD or SRANDMEMBER makes at most: the reply
+/// holds every one.
 pub const RANDOM_FIELD_REPEATED_PICKS_MAX: u64 = 1 << 20;
+
+/// HRANDFIELD's and SRANDMEMBER's count, parsed as Redis does (any integer but i64::MIN).
+pub(super) fn parse_random_count(count: &[u8]) -> Result<i64, CommandError> {
+    let count = parse_integer(count)?;
+    if count == i64::MIN {
+        return fail(format!("ERR value is out of range, value must between {} and {}", -i64::MAX, i64::MAX));
+    }
+    Ok(count)
+}
+
+/// Picks `count` fields of the key's hash or set at random: distinct ones for a positive count,
+/// `-count` that may repeat for a negative one (at most `RANDOM_FIELD_REPEATED_PICKS_MAX`).
+pub(super) fn random_fields(call: &mut Call<'_>, collection: Collection, count: i64) -> Result<Vec<(Bytes, Bytes)>, CommandError> {
+    let repeated = count < 0;
+    if repeated && count.unsigned_abs() > RANDOM_FIELD_REPEATED_PICKS_MAX {
+        let command = String::from_utf8_lossy(&call.args[0]).to_ascii_uppercase();
+        return fail(format!("ERR {command} picks at most {RANDOM_FIELD_REPEATED_PICKS_MAX} elements with repetition (a negative count)"));
+    }
+    let Some(hash) = OpenHash::open(call.store, &call.args[1], collection)? else { return Ok(Vec::new()) };
+    let picks = usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX);
+    hash.random_fields(call.store, picks, !repeated, &mut rand::thread_rng())
+}
 
 /// HRANDFIELD key [count [WITHVALUES]]: Redis's checks in Redis's order (the count, the
 /// options, then the key). A positive count picks distinct fields, a negative one picks that
 /// many that may repeat (at most `RANDOM_FIELD_REPEATED_PICKS_MAX`).
 pub fn hrandfield(call: &mut Call<'_>) -> CommandResult {
     let Some(count) = call.args.get(2) else {
-        let hash = OpenHash::open(call.store, &call.args[1])?;
-        let picked = match hash {
-            Some(hash) => hash.random_fields(call.store, 1, true, &mut rand::thread_rng())?.pop(),
-            None => None,
-        };
-        return Ok(picked.map_or(Reply::Null, |(field, _)| Reply::Bulk(field)));
+        return Ok(random_fields(call, Collection::Hash, 1)?.pop().map_or(Reply::Null, |(field, _)| Reply::Bulk(field)));
     };
-    let count = parse_integer(count)?;
-    if count == i64::MIN {
-        return fail(format!("ERR value is out of range, value must between {} and {}", -i64::MAX, i64::MAX));
-    }
+    let count = parse_random_count(count)?;
     let with_values = match call.args.get(3) {
         None => false,
         Some(option) if call.args.len() == 4 && is(option, "WITHVALUES") => true,
@@ -207,13 +229,7 @@ pub fn hrandfield(call: &mut Call<'_>) -> CommandResult {
     if with_values && count.unsigned_abs() > i64::MAX as u64 / 2 {
         return fail("ERR value is out of range");
     }
-    let repeated = count < 0;
-    if repeated && count.unsigned_abs() > RANDOM_FIELD_REPEATED_PICKS_MAX {
-        return fail(format!("ERR HRANDFIELD picks at most {RANDOM_FIELD_REPEATED_PICKS_MAX} fields with repetition (a negative count)"));
-    }
-    let Some(hash) = OpenHash::open(call.store, &call.args[1])? else { return Ok(Reply::Array(Vec::new())) };
-    let picks = usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX);
-    let picked = hash.random_fields(call.store, picks, !repeated, &mut rand::thread_rng())?;
+    let picked = random_fields(call, Collection::Hash, count)?;
     Ok(Reply::Array(match (with_values, call.session.protocol) {
         (false, _) => picked.into_iter().map(|(field, _)| Reply::Bulk(field)).collect(),
         (true, ProtocolVersion::Resp2) => picked.into_iter().flat_map(|(field, value)| [Reply::Bulk(field), Reply::Bulk(value)]).collect(),
@@ -224,9 +240,15 @@ pub fn hrandfield(call: &mut Call<'_>) -> CommandResult {
 /// HSCAN: a small hash answers every field with cursor 0; a bucketed one is walked bucket by
 /// bucket with a cursor (`OpenHash::scan`), COUNT fields or a little more per call.
 pub fn hscan(call: &mut Call<'_>) -> CommandResult {
+    scan_fields(call, Collection::Hash)
+}
+
+/// HSCAN and SSCAN (which lists members only, and takes no NOVALUES).
+pub(super) fn scan_fields(call: &mut Call<'_>, collection: Collection) -> CommandResult {
     let cursor = parse_cursor(&call.args[2])?;
-    let options = parse_scan_options(&call.args[3..], false, true)?;
-    let Some(hash) = OpenHash::open(call.store, &call.args[1])? else {
+    let is_hash = collection == Collection::Hash;
+    let options = parse_scan_options(&call.args[3..], false, is_hash)?;
+    let Some(hash) = OpenHash::open(call.store, &call.args[1], collection)? else {
         return Ok(Reply::Array(vec![Reply::bulk_text("0"), Reply::Array(Vec::new())]));
     };
     let page = hash.scan(call.store, cursor, options.count)?;
@@ -236,7 +258,7 @@ pub fn hscan(call: &mut Call<'_>) -> CommandResult {
             continue;
         }
         items.push(Reply::Bulk(field));
-        if !options.no_values {
+        if is_hash && !options.no_values {
             items.push(Reply::Bulk(value));
         }
     }

@@ -13,7 +13,7 @@ use crate::glob::glob_match;
 use crate::keyspace_events::GENERIC;
 use crate::hash_layout::OpenHash;
 use crate::shared::Shared;
-use crate::values::{type_name_of, Stored};
+use crate::values::{type_name_of, Collection, Stored};
 
 /// Keys asked of the engine per page when a command walks the whole keyspace (KEYS).
 const KEYS_PAGE_HINT: usize = 1024;
@@ -49,6 +49,9 @@ const SHARED_REFCOUNT: i64 = i32::MAX as i64;
 const LISTPACK_FIELDS_MAX: usize = 512;
 /// …and every field name and value is at most this many bytes (hash-max-listpack-value).
 const LISTPACK_ELEMENT_BYTES_MAX: usize = 64;
+/// A set of integers stays an intset in Redis 7.0 while it has at most this many members
+/// (set-max-intset-entries).
+const INTSET_MEMBERS_MAX: usize = 512;
 
 /// OBJECT ENCODING | REFCOUNT | FREQ | IDLETIME key, and HELP. The encoding and the reference
 /// count are what Redis would answer for the value as it is now (Redis also remembers history: a
@@ -63,7 +66,7 @@ pub fn object(call: &mut Call<'_>) -> CommandResult {
     let stored = Stored::decode(value.bytes)?;
     if is(&subcommand, "ENCODING") {
         let encoding = match &stored {
-            Stored::BucketedHash(_) => bucketed_hash_encoding(call)?,
+            Stored::Bucketed(collection, _) => bucketed_encoding(call, *collection)?,
             _ => Some(redis_encoding(&stored)),
         };
         return Ok(encoding.map_or(Reply::Null, Reply::bulk_text));
@@ -82,15 +85,30 @@ pub fn object(call: &mut Call<'_>) -> CommandResult {
 }
 
 /// Redis's encoding of a value like `stored`: "int", "embstr" or "raw" for strings, "listpack" or
-/// "hashtable" for a hash of one record (a bucketed one: `bucketed_hash_encoding`).
+/// "hashtable" for a hash of one record, "intset" or "hashtable" for a set of one record (a
+/// bucketed one: `bucketed_encoding`).
 fn redis_encoding(stored: &Stored) -> &'static str {
     match stored {
         Stored::String(text) if parse_integer(text).is_ok() => "int",
         Stored::String(text) if text.len() <= EMBSTR_BYTES_MAX => "embstr",
         Stored::String(_) => "raw",
-        Stored::Hash(record) => hash_encoding(&record.fields),
-        Stored::BucketedHash(_) => "hashtable",
+        Stored::Small(collection, record) => fields_encoding(*collection, &record.fields),
+        Stored::Bucketed(..) => "hashtable",
     }
+}
+
+fn fields_encoding(collection: Collection, fields: &[(Bytes, Bytes)]) -> &'static str {
+    match collection {
+        Collection::Hash => hash_encoding(fields),
+        Collection::Set => set_encoding(fields),
+    }
+}
+
+/// "intset" for at most 512 members that are all integers as Redis parses them, else "hashtable"
+/// (Redis 7.0; 7.2 added listpack sets).
+fn set_encoding(members: &[(Bytes, Bytes)]) -> &'static str {
+    let integer = |(member, _): &(Bytes, Bytes)| parse_integer(member).is_ok();
+    if members.len() <= INTSET_MEMBERS_MAX && members.iter().all(integer) { "intset" } else { "hashtable" }
 }
 
 /// "listpack" for at most 512 fields of at most 64 bytes, as Redis keeps them, else "hashtable".
@@ -99,17 +117,18 @@ fn hash_encoding(fields: &[(Bytes, Bytes)]) -> &'static str {
     if fields.len() <= LISTPACK_FIELDS_MAX && fields.iter().all(small) { "listpack" } else { "hashtable" }
 }
 
-/// The encoding of a bucketed hash (over 8 KiB of fields, up to 66 KiB as a listpack): its
-/// fields are read only when the root counts at most LISTPACK_FIELDS_MAX of them, so the read is
-/// bounded. It is not a transaction: a hash rewritten meanwhile may be judged on a mix (None:
-/// it was deleted meanwhile).
-fn bucketed_hash_encoding(call: &mut Call<'_>) -> Result<Option<&'static str>, CommandError> {
+/// The encoding of a bucketed hash or set (over 8 KiB of fields, up to 66 KiB as a listpack):
+/// its fields are read only when the root counts at most 512 of them (LISTPACK_FIELDS_MAX,
+/// INTSET_MEMBERS_MAX), so the read is bounded. It is not a transaction: a hash rewritten
+/// meanwhile may be judged on a mix (None: it was deleted meanwhile).
+fn bucketed_encoding(call: &mut Call<'_>, collection: Collection) -> Result<Option<&'static str>, CommandError> {
+    const _: () = assert!(LISTPACK_FIELDS_MAX == INTSET_MEMBERS_MAX);
     let key = call.args[2].clone();
-    let Some(hash) = OpenHash::open(call.store, &key)? else { return Ok(None) };
+    let Some(hash) = OpenHash::open(call.store, &key, collection)? else { return Ok(None) };
     if hash.len() > LISTPACK_FIELDS_MAX as u64 {
         return Ok(Some("hashtable"));
     }
-    Ok(Some(hash_encoding(&hash.into_fields(call.store)?)))
+    Ok(Some(fields_encoding(collection, &hash.into_fields(call.store)?)))
 }
 
 pub fn type_(call: &mut Call<'_>) -> CommandResult {

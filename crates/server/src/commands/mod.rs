@@ -9,6 +9,7 @@ mod hashes;
 mod keys;
 mod lcs;
 mod pubsub;
+mod sets;
 mod strings;
 mod tracking;
 mod tx;
@@ -32,13 +33,16 @@ pub const NOT_FINITE: &str = "ERR increment would produce NaN or Infinity";
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
 const READ: u16 = READONLY | IN_MULTI;
-const READ_HASH: u16 = READ | READS_PARTS;
+const READ_PARTS: u16 = READ | READS_PARTS;
 const LISTS_KEYS: u16 = READ | WHOLE_KEYSPACE;
 const WRITES: u16 = WRITE | IN_MULTI;
 const BLIND_WRITES: u16 = WRITES | BLIND_WRITE;
 const SESSION_OR_SERVER: u16 = IN_MULTI | AFTER_TRANSACTION;
 const PAIRS: KeySpec = KeySpec { first: 1, last: -1, step: 2 };
 const TWO: KeySpec = KeySpec { first: 1, last: 2, step: 1 };
+/// SINTERCARD's keys follow their count (the options after them are taken for keys too: a
+/// transaction over a few more keys than needed).
+const AFTER_COUNT: KeySpec = KeySpec { first: 2, last: -1, step: 1 };
 
 macro_rules! command {
     ($name:literal, $arity:expr, $keys:expr, $flags:expr, $group:literal, $summary:literal, $handler:path) => {
@@ -115,7 +119,7 @@ pub static TABLE: &[CommandSpec] = &[
     command!("exists", -2, KeySpec::ALL, READ, "keyspace", "Counts the keys that exist.", keys::exists),
     command!("touch", -2, KeySpec::ALL, READ, "keyspace", "Counts the keys that exist (Redis also updates their last access time, which hybridkv does not keep).", keys::exists),
     command!("type", 2, KeySpec::ONE, READ, "keyspace", "Returns the type of a key.", keys::type_),
-    command!("dump", 2, KeySpec::ONE, READ_HASH, "keyspace", "Returns a key's value serialized as Redis does (a string or a hash), for RESTORE here or in Redis.", dump::dump),
+    command!("dump", 2, KeySpec::ONE, READ_PARTS, "keyspace", "Returns a key's value serialized as Redis does (a string or a hash), for RESTORE here or in Redis.", dump::dump),
     command!("restore", -4, KeySpec::ONE, WRITES, "keyspace", "Creates a key from a DUMP payload of hybridkv or Redis (a string or a hash).", dump::restore),
     command!("expire", -3, KeySpec::ONE, WRITES, "keyspace", "Sets an expiry in seconds (NX XX GT LT).", keys::expire),
     command!("pexpire", -3, KeySpec::ONE, WRITES, "keyspace", "Sets an expiry in milliseconds.", keys::pexpire),
@@ -136,19 +140,36 @@ pub static TABLE: &[CommandSpec] = &[
     command!("hset", -4, KeySpec::ONE, WRITES, "hash", "Sets fields of a hash.", hashes::hset),
     command!("hmset", -4, KeySpec::ONE, WRITES, "hash", "Sets fields of a hash.", hashes::hmset),
     command!("hsetnx", 4, KeySpec::ONE, WRITES, "hash", "Sets a field only when it does not exist.", hashes::hsetnx),
-    command!("hget", 3, KeySpec::ONE, READ_HASH, "hash", "Returns a field's value.", hashes::hget),
-    command!("hmget", -3, KeySpec::ONE, READ_HASH, "hash", "Returns the values of fields.", hashes::hmget),
-    command!("hgetall", 2, KeySpec::ONE, READ_HASH, "hash", "Returns all fields and values.", hashes::hgetall),
+    command!("hget", 3, KeySpec::ONE, READ_PARTS, "hash", "Returns a field's value.", hashes::hget),
+    command!("hmget", -3, KeySpec::ONE, READ_PARTS, "hash", "Returns the values of fields.", hashes::hmget),
+    command!("hgetall", 2, KeySpec::ONE, READ_PARTS, "hash", "Returns all fields and values.", hashes::hgetall),
     command!("hdel", -3, KeySpec::ONE, WRITES, "hash", "Deletes fields.", hashes::hdel),
-    command!("hexists", 3, KeySpec::ONE, READ_HASH, "hash", "Whether a field exists.", hashes::hexists),
-    command!("hlen", 2, KeySpec::ONE, READ_HASH, "hash", "Returns the number of fields.", hashes::hlen),
-    command!("hkeys", 2, KeySpec::ONE, READ_HASH, "hash", "Returns all field names.", hashes::hkeys),
-    command!("hvals", 2, KeySpec::ONE, READ_HASH, "hash", "Returns all values.", hashes::hvals),
+    command!("hexists", 3, KeySpec::ONE, READ_PARTS, "hash", "Whether a field exists.", hashes::hexists),
+    command!("hlen", 2, KeySpec::ONE, READ_PARTS, "hash", "Returns the number of fields.", hashes::hlen),
+    command!("hkeys", 2, KeySpec::ONE, READ_PARTS, "hash", "Returns all field names.", hashes::hkeys),
+    command!("hvals", 2, KeySpec::ONE, READ_PARTS, "hash", "Returns all values.", hashes::hvals),
     command!("hincrby", 4, KeySpec::ONE, WRITES, "hash", "Increments an integer field.", hashes::hincrby),
     command!("hincrbyfloat", 4, KeySpec::ONE, WRITES, "hash", "Increments a floating point field.", hashes::hincrbyfloat),
-    command!("hstrlen", 3, KeySpec::ONE, READ_HASH, "hash", "Returns the length of a field's value.", hashes::hstrlen),
-    command!("hscan", -3, KeySpec::ONE, READ_HASH, "hash", "Iterates over fields (MATCH COUNT NOVALUES).", hashes::hscan),
-    command!("hrandfield", -2, KeySpec::ONE, READ_HASH, "hash", "Returns random fields (count: distinct if positive, repeating if negative; WITHVALUES).", hashes::hrandfield),
+    command!("hstrlen", 3, KeySpec::ONE, READ_PARTS, "hash", "Returns the length of a field's value.", hashes::hstrlen),
+    command!("hscan", -3, KeySpec::ONE, READ_PARTS, "hash", "Iterates over fields (MATCH COUNT NOVALUES).", hashes::hscan),
+    command!("hrandfield", -2, KeySpec::ONE, READ_PARTS, "hash", "Returns random fields (count: distinct if positive, repeating if negative; WITHVALUES).", hashes::hrandfield),
+    command!("sadd", -3, KeySpec::ONE, WRITES, "set", "Adds members to a set.", sets::sadd),
+    command!("srem", -3, KeySpec::ONE, WRITES, "set", "Removes members from a set.", sets::srem),
+    command!("sismember", 3, KeySpec::ONE, READ_PARTS, "set", "Whether a member is in a set.", sets::sismember),
+    command!("smismember", -3, KeySpec::ONE, READ_PARTS, "set", "Whether each member is in a set.", sets::smismember),
+    command!("smembers", 2, KeySpec::ONE, READ_PARTS, "set", "Returns all members of a set.", sets::smembers),
+    command!("scard", 2, KeySpec::ONE, READ_PARTS, "set", "Returns the number of members of a set.", sets::scard),
+    command!("spop", -2, KeySpec::ONE, WRITES, "set", "Removes and returns random members.", sets::spop),
+    command!("srandmember", -2, KeySpec::ONE, READ_PARTS, "set", "Returns random members (count: distinct if positive, repeating if negative).", sets::srandmember),
+    command!("smove", 4, TWO, WRITES, "set", "Moves a member from one set to another.", sets::smove),
+    command!("sinter", -2, KeySpec::ALL, READ_PARTS, "set", "Returns the intersection of sets.", sets::sinter),
+    command!("sintercard", -3, AFTER_COUNT, READ_PARTS, "set", "Returns the size of the intersection of sets (LIMIT).", sets::sintercard),
+    command!("sinterstore", -3, KeySpec::ALL, WRITES, "set", "Stores the intersection of sets in a key.", sets::sinterstore),
+    command!("sunion", -2, KeySpec::ALL, READ_PARTS, "set", "Returns the union of sets.", sets::sunion),
+    command!("sunionstore", -3, KeySpec::ALL, WRITES, "set", "Stores the union of sets in a key.", sets::sunionstore),
+    command!("sdiff", -2, KeySpec::ALL, READ_PARTS, "set", "Returns the members of the first set not in the others.", sets::sdiff),
+    command!("sdiffstore", -3, KeySpec::ALL, WRITES, "set", "Stores the difference of sets in a key.", sets::sdiffstore),
+    command!("sscan", -3, KeySpec::ONE, READ_PARTS, "set", "Iterates over members (MATCH COUNT).", sets::sscan),
     command!("subscribe", -2, KeySpec::NONE, 0, "pubsub", "Listens for messages published to channels (not inside MULTI).", pubsub::subscribe),
     command!("psubscribe", -2, KeySpec::NONE, 0, "pubsub", "Listens for messages published to channels matching glob patterns (not inside MULTI).", pubsub::psubscribe),
     command!("ssubscribe", -2, KeySpec::NONE, 0, "pubsub", "Listens for messages published to shard channels (not inside MULTI).", pubsub::ssubscribe),
