@@ -204,6 +204,23 @@ def assert_same(pair, action):
     ours, theirs = both(pair, action)
     assert ours == theirs
 
+def assert_watch_sees(client, other, key, writes, size):
+    """For each (write, aborts) of `writes`: WATCH `key` on `client`, run the write on `other`,
+    then MULTI/EXEC reading `size(pipeline, key)`; EXEC aborts exactly when `aborts`."""
+    for write, aborts in writes:
+        pipe = client.pipeline(transaction=True)
+        pipe.watch(key)
+        write()
+        pipe.multi()
+        size(pipe, key)
+        if aborts:
+            with pytest.raises(redis.WatchError):
+                pipe.execute()
+        else:
+            assert len(pipe.execute()) == 1
+        pipe.reset()
+
+
 def raw_exchange(port: int, payload: bytes, read_timeout: float = 2.0) -> bytes:
     """Sends raw bytes, returns everything the server sent until it closed or went quiet."""
     with socket.create_connection(("127.0.0.1", port), timeout=read_timeout) as connection:

@@ -2,7 +2,7 @@
 texts included, must be the same. The fixed cases of test_compare_redis.py check each command's
 edge cases one by one; these check how commands combine: a key that changes type, a hash that
 grows past the small-hash limit into buckets and shrinks back, sets that do the same and combine (SINTER,
-SUNIONSTORE, SMOVE…), counters written as strings,
+SUNIONSTORE, SMOVE…), lists pushed, popped, trimmed and moved between keys, counters written as strings,
 renames onto keys of another type, transactions that mix them, and two connections, so that
 one writes the keys the other watches.
 
@@ -132,6 +132,18 @@ def command(rng: random.Random) -> list[str]:
         # More members than any set here has: all of them, so the reply is not random.
         lambda: [rng.choice(["SPOP", "SRANDMEMBER"]), key] + rng.choice([["100"], ["0"], ["x"]]),
         lambda: ["SSCAN*", key] + rng.choice([[], ["MATCH", "*1*"], ["COUNT", "3"]]),
+        lambda: [rng.choice(["LPUSH", "RPUSH", "LPUSHX", "RPUSHX"]), key] + [value(rng) for _ in range(rng.randint(1, 3))],
+        lambda: [rng.choice(["LPOP", "RPOP"]), key] + rng.choice([[], ["2"], ["0"], ["-1"]]),
+        lambda: ["LRANGE", key, rng.choice(["0", "1", "-2", "x"]), rng.choice(["-1", "2", "0", "100"])],
+        lambda: [rng.choice(["LLEN", "LINDEX"]), key] + ([number(rng)] if rng.random() < 0.5 else []),
+        lambda: ["LSET", key, rng.choice(["0", "-1", "3", "x"]), value(rng)],
+        lambda: ["LTRIM", key, rng.choice(["0", "1", "-3"]), rng.choice(["-1", "2", "-2"])],
+        lambda: ["LREM", key, rng.choice(["0", "1", "-1", "2"]), rng.choice(SCALARS)],
+        lambda: ["LINSERT", key, rng.choice(["BEFORE", "AFTER"]), rng.choice(SCALARS), value(rng)],
+        lambda: ["LPOS", key, rng.choice(SCALARS)] + rng.choice([[], ["RANK", "-1"], ["COUNT", "0"], ["RANK", "2", "COUNT", "2"], ["MAXLEN", "2"]]),
+        lambda: ["LMOVE", key, other, rng.choice(["LEFT", "RIGHT"]), rng.choice(["LEFT", "RIGHT"])],
+        lambda: ["RPOPLPUSH", key, other],
+        lambda: ["LMPOP", "2", key, other, rng.choice(["LEFT", "RIGHT"])] + rng.choice([[], ["COUNT", "2"]]),
         # Session commands: queued in MULTI too, where a bad subcommand discards the transaction.
         lambda: ["CLIENT", "SETNAME", rng.choice(["alpha", "beta"])],
         lambda: ["CLIENT", rng.choice(["GETNAME", "GETNAME", "NOSUCH"])] + rng.choice([[], [], ["extra"]]),
@@ -304,8 +316,8 @@ def test_random_sequences_match_redis(shared_server, reference_redis, seed):
     divergence = first_divergence(commands, expected, actual)
     assert divergence is None, f"seed {seed}: {divergence}"
     # The end states agree too, key by key.
-    final = [["KEYS", "*"]] + [[name, key] for key in KEYS for name in ("TYPE", "GET", "HGETALL", "SMEMBERS")]
+    final = [["KEYS", "*"]] + [[name, key] for key in KEYS for name in ("TYPE", "GET", "HGETALL", "SMEMBERS", "LRANGE")]
     types = {key: theirs[0].execute_command("TYPE", key) for key in KEYS}
-    reader_type = {"GET": "string", "HGETALL": "hash", "SMEMBERS": "set"}
-    final = [(0, arguments) for arguments in final if arguments[0] not in reader_type or types[arguments[1]] == reader_type[arguments[0]]]
+    reader_type = {"GET": "string", "HGETALL": "hash", "SMEMBERS": "set", "LRANGE": "list"}
+    final = [(0, arguments + (["0", "-1"] if arguments[0] == "LRANGE" else [])) for arguments in final if arguments[0] not in reader_type or types[arguments[1]] == reader_type[arguments[0]]]
     assert run(ours, final) == run(theirs, final), f"seed {seed}: final states differ"

@@ -1,6 +1,6 @@
 """DUMP and RESTORE between hybridkv and a real redis-server, both ways: every encoding Redis
-7.0 writes for strings, hashes and sets (plain, integer, LZF-compressed strings; listpack and
-hashtable hashes; intset and hashtable sets) restores here, and what hybridkv dumps restores in Redis. Error replies are
+7.0 writes for strings, hashes, sets and lists (plain, integer, LZF-compressed strings; listpack
+and hashtable hashes; intset and hashtable sets; quicklists) restores here, and what hybridkv dumps restores in Redis. Error replies are
 compared with Redis in test_compare_redis.py ("dump and restore")."""
 
 import time
@@ -33,6 +33,12 @@ SETS = {
     "many integers": {str(number * 7).encode() for number in range(2000)},
 }
 
+LISTS = {
+    "short list": [b"a", b"1", b"-5", b"300", b"70000", b"5000000000", b""],
+    "long list": [f"element number {number:010d}".encode() for number in range(2000)],
+    "long elements": [b"x" * 10_000, b"y", b"z" * 70_000],
+}
+
 
 @pytest.fixture
 def pair(shared_server, reference_redis):
@@ -46,11 +52,11 @@ def pair(shared_server, reference_redis):
 
 
 def value_of(client, key):
-    readers = {b"string": client.get, b"hash": client.hgetall, b"set": client.smembers}
+    readers = {b"string": client.get, b"hash": client.hgetall, b"set": client.smembers, b"list": lambda key: client.lrange(key, 0, -1)}
     return readers[client.type(key)](key)
 
 
-@pytest.mark.parametrize("name", sorted(STRINGS) + sorted(HASHES) + sorted(SETS))
+@pytest.mark.parametrize("name", sorted(STRINGS) + sorted(HASHES) + sorted(SETS) + sorted(LISTS))
 def test_a_value_dumped_by_redis_restores_here_and_back(pair, name):
     ours, theirs = pair
     key = name.encode()
@@ -58,8 +64,10 @@ def test_a_value_dumped_by_redis_restores_here_and_back(pair, name):
         theirs.set(key, STRINGS[name])
     elif name in HASHES:
         theirs.hset(key, mapping=HASHES[name])
-    else:
+    elif name in SETS:
         theirs.sadd(key, *SETS[name])
+    else:
+        theirs.rpush(key, *LISTS[name])
     expected = value_of(theirs, key)
     assert ours.restore(key, 0, theirs.dump(key)) == b"OK"
     assert value_of(ours, key) == expected and ours.ttl(key) == -1
@@ -123,9 +131,9 @@ def test_handmade_payloads_are_judged_as_redis_judges_them(pair):
     # takes it and builds a hash that holds the field twice.
     with pytest.raises(redis.ResponseError, match="^Bad data format$"):
         ours.restore("k", 0, payload(b"\x04\x02\x01f\x01v\x01f\x01w"))
-    # hybridkv has no lists; and a body never reads into the footer (Redis 7.0 restores this
-    # one as "hel" and two bytes of the version).
-    for foreign in (payload(b"\x01\x01\x01m"), payload(b"\x00\x05hel")):
+    # hybridkv has no sorted sets; and a body never reads into the footer (Redis 7.0 restores
+    # this one as "hel" and two bytes of the version).
+    for foreign in (payload(b"\x03\x01\x01m\x011"), payload(b"\x00\x05hel")):
         with pytest.raises(redis.ResponseError, match="^Bad data format$"):
             ours.restore("k", 0, foreign)
     cases = {

@@ -38,6 +38,11 @@ COMMANDS = [
     ["SDIFFSTORE", "s4", "s2", "s2"], ["SINTERSTORE", "s5", "s2", "none1"], ["SPOP", "none1"], ["SPOP", "s2", "0"],
     ["SPOP", "s2", "1"], ["SADD", "s6", "a", "b"], ["SPOP", "s6", "5"], ["SADD", "s7", "a"], ["SPOP", "s7"],
     ["DUMP-RESTORE", "s2", "rs3"],
+    ["RPUSH", "l1", "a", "b", "c", "d"], ["LPUSH", "l1", "z"], ["LPUSHX", "none1", "a"], ["RPUSHX", "l1", "e"], ["LPOP", "l1"],
+    ["RPOP", "l1", "2"], ["LSET", "l1", "0", "A"], ["LINSERT", "l1", "AFTER", "A", "B"], ["LINSERT", "l1", "AFTER", "zz", "B"],
+    ["LREM", "l1", "0", "zz"], ["LREM", "l1", "1", "B"], ["LTRIM", "l1", "0", "-1"], ["LMOVE", "l1", "l2", "LEFT", "RIGHT"],
+    ["LMOVE", "l2", "l2", "LEFT", "RIGHT"], ["RPOPLPUSH", "l2", "l3"], ["LMPOP", "2", "none1", "l1", "LEFT", "COUNT", "5"],
+    ["RPUSH", "l4", "x", "y"], ["LTRIM", "l4", "5", "6"], ["RPUSH", "l5", "x"], ["LREM", "l5", "0", "x"], ["DUMP-RESTORE", "l3", "rs4"],
     ["LCS", "a", "b"], ["GET", "nothing"], ["FLUSHDB"], ["SET", "x", "1"], ["FLUSHALL"], ["SET", "y", "1"],
     # A transaction's events are published at its commit, before the messages of the PUBLISHes
     # queued in it (Redis publishes each as its command runs): PUBLISH last orders both alike.

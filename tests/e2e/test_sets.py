@@ -7,7 +7,7 @@ crashes whole. Replies and errors of small sets are compared one by one in test_
 import pytest
 import redis
 
-from conftest import assert_same, both
+from conftest import assert_same, assert_watch_sees, both
 
 MEMBERS = 20_000
 
@@ -96,25 +96,15 @@ def test_watch_sees_set_writes_but_not_an_sadd_that_adds_nothing(shared_server):
     other = shared_server.client(decode_responses=True)
     client.delete("watched")
     fill(client, "watched", (f"m{number}" for number in range(3000)))
-    for write, aborts in [
+    writes = [
         (lambda: other.sadd("watched", "m7"), False),
         (lambda: other.srem("watched", "absent"), False),
         (lambda: other.sadd("watched", "new"), True),
         (lambda: other.srem("watched", "m9"), True),
         (lambda: other.smove("watched", "elsewhere", "m10"), True),
         (lambda: other.spop("watched"), True),
-    ]:
-        pipe = client.pipeline(transaction=True)
-        pipe.watch("watched")
-        write()
-        pipe.multi()
-        pipe.scard("watched")
-        if aborts:
-            with pytest.raises(redis.WatchError):
-                pipe.execute()
-        else:
-            assert pipe.execute() == [other.scard("watched")]
-        pipe.reset()
+    ]
+    assert_watch_sees(client, other, "watched", writes, lambda pipe, key: pipe.scard(key))
     client.close()
     other.close()
 

@@ -3,13 +3,16 @@
 //! values move between hybridkv and Redis in both directions.
 //!
 //! Written: a string as RDB type 0 with a plain length-prefixed body, a hash as type 4 (field,
-//! value pairs), a set as type 2 (members, as Redis writes a hashtable-encoded set), version 10
-//! (Redis 7.0's). Read: those, plus what Redis writes for strings, hashes and sets from version
+//! value pairs), a set as type 2 (members, as Redis writes a hashtable-encoded set), a list as
+//! type 18 (a quicklist, as Redis 7.0 writes one: listpack nodes of at most 8 KiB, an element
+//! larger than that alone in its node, one of 1 GiB or more in a PLAIN node), version 10 (Redis
+//! 7.0's). Read: those, plus what Redis writes for strings, hashes, sets and lists from version
 //! 6 on: integer-encoded and LZF-compressed strings, hashes as a listpack (type 16, Redis 7) or
-//! a ziplist (type 13, Redis 6), sets as an intset (type 11) or a listpack (type 20, Redis 7.2).
-//! A set must have members, all distinct, as Redis requires: encoding an empty set gives a
-//! payload that neither Redis nor `decode_dump` restores. Other types (lists, sorted sets, …)
-//! are refused: hybridkv has no such values.
+//! a ziplist (type 13, Redis 6), sets as an intset (type 11) or a listpack (type 20, Redis 7.2),
+//! lists as a quicklist of ziplists (type 14, Redis 6) or a plain count of strings (type 1).
+//! A set must have members, all distinct, and a list elements, as Redis requires: encoding an
+//! empty set or list gives a payload that neither Redis nor `decode_dump` restores. Other types
+//! (sorted sets, streams, …) are refused: hybridkv has no such values.
 //!
 //! Length encoding (the two high bits of the first byte): `00` a 6-bit length, `01` a 14-bit
 //! big-endian length, `10000000` a u32 BE, `10000001` a u64 BE follows, `11` a special string:
@@ -27,8 +30,8 @@ pub const DUMP_RDB_VERSION_READ_MAX: u16 = 12;
 
 /// What a payload may make RESTORE build, so that a small payload cannot make it allocate much
 /// more than it holds: an LZF-compressed string decompresses to at most `string_bytes_max`
-/// bytes, a hash has at most `elements_max` fields, a set at most `elements_max` members. Plain
-/// strings are bounded by the payload.
+/// bytes, a hash has at most `elements_max` fields, a set at most `elements_max` members, a list
+/// at most `elements_max` elements. Plain strings are bounded by the payload.
 #[derive(Clone, Copy, Debug)]
 pub struct DumpLimits {
     pub string_bytes_max: usize,
@@ -40,12 +43,28 @@ pub struct DumpLimits {
 const LZF_EXPANSION_MAX: usize = 88;
 const FOOTER_BYTES: usize = 2 + 8;
 const TYPE_STRING: u8 = 0;
+const TYPE_LIST: u8 = 1;
 const TYPE_SET: u8 = 2;
 const TYPE_HASH: u8 = 4;
 const TYPE_SET_INTSET: u8 = 11;
 const TYPE_HASH_ZIPLIST: u8 = 13;
+const TYPE_LIST_QUICKLIST: u8 = 14;
 const TYPE_HASH_LISTPACK: u8 = 16;
+const TYPE_LIST_QUICKLIST_2: u8 = 18;
 const TYPE_SET_LISTPACK: u8 = 20;
+/// A type 18 node's container: one element as it is.
+const NODE_PLAIN: u64 = 1;
+/// A type 18 node's container: a listpack of elements.
+const NODE_PACKED: u64 = 2;
+/// Redis's default list-max-listpack-size -2: a node's listpack grows to at most 8 KiB; an
+/// element too large for that is alone in its node.
+const NODE_LISTPACK_BYTES_MAX: usize = 8 << 10;
+/// Redis 7.0's packed_threshold: an element this long goes in a PLAIN node. Below it, a
+/// listpack holding it stays well under its u32 size field.
+const PLAIN_ELEMENT_BYTES_MIN: usize = 1 << 30;
+/// A listpack's entry count when it holds more than a u16 counts (a node written here holds at
+/// most 4,092: 8 KiB of 2-byte entries, or one larger element).
+const LISTPACK_COUNT_UNKNOWN: u16 = u16::MAX;
 const LENGTH_6_BITS: u8 = 0;
 const LENGTH_14_BITS: u8 = 1;
 const LENGTH_WIDE: u8 = 2;
@@ -72,6 +91,8 @@ pub enum DumpValue {
     Hash(Vec<(Bytes, Bytes)>),
     /// Members in the payload's order (an intset's ascending order).
     Set(Vec<Bytes>),
+    /// Elements in list order, head first.
+    List(Vec<Bytes>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -80,8 +101,8 @@ pub enum DumpError {
     /// does not match (Redis's `DUMP payload version or checksum are wrong`).
     #[error("DUMP payload version or checksum are wrong")]
     VersionOrChecksum,
-    /// The body is not a string, hash or set in an encoding read here, or a set is empty or
-    /// repeats a member (Redis's `Bad data format`).
+    /// The body is not a string, hash, set or list in an encoding read here, a set or list is
+    /// empty, or a set repeats a member (Redis's `Bad data format`).
     #[error("Bad data format")]
     BadFormat,
     /// Past a `DumpLimits` bound: how much of what, and the limit.
@@ -112,6 +133,10 @@ pub fn encode_dump(value: &DumpValue) -> Vec<u8> {
                 put_string(&mut payload, member);
             }
         }
+        DumpValue::List(elements) => {
+            payload.push(TYPE_LIST_QUICKLIST_2);
+            put_quicklist(&mut payload, elements, PLAIN_ELEMENT_BYTES_MIN);
+        }
     }
     payload.extend_from_slice(&DUMP_RDB_VERSION_WRITTEN.to_le_bytes());
     let checksum = CRC64.checksum(&payload);
@@ -133,15 +158,19 @@ pub fn decode_dump(payload: &[u8], limits: DumpLimits) -> Result<DumpValue, Dump
         TYPE_HASH => DumpValue::Hash(hash_fields(&mut body, limits)?),
         TYPE_HASH_LISTPACK => DumpValue::Hash(pairs(listpack_entries(&body.string()?, limits.string_bytes_max)?)?),
         TYPE_HASH_ZIPLIST => DumpValue::Hash(pairs(ziplist_entries(&body.string()?, limits.string_bytes_max)?)?),
-        TYPE_SET => DumpValue::Set(set_members(&mut body, limits)?),
+        TYPE_SET => DumpValue::Set(counted_strings(&mut body, "members in a set", limits)?),
         TYPE_SET_INTSET => DumpValue::Set(intset_members(&body.string()?, limits)?),
         TYPE_SET_LISTPACK => DumpValue::Set(listpack_entries(&body.string()?, limits.string_bytes_max)?.into_iter().map(Bytes::from).collect()),
+        TYPE_LIST => DumpValue::List(counted_strings(&mut body, "elements in a list", limits)?),
+        TYPE_LIST_QUICKLIST => DumpValue::List(quicklist_elements(&mut body, limits, ziplist_node)?),
+        TYPE_LIST_QUICKLIST_2 => DumpValue::List(quicklist_elements(&mut body, limits, quicklist_2_node)?),
         _ => return Err(DumpError::BadFormat),
     };
     match &value {
         DumpValue::String(_) => {}
         DumpValue::Hash(fields) => check_elements(fields.len() as u64, "fields in a hash", limits)?,
         DumpValue::Set(members) => check_set(members, limits)?,
+        DumpValue::List(elements) => check_list(elements, limits)?,
     }
     Ok(value)
 }
@@ -165,6 +194,15 @@ fn check_set(members: &[Bytes], limits: DumpLimits) -> Result<(), DumpError> {
     }
 }
 
+/// A list as Redis restores one: within the limit, not empty.
+fn check_list(elements: &[Bytes], limits: DumpLimits) -> Result<(), DumpError> {
+    check_elements(elements.len() as u64, "elements in a list", limits)?;
+    match elements.is_empty() {
+        true => Err(DumpError::BadFormat),
+        false => Ok(()),
+    }
+}
+
 /// Type 4's count, then each field and its value as strings.
 fn hash_fields(body: &mut Reader<'_>, limits: DumpLimits) -> Result<Vec<(Bytes, Bytes)>, DumpError> {
     let count = body.length()?;
@@ -177,11 +215,56 @@ fn hash_fields(body: &mut Reader<'_>, limits: DumpLimits) -> Result<Vec<(Bytes, 
     Ok(fields)
 }
 
-/// Type 2's count, then each member as a string.
-fn set_members(body: &mut Reader<'_>, limits: DumpLimits) -> Result<Vec<Bytes>, DumpError> {
+/// A count of `what`, then each as a string: type 2's members, type 1's elements.
+fn counted_strings(body: &mut Reader<'_>, what: &'static str, limits: DumpLimits) -> Result<Vec<Bytes>, DumpError> {
     let count = body.length()?;
-    check_elements(count, "members in a set", limits)?;
+    check_elements(count, what, limits)?;
     (0..count).map(|_| body.string().map(Bytes::from)).collect()
+}
+
+/// Reads one quicklist node's elements.
+type NodeReader = fn(&mut Reader<'_>) -> Result<Vec<Vec<u8>>, DumpError>;
+
+/// Type 14's or 18's node count, then each node as `node` reads it. A listpack or ziplist with
+/// no entries is skipped, as Redis skips it. The node count is not held to `elements_max`:
+/// nothing is allocated for it, and each node takes bytes of the payload. The elements are held
+/// to it before each node's join them.
+fn quicklist_elements(body: &mut Reader<'_>, limits: DumpLimits, node: NodeReader) -> Result<Vec<Bytes>, DumpError> {
+    let nodes = body.length()?;
+    let mut elements = Vec::new();
+    for _ in 0..nodes {
+        let entries = node(body)?;
+        check_elements((elements.len() + entries.len()) as u64, "elements in a list", limits)?;
+        elements.extend(entries.into_iter().map(Bytes::from));
+    }
+    Ok(elements)
+}
+
+/// A type 14 node: a ziplist.
+fn ziplist_node(body: &mut Reader<'_>) -> Result<Vec<Vec<u8>>, DumpError> {
+    ziplist_entries(&node_bytes(body)?, body.string_bytes_max)
+}
+
+/// A type 18 node: its container, then a listpack (PACKED) or a single element (PLAIN).
+fn quicklist_2_node(body: &mut Reader<'_>) -> Result<Vec<Vec<u8>>, DumpError> {
+    let container = body.length()?;
+    if container != NODE_PACKED && container != NODE_PLAIN {
+        return Err(DumpError::BadFormat);
+    }
+    let node = node_bytes(body)?;
+    match container {
+        NODE_PACKED => listpack_entries(&node, body.string_bytes_max),
+        _ => Ok(vec![node]),
+    }
+}
+
+/// A quicklist node's string, which Redis refuses empty (even a PLAIN node's element).
+fn node_bytes(body: &mut Reader<'_>) -> Result<Vec<u8>, DumpError> {
+    let node = body.string()?;
+    match node.is_empty() {
+        true => Err(DumpError::BadFormat),
+        false => Ok(node),
+    }
 }
 
 /// An intset's integers in decimal. Refused as Redis's intsetValidateIntegrity refuses them: a
@@ -230,6 +313,99 @@ fn put_length(payload: &mut Vec<u8>, length: u64) {
 fn put_string(payload: &mut Vec<u8>, bytes: &[u8]) {
     put_length(payload, bytes.len() as u64);
     payload.extend_from_slice(bytes);
+}
+
+/// Type 18's node count, then each node's container and string. An element of
+/// `plain_bytes_min` or more is written PLAIN, every other node PACKED; `plain_bytes_min` is
+/// over NODE_LISTPACK_BYTES_MAX, so that such an element is alone in its node.
+fn put_quicklist(payload: &mut Vec<u8>, elements: &[Bytes], plain_bytes_min: usize) {
+    debug_assert!(plain_bytes_min > NODE_LISTPACK_BYTES_MAX);
+    let nodes = quicklist_nodes(elements);
+    put_length(payload, nodes.len() as u64);
+    for node in nodes {
+        match node {
+            [element] if element.len() >= plain_bytes_min => {
+                put_length(payload, NODE_PLAIN);
+                put_string(payload, element);
+            }
+            _ => {
+                put_length(payload, NODE_PACKED);
+                put_string(payload, &listpack_of(node));
+            }
+        }
+    }
+}
+
+/// `elements` cut into runs whose listpack is at most NODE_LISTPACK_BYTES_MAX, as Redis fills
+/// its nodes; an element larger than that makes a run of its own.
+fn quicklist_nodes(elements: &[Bytes]) -> Vec<&[Bytes]> {
+    let mut nodes = Vec::new();
+    let (mut start, mut node_bytes) = (0, LISTPACK_HEADER_BYTES + 1);
+    for (index, element) in elements.iter().enumerate() {
+        let entry_bytes = listpack_string_entry_bytes(element.len());
+        if index > start && node_bytes + entry_bytes > NODE_LISTPACK_BYTES_MAX {
+            nodes.push(&elements[start..index]);
+            (start, node_bytes) = (index, LISTPACK_HEADER_BYTES + 1);
+        }
+        node_bytes += entry_bytes;
+    }
+    if start < elements.len() {
+        nodes.push(&elements[start..]);
+    }
+    nodes
+}
+
+/// A listpack of `elements`, each a string entry. Redis writes an element that reads as an
+/// integer as an integer entry; a string entry restores the same bytes, and also keeps an
+/// element such as `007` as it is.
+fn listpack_of(elements: &[Bytes]) -> Vec<u8> {
+    let mut listpack = vec![0; LISTPACK_HEADER_BYTES];
+    for element in elements {
+        put_listpack_string(&mut listpack, element);
+    }
+    listpack.push(AGGREGATE_END);
+    let total = u32::try_from(listpack.len()).expect("an element of PLAIN_ELEMENT_BYTES_MIN or more is not packed");
+    listpack[..4].copy_from_slice(&total.to_le_bytes());
+    let count = u16::try_from(elements.len()).unwrap_or(LISTPACK_COUNT_UNKNOWN);
+    listpack[4..6].copy_from_slice(&count.to_le_bytes());
+    listpack
+}
+
+/// Bytes of the listpack string entry of `length` bytes: its header, the bytes and the
+/// back-length.
+fn listpack_string_entry_bytes(length: usize) -> usize {
+    let header = match length {
+        0..64 => 1,
+        64..4096 => 2,
+        _ => 5,
+    };
+    header + length + listpack_backlen_bytes(header + length)
+}
+
+/// A string entry: a 6-bit, 12-bit or 32-bit length, the bytes, then the back-length.
+fn put_listpack_string(listpack: &mut Vec<u8>, bytes: &[u8]) {
+    let start = listpack.len();
+    let length = bytes.len();
+    match length {
+        0..64 => listpack.push(0x80 | length as u8),
+        64..4096 => listpack.extend_from_slice(&[0xE0 | (length >> 8) as u8, length as u8]),
+        _ => {
+            listpack.push(0xF0);
+            listpack.extend_from_slice(&u32::try_from(length).expect("a packed element is under 4 GiB").to_le_bytes());
+        }
+    }
+    listpack.extend_from_slice(bytes);
+    put_listpack_backlen(listpack, listpack.len() - start);
+}
+
+/// An entry's length, 7 bits a byte, most significant first: every byte but the first has its
+/// high bit set, so that a reader walking back from the next entry knows where it stops.
+fn put_listpack_backlen(listpack: &mut Vec<u8>, entry_bytes: usize) {
+    let bytes = listpack_backlen_bytes(entry_bytes);
+    for position in (0..bytes).rev() {
+        let group = (entry_bytes >> (7 * position)) as u8 & 0x7F;
+        listpack.push(if position + 1 == bytes { group } else { group | 0x80 });
+    }
 }
 
 /// Fields and values from an aggregate's entries, which alternate.
@@ -377,13 +553,15 @@ fn listpack_entry(reader: &mut Reader<'_>, encoding: u8) -> Result<Vec<u8>, Dump
     }
 }
 
-/// Bytes of a listpack back-length for an entry of `entry_bytes`: 7 bits per byte.
+/// Bytes of a listpack back-length for an entry of `entry_bytes`: 7 bits per byte, with
+/// Redis's lpEncodeBacklen bounds, whose limits 2^14-1, 2^21-1 and 2^28-1 already take one
+/// byte more (an entry of exactly 16,383 bytes has a 3-byte back-length).
 fn listpack_backlen_bytes(entry_bytes: usize) -> usize {
     match entry_bytes {
         0..=127 => 1,
-        128..=16_383 => 2,
-        16_384..=2_097_151 => 3,
-        2_097_152..=268_435_455 => 4,
+        128..16_383 => 2,
+        16_383..2_097_151 => 3,
+        2_097_151..268_435_455 => 4,
         _ => 5,
     }
 }
@@ -624,6 +802,8 @@ mod tests {
             hash(&[("f", "v"), ("", "empty field"), ("long", &long)]),
             set(&["m"]),
             set(&["", "12", "-3", &long]),
+            list(&["e"]),
+            list(&["", "12", "-3", "007", "", &long, "tail"]),
         ] {
             let payload = encode_dump(&value);
             assert_eq!(u16::from_le_bytes([payload[payload.len() - 10], payload[payload.len() - 9]]), DUMP_RDB_VERSION_WRITTEN);
@@ -669,14 +849,20 @@ mod tests {
         // Redis 6's HSET h f v n 12 m -300: strings, an immediate and a 16-bit integer.
         let mut entries = vec![0x00, 0x01, b'f', 0x03, 0x01, b'v', 0x03, 0x01, b'n', 0x03, 0xFD, 0x02, 0x01, b'm', 0x03, 0xC0];
         entries.extend_from_slice(&(-300i16).to_le_bytes());
+        let mut body = vec![TYPE_HASH_ZIPLIST];
+        put_string(&mut body, &ziplist(&entries));
+        assert_eq!(decode(&payload(&body, 9)), Ok(hash(&[("f", "v"), ("n", "12"), ("m", "-300")])));
+    }
+
+    /// A ziplist of `entries`, already encoded (each led by its previous entry's length); the
+    /// tail offset and count, which the reader does not use, are left 0.
+    fn ziplist(entries: &[u8]) -> Vec<u8> {
         let mut ziplist = vec![0; ZIPLIST_HEADER_BYTES];
-        ziplist.extend_from_slice(&entries);
+        ziplist.extend_from_slice(entries);
         ziplist.push(AGGREGATE_END);
         let total = ziplist.len() as u32;
         ziplist[..4].copy_from_slice(&total.to_le_bytes());
-        let mut body = vec![TYPE_HASH_ZIPLIST];
-        put_string(&mut body, &ziplist);
-        assert_eq!(decode(&payload(&body, 9)), Ok(hash(&[("f", "v"), ("n", "12"), ("m", "-300")])));
+        ziplist
     }
 
     /// What the fuzz target `resp_dump` checks, over seeded mutations of valid bodies (the
@@ -698,6 +884,11 @@ mod tests {
             encode_dump(&set(&["m", "12", "n"])),
             REDIS_7_0_INTSET_16.to_vec(),
             payload(&listpack_set_body(&[listpack_string("a"), vec![0x07]]), DUMP_RDB_VERSION_WRITTEN),
+            encode_dump(&list(&["a", "", "12", &"l".repeat(70)])),
+            REDIS_7_0_SHORT_LIST.to_vec(),
+            REDIS_7_0_PLAIN_NODE_LIST.to_vec(),
+            payload(&[vec![TYPE_LIST_QUICKLIST, 0x01, 14], ziplist(&[0x00, 0x01, b'a'])].concat(), DUMP_RDB_VERSION_WRITTEN),
+            payload(&[TYPE_LIST, 0x02, 0x01, b'x', 0xC0, 0xFB], DUMP_RDB_VERSION_WRITTEN),
         ]
         .into_iter()
         .map(|payload| payload[..payload.len() - FOOTER_BYTES].to_vec())
@@ -733,8 +924,247 @@ mod tests {
         flipped[2] ^= 1;
         assert_eq!(decode(&flipped), Err(DumpError::VersionOrChecksum));
         assert_eq!(decode(&payload(&[0x00, 0x01, b'x'], DUMP_RDB_VERSION_READ_MAX + 1)), Err(DumpError::VersionOrChecksum));
-        assert_eq!(decode(&payload(&[0x01, 0x01, 0x01, b'x'], 10)), Err(DumpError::BadFormat), "a list");
+        assert_eq!(decode(&payload(&[0x05, 0x01, 0x01, b'x'], 10)), Err(DumpError::BadFormat), "a sorted set");
         assert_eq!(decode(&payload(&[0x00, 0x05, b'x'], 10)), Err(DumpError::BadFormat), "shorter than its length");
         assert_eq!(decode(&payload(&[0x04, 0x01, 0x01, b'f'], 10)), Err(DumpError::BadFormat), "a field without a value");
+    }
+
+    fn list(elements: &[&str]) -> DumpValue {
+        DumpValue::List(elements.iter().map(|element| Bytes::from(element.to_string())).collect())
+    }
+
+    /// The bytes of `text`, hexadecimal digits in pairs.
+    fn hex(text: &str) -> Vec<u8> {
+        (0..text.len()).step_by(2).map(|at| u8::from_str_radix(&text[at..at + 2], 16).expect("hex digits")).collect()
+    }
+
+    /// A type 18 body of these (container, node string) nodes.
+    fn quicklist_2_body(nodes: &[(u64, Vec<u8>)]) -> Vec<u8> {
+        let mut body = vec![TYPE_LIST_QUICKLIST_2];
+        put_length(&mut body, nodes.len() as u64);
+        for (container, node) in nodes {
+            put_length(&mut body, *container);
+            put_string(&mut body, node);
+        }
+        body
+    }
+
+    /// The (container, node string) nodes of a type 18 payload, LZF strings decompressed.
+    fn quicklist_2_nodes(payload: &[u8]) -> Vec<(u64, Vec<u8>)> {
+        let mut body = Reader { bytes: &payload[..payload.len() - FOOTER_BYTES], string_bytes_max: usize::MAX };
+        assert_eq!(body.byte(), Ok(TYPE_LIST_QUICKLIST_2));
+        let count = body.length().unwrap();
+        (0..count).map(|_| (body.length().unwrap(), body.string().unwrap())).collect()
+    }
+
+    /// DUMP of RPUSH l a 1 -5 300 70000 5000000000 "" from redis-server 7.0.15: type 18, one
+    /// PACKED node holding a string, 7-bit, 13-bit, 16-bit, 24-bit and 64-bit integers and an
+    /// empty string.
+    const REDIS_7_0_SHORT_LIST: [u8; 49] = [
+        0x12, 0x01, 0x02, 0x23, 0x23, 0x00, 0x00, 0x00, 0x07, 0x00, 0x81, 0x61, 0x02, 0x01, 0x01, 0xdf, 0xfb, 0x02, 0xc1, 0x2c, 0x02, 0xf2, 0x70,
+        0x11, 0x01, 0x04, 0xf4, 0x00, 0xf2, 0x05, 0x2a, 0x01, 0x00, 0x00, 0x00, 0x09, 0x80, 0x01, 0xff, 0x0a, 0x00, 0x00, 0xae, 0x91, 0x1b, 0x6d,
+        0x38, 0x18, 0xde,
+    ];
+    /// DUMP of RPUSH pair a bc from redis-server 7.0.15: a listpack too short for Redis to
+    /// compress, of two string entries.
+    const REDIS_7_0_PAIR_LIST: [u8; 28] = [
+        0x12, 0x01, 0x02, 0x0e, 0x0e, 0x00, 0x00, 0x00, 0x02, 0x00, 0x81, 0x61, 0x02, 0x82, 0x62, 0x63, 0x03, 0xff, 0x0a, 0x00, 0x9a, 0x61, 0x3c,
+        0x3e, 0xe8, 0x2f, 0xb4, 0x1b,
+    ];
+    /// DUMP of RPUSH plain head <"p" x 120> tail from redis-server 7.0.15 after DEBUG
+    /// QUICKLIST-PACKED-THRESHOLD 100: the long element in a PLAIN node between two PACKED.
+    const REDIS_7_0_PLAIN_NODE_LIST: [u8; 56] = [
+        0x12, 0x03, 0x02, 0x0d, 0x0d, 0x00, 0x00, 0x00, 0x01, 0x00, 0x84, 0x68, 0x65, 0x61, 0x64, 0x05, 0xff, 0x01, 0xc3, 0x09, 0x40, 0x78, 0x01,
+        0x70, 0x70, 0xe0, 0x6b, 0x00, 0x01, 0x70, 0x70, 0x02, 0x0d, 0x0d, 0x00, 0x00, 0x00, 0x01, 0x00, 0x84, 0x74, 0x61, 0x69, 0x6c, 0x05, 0xff,
+        0x0a, 0x00, 0xa0, 0xdc, 0xb3, 0x3b, 0xed, 0x83, 0xee, 0x1c,
+    ];
+    /// DUMP of RPUSH big <"y" x 10000> from redis-server 7.0.15: one PACKED node over 8 KiB
+    /// holding the element alone (a 32-bit string entry), LZF-compressed.
+    const REDIS_7_0_BIG_ELEMENT_LIST: &str = "\
+        120102c34083671e071e2700000100f01020060079e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff\
+        00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0\
+        ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0de00024e95ff0a00c133cd4e3984b055";
+    /// DUMP of RPUSH edge <"e" x 16378> f from redis-server 7.0.15: an entry of 16,383 bytes,
+    /// whose back-length takes 3 bytes, alone in its node, then a node of "f".
+    const REDIS_7_0_BACKLEN_EDGE_LIST: &str = "\
+        120202c340cf80000040090b094000000100f0fa3f000065e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff\
+        00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0\
+        ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00\
+        e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e0ff00e000000300ffffff020a0a000000\
+        0100816602ff0a00176ec5e2382b66b1";
+    /// DUMP of RPUSH long with 2000 elements, the i-th the 30 digits of i % 10 (zero-padded,
+    /// so strings), from redis-server 7.0.15: 8 PACKED nodes, LZF-compressed.
+    const REDIS_7_0_LONG_LIST: &str = "\
+        120802c340e75fe707e71f0000ff009e30e01400001fe0151f0031e0161f0032e0161f0033e0161f0034e0161f0035e0161f0036e0161f00\
+        37e0161f0038e0161f0039e0161fe1ff3fe00f00e1ff3fe00f00e2ff7fe00f00e3ffbfe00f00e4ffffe00f00e6ff3fe00f00e7ff7fe00f00\
+        e8ffbfe00f00e9ffffe00f00ebff3fe01000eb165fe1ff3fe01000e1ff3fe00e00ecff7fe00f00ecff7fe00f00ecff7fe00f00ecff7fe00f\
+        00ecff7fe00f00ecff7fe00f00ecff7fe00f00ecff7fe00f00ebff3fe01000ebff3fe00e00ebff3fe00f00ebff3fe00f00ebff3fe00f00eb\
+        ff3fe00f00ebff3fe00f0002341fff02c340e85fe707e71f0000ff009e30e0130001351fe0151f0036e0161f0037e0161f0038e0161f0039\
+        e0161f0030e0161f0031e0161f0032e0161f0033e0161f0034e0161fe1ff3fe00f00e1ff3fe00f00e2ff7fe00f00e3ffbfe00f00e4ffffe0\
+        1000e516bfe1ff3fe01000e1ff3fe00e00e8ffbfe00f00e9ffffe00f00ebff3fe00f00ecff7fe00f00ecff7fe00f00ecff7fe00f00ecff7f\
+        e00f00ecff7fe00f00ebff3fe01000ebff3fe00e00ebff3fe00f00ebff3fe00f00ebff3fe00f00ebff3fe00f00ebff3fe00f00ebff3fe00f\
+        00ebff3fe00f00ebff3fe00f00ebff3fe01000ebff3fe00e0002391fff02c340e75fe707e71f0000ff009e30e01400001fe0151f0031e016\
+        1f0032e0161f0033e0161f0034e0161f0035e0161f0036e0161f0037e0161f0038e0161f0039e0161fe1ff3fe00f00e1ff3fe00f00e2ff7f\
+        e00f00e3ffbfe00f00e4ffffe00f00e6ff3fe00f00e7ff7fe00f00e8ffbfe00f00e9ffffe00f00ebff3fe01000eb165fe1ff3fe01000e1ff\
+        3fe00e00ecff7fe00f00ecff7fe00f00ecff7fe00f00ecff7fe00f00ecff7fe00f00ecff7fe00f00ecff7fe00f00ecff7fe00f00ebff3fe0\
+        1000ebff3fe00e00ebff3fe00f00ebff3fe00f00ebff3fe00f00ebff3fe00f00ebff3fe00f0002341fff02c340e85fe707e71f0000ff009e\
+        30e0130001351fe0151f0036e0161f0037e0161f0038e0161f0039e0161f0030e0161f0031e0161f0032e0161f0033e0161f0034e0161fe1\
+        ff3fe00f00e1ff3fe00f00e2ff7fe00f00e3ffbfe00f00e4ffffe01000e516bfe1ff3fe01000e1ff3fe00e00e8ffbfe00f00e9ffffe00f00\
+        ebff3fe00f00ecff7fe00f00ecff7fe00f00ecff7fe00f00ecff7fe00f00ecff7fe00f00ebff3fe01000ebff3fe00e00ebff3fe00f00ebff\
+        3fe00f00ebff3fe00f00ebff3fe00f00ebff3fe00f00ebff3fe00f00ebff3fe00f00ebff3fe00f00ebff3fe01000ebff3fe00e0002391fff\
+        02c340e75fe707e71f0000ff009e30e01400001fe0151f0031e0161f0032e0161f0033e0161f0034e0161f0035e0161f0036e0161f0037e0\
+        161f0038e0161f0039e0161fe1ff3fe00f00e1ff3fe00f00e2ff7fe00f00e3ffbfe00f00e4ffffe00f00e6ff3fe00f00e7ff7fe00f00e8ff\
+        bfe00f00e9ffffe00f00ebff3fe01000eb165fe1ff3fe01000e1ff3fe00e00ecff7fe00f00ecff7fe00f00ecff7fe00f00ecff7fe00f00ec\
+        ff7fe00f00ecff7fe00f00ecff7fe00f00ecff7fe00f00ebff3fe01000ebff3fe00e00ebff3fe00f00ebff3fe00f00ebff3fe00f00ebff3f\
+        e00f00ebff3fe00f0002341fff02c340e85fe707e71f0000ff009e30e0130001351fe0151f0036e0161f0037e0161f0038e0161f0039e016\
+        1f0030e0161f0031e0161f0032e0161f0033e0161f0034e0161fe1ff3fe00f00e1ff3fe00f00e2ff7fe00f00e3ffbfe00f00e4ffffe01000\
+        e516bfe1ff3fe01000e1ff3fe00e00e8ffbfe00f00e9ffffe00f00ebff3fe00f00ecff7fe00f00ecff7fe00f00ecff7fe00f00ecff7fe00f\
+        00ecff7fe00f00ebff3fe01000ebff3fe00e00ebff3fe00f00ebff3fe00f00ebff3fe00f00ebff3fe00f00ebff3fe00f00ebff3fe00f00eb\
+        ff3fe00f00ebff3fe00f00ebff3fe01000ebff3fe00e0002391fff02c340e75fe707e71f0000ff009e30e01400001fe0151f0031e0161f00\
+        32e0161f0033e0161f0034e0161f0035e0161f0036e0161f0037e0161f0038e0161f0039e0161fe1ff3fe00f00e1ff3fe00f00e2ff7fe00f\
+        00e3ffbfe00f00e4ffffe00f00e6ff3fe00f00e7ff7fe00f00e8ffbfe00f00e9ffffe00f00ebff3fe01000eb165fe1ff3fe01000e1ff3fe0\
+        0e00ecff7fe00f00ecff7fe00f00ecff7fe00f00ecff7fe00f00ecff7fe00f00ecff7fe00f00ecff7fe00f00ecff7fe00f00ebff3fe01000\
+        ebff3fe00e00ebff3fe00f00ebff3fe00f00ebff3fe00f00ebff3fe00f00ebff3fe00f0002341fff02c340cc5ae707e71a0000d7009e30e0\
+        130001351fe0151f0036e0161f0037e0161f0038e0161f0039e0161f0030e0161f0031e0161f0032e0161f0033e0161f0034e0161fe1ff3f\
+        e00f00e1ff3fe00f00e2ff7fe00f00e3ffbfe00f00e4ffffe01000e516bfe1ff3fe01000e1ff3fe00e00e8ffbfe00f00e9ffffe00f00ebff\
+        3fe00f00ecff7fe00f00ecff7fe00f00ecff7fe00f00ecff7fe00f00ecff7fe00f00ebff3fe01000ebff3fe00e00ebff3fe00f00ebff3fe0\
+        0f00ebff3fe00f00ebff3fe00f00ebff3fe00f00eb983f011fff0a00fee0cc42f41577f8";
+
+    fn long_list_elements() -> Vec<Bytes> {
+        (0..2000).map(|index| Bytes::from(format!("{:030}", index % 10))).collect()
+    }
+
+    #[test]
+    fn redis_7_list_payloads_decode() {
+        assert_eq!(decode(&REDIS_7_0_SHORT_LIST), Ok(list(&["a", "1", "-5", "300", "70000", "5000000000", ""])));
+        assert_eq!(decode(&REDIS_7_0_PAIR_LIST), Ok(list(&["a", "bc"])));
+        assert_eq!(decode(&REDIS_7_0_PLAIN_NODE_LIST), Ok(list(&["head", &"p".repeat(120), "tail"])));
+        assert_eq!(decode(&hex(REDIS_7_0_BIG_ELEMENT_LIST)), Ok(list(&[&"y".repeat(10_000)])));
+        assert_eq!(decode(&hex(REDIS_7_0_BACKLEN_EDGE_LIST)), Ok(list(&[&"e".repeat(16_378), "f"])));
+        let long = hex(REDIS_7_0_LONG_LIST);
+        assert_eq!(quicklist_2_nodes(&long).len(), 8);
+        let limits = DumpLimits { elements_max: 2000, ..LIMITS };
+        assert_eq!(decode_dump(&long, limits), Ok(DumpValue::List(long_list_elements())));
+    }
+
+    #[test]
+    fn lists_are_written_as_redis_7_0_writes_them() {
+        assert_eq!(encode_dump(&list(&["a", "bc"])), REDIS_7_0_PAIR_LIST);
+        // Redis compresses these nodes; uncompressed, they are what DUMP writes for the same
+        // elements, node for node, since Redis too writes these elements as string entries.
+        for (redis, elements) in [
+            (hex(REDIS_7_0_BIG_ELEMENT_LIST), list(&[&"y".repeat(10_000)])),
+            (hex(REDIS_7_0_BACKLEN_EDGE_LIST), list(&[&"e".repeat(16_378), "f"])),
+            (hex(REDIS_7_0_LONG_LIST), DumpValue::List(long_list_elements())),
+        ] {
+            assert_eq!(quicklist_2_nodes(&encode_dump(&elements)), quicklist_2_nodes(&redis));
+        }
+    }
+
+    #[test]
+    fn written_nodes_hold_at_most_8_kib_and_a_larger_element_alone() {
+        let elements: Vec<Bytes> = (0..2000).map(|index| Bytes::from(format!("element {index:022}"))).collect();
+        let nodes = quicklist_2_nodes(&encode_dump(&DumpValue::List(elements.clone())));
+        assert!(nodes.len() > 1);
+        for (index, (container, listpack)) in nodes.iter().enumerate() {
+            assert_eq!(*container, NODE_PACKED);
+            assert!(listpack.len() <= NODE_LISTPACK_BYTES_MAX, "node {index} holds {} bytes", listpack.len());
+            let full = listpack.len() + listpack_string_entry_bytes(30) > NODE_LISTPACK_BYTES_MAX;
+            assert!(full || index + 1 == nodes.len(), "node {index} is cut before it is full");
+            let count = u16::from_le_bytes([listpack[4], listpack[5]]) as usize;
+            assert_eq!(listpack_entries(listpack, usize::MAX).map(|entries| entries.len()), Ok(count));
+        }
+        let big = list(&["head", &"b".repeat(10_000), "tail"]);
+        let containers: Vec<u64> = quicklist_2_nodes(&encode_dump(&big)).into_iter().map(|(container, _)| container).collect();
+        assert_eq!(containers, [NODE_PACKED; 3], "an element under 1 GiB is packed, alone, as Redis 7.0 packs it");
+    }
+
+    #[test]
+    fn elements_past_the_plain_threshold_are_written_in_plain_nodes() {
+        let DumpValue::List(elements) = list(&["head", &"p".repeat(9_000), "mid", &"q".repeat(10_000)]) else { unreachable!() };
+        let mut body = vec![TYPE_LIST_QUICKLIST_2];
+        put_quicklist(&mut body, &elements, 9_000);
+        let payload = payload(&body, DUMP_RDB_VERSION_WRITTEN);
+        let nodes = quicklist_2_nodes(&payload);
+        let containers: Vec<u64> = nodes.iter().map(|(container, _)| *container).collect();
+        assert_eq!(containers, [NODE_PACKED, NODE_PLAIN, NODE_PACKED, NODE_PLAIN]);
+        assert_eq!(nodes[3].1, elements[3]);
+        assert_eq!(decode(&payload), Ok(DumpValue::List(elements)));
+    }
+
+    #[test]
+    fn lists_with_entries_of_every_width_round_trip() {
+        // String entries with 6-, 12- and 32-bit lengths, entries whose back-length takes 1 to 4
+        // bytes, each at its bounds (entries of 128, 16,383 and 2,097,151 bytes take one byte
+        // more), and elements that fill a node's 8 KiB exactly or by one byte too many.
+        let lengths = [0, 1, 63, 64, 125, 126, 4095, 4096, 8178, 8179, 10_000, 16_377, 16_378, 2_097_145, 2_097_146];
+        let element = |length: usize| Bytes::from((0..length).map(|at| (at * 7 + length) as u8).collect::<Vec<u8>>());
+        let value = DumpValue::List(lengths.into_iter().map(element).collect());
+        let limits = DumpLimits { string_bytes_max: 4 << 20, elements_max: 1000 };
+        assert_eq!(decode_dump(&encode_dump(&value), limits), Ok(value));
+        let distinct = DumpValue::List((0..2000).map(|index| Bytes::from(format!("{index:030}"))).collect());
+        assert_eq!(decode_dump(&encode_dump(&distinct), DumpLimits { elements_max: 2000, ..LIMITS }), Ok(distinct));
+    }
+
+    #[test]
+    fn redis_6_quicklists_and_type_1_lists_decode() {
+        // Two ziplist nodes: "a", the immediate 12 and the 16-bit -300, then "b".
+        let mut first = vec![0x00, 0x01, b'a', 0x03, 0xFD, 0x02, 0xC0];
+        first.extend_from_slice(&(-300i16).to_le_bytes());
+        let mut body = vec![TYPE_LIST_QUICKLIST, 0x02];
+        put_string(&mut body, &ziplist(&first));
+        put_string(&mut body, &ziplist(&[0x00, 0x01, b'b']));
+        assert_eq!(decode(&payload(&body, 9)), Ok(list(&["a", "12", "-300", "b"])));
+        // A count, then strings: plain, an i8 and an i16.
+        let body = [TYPE_LIST, 0x03, 0x01, b'x', 0xC0, 0xFB, 0xC1, 0xE8, 0x03];
+        assert_eq!(decode(&payload(&body, 9)), Ok(list(&["x", "-5", "1000"])));
+    }
+
+    #[test]
+    fn empty_listpack_and_ziplist_nodes_are_skipped_as_redis_skips_them() {
+        // redis-server 7.0.15 restores these, with or without sanitize-dump-payload, to [a].
+        let body = quicklist_2_body(&[(NODE_PACKED, listpack(&[])), (NODE_PACKED, listpack(&[listpack_string("a")]))]);
+        assert_eq!(decode(&payload(&body, 10)), Ok(list(&["a"])));
+        let mut body = vec![TYPE_LIST_QUICKLIST, 0x02];
+        put_string(&mut body, &ziplist(&[]));
+        put_string(&mut body, &ziplist(&[0x00, 0x01, b'a']));
+        assert_eq!(decode(&payload(&body, 9)), Ok(list(&["a"])));
+    }
+
+    #[test]
+    fn damaged_lists_are_refused() {
+        let refused = |body: &[u8], why: &str| assert_eq!(decode(&payload(body, 10)), Err(DumpError::BadFormat), "{why}");
+        let a = || listpack(&[listpack_string("a")]);
+        refused(&[TYPE_LIST_QUICKLIST_2, 0x00], "a quicklist without nodes");
+        refused(&quicklist_2_body(&[(NODE_PACKED, listpack(&[]))]), "a quicklist of an empty listpack only");
+        refused(&quicklist_2_body(&[(NODE_PACKED, Vec::new()), (NODE_PACKED, a())]), "an empty PACKED node string");
+        refused(&quicklist_2_body(&[(NODE_PLAIN, Vec::new()), (NODE_PACKED, a())]), "an empty PLAIN node");
+        refused(&quicklist_2_body(&[(0, a())]), "container 0");
+        refused(&quicklist_2_body(&[(3, a())]), "container 3");
+        refused(&quicklist_2_body(&[(NODE_PACKED, b"not a listpack".to_vec())]), "a PACKED node that is no listpack");
+        refused(&[TYPE_LIST_QUICKLIST_2, 0x02, 0x02, 0x01, b'x'], "fewer nodes than counted");
+        refused(&[TYPE_LIST_QUICKLIST_2, 0x80, 0xFF, 0xFF, 0xFF, 0xFF], "a node count far past the payload");
+        refused(&[TYPE_LIST_QUICKLIST, 0x00], "a Redis 6 quicklist without nodes");
+        refused(&[TYPE_LIST_QUICKLIST, 0x01, 0x00], "an empty ziplist node string");
+        refused(&[TYPE_LIST, 0x00], "an empty type 1 list");
+        refused(&[TYPE_LIST, 0x02, 0x01, b'x'], "a type 1 list short of its count");
+        let body = &REDIS_7_0_SHORT_LIST[..REDIS_7_0_SHORT_LIST.len() - FOOTER_BYTES];
+        for end in 1..body.len() {
+            refused(&body[..end], &format!("the short list cut to {end} bytes"));
+        }
+    }
+
+    #[test]
+    fn lists_over_the_limit_are_refused_before_their_elements_are_read() {
+        let over = |size: u64| Err(DumpError::OverLimit { what: "elements in a list", size, limit: 1000 });
+        let wide = DumpValue::List((0..1001).map(|number| Bytes::from(number.to_string())).collect());
+        assert_eq!(decode(&encode_dump(&wide)), over(1001));
+        let mut body = vec![TYPE_LIST];
+        put_length(&mut body, u64::from(u32::MAX));
+        assert_eq!(decode(&payload(&body, 10)), over(u64::from(u32::MAX)), "a type 1 count with no elements after it");
+        // Two nodes of 600: refused at the second, before its elements join the first's.
+        let node = listpack(&vec![vec![0x01]; 600]);
+        let body = quicklist_2_body(&[(NODE_PACKED, node.clone()), (NODE_PACKED, node)]);
+        assert_eq!(decode(&payload(&body, 10)), over(1200));
     }
 }

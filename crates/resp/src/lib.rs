@@ -4,7 +4,7 @@
 //! - `decode`: an incremental decoder of client requests (RESP multibulk arrays of bulk strings,
 //!   and inline commands) with Redis's protocol error texts and explicit limits.
 //! - `encode`: the `Reply` a command produces, written for RESP2 or RESP3.
-//! - `dump`: DUMP and RESTORE payloads (Redis's RDB encoding of one string or hash).
+//! - `dump`: DUMP and RESTORE payloads (Redis's RDB encoding of one string, hash, set or list).
 
 mod decode;
 mod dump;

@@ -16,7 +16,10 @@ mod glob;
 mod hash_layout;
 mod info;
 mod keyspace_events;
+mod list_layout;
 mod long_double;
+#[cfg(test)]
+mod memory_store;
 mod monitor;
 mod pause;
 mod pubsub;

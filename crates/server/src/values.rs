@@ -7,6 +7,8 @@
 //! | 2   | hash (bucketed) | field count (u64 LE), bucket count (u32 LE), field bytes (u64 LE), salt (u64 LE) |
 //! | 3   | set    | as tag 1: each member is a field with an empty value                    |
 //! | 4   | set (bucketed) | as tag 2                                                         |
+//! | 5   | list   | element count (LEB128), then per element: length (LEB128), element         |
+//! | 6   | list (chunked) | element count (u64 LE), chunk count (u32 LE), then per chunk in list order: part (u32 LE), elements (u32 LE), element bytes (u32 LE) |
 //!
 //! A small hash is one record with named bins (as in Aerospike): HSET rewrites the record, and
 //! fields keep their insertion order, as Redis's small hashes do. A hash whose record would pass
@@ -18,6 +20,10 @@
 //! A set is laid out exactly as a hash whose members are fields with empty values (one byte each
 //! in the record), so both share `crate::hash_layout`; only the key's own record says which type
 //! it holds. Buckets carry tag 1 for both: a bucket is never read without its root.
+//!
+//! A small list is one tag-5 record; a bigger one a tag-6 root plus chunks of consecutive
+//! elements stored as the key's parts, each a tag-5 record (`crate::list_layout`). "Element
+//! bytes" is the sum of the chunk's encoded elements (their length prefixes included).
 
 use bytes::Bytes;
 
@@ -26,6 +32,8 @@ pub const TAG_HASH: u8 = 1;
 pub const TAG_HASH_ROOT: u8 = 2;
 pub const TAG_SET: u8 = 3;
 pub const TAG_SET_ROOT: u8 = 4;
+pub const TAG_LIST: u8 = 5;
+pub const TAG_LIST_ROOT: u8 = 6;
 
 /// The types stored as fields (`crate::hash_layout`): a hash, and a set whose members are fields
 /// with empty values.
@@ -69,6 +77,10 @@ pub enum Stored {
     Small(Collection, HashRecord),
     /// The root of a hash or set whose fields are in buckets.
     Bucketed(Collection, HashRoot),
+    /// A list in one record.
+    List(Vec<Bytes>),
+    /// The root of a list whose elements are in chunks.
+    ChunkedList(ListRoot),
 }
 
 impl Stored {
@@ -81,6 +93,8 @@ impl Stored {
             Some(&TAG_SET) => HashRecord::decode(&bytes[1..]).map(|record| Stored::Small(Collection::Set, record)),
             Some(&TAG_HASH_ROOT) => HashRoot::decode(&bytes[1..]).map(|root| Stored::Bucketed(Collection::Hash, root)),
             Some(&TAG_SET_ROOT) => HashRoot::decode(&bytes[1..]).map(|root| Stored::Bucketed(Collection::Set, root)),
+            Some(&TAG_LIST) => decode_list_body(&bytes[1..]).map(Stored::List),
+            Some(&TAG_LIST_ROOT) => ListRoot::decode(&bytes[1..]).map(Stored::ChunkedList),
             Some(_) => Err(CorruptValue("unknown type tag")),
             None => Err(CorruptValue("empty value")),
         }
@@ -93,6 +107,7 @@ pub fn type_name_of(bytes: &[u8]) -> &'static str {
         Some(&TAG_STRING) => "string",
         Some(&TAG_HASH | &TAG_HASH_ROOT) => "hash",
         Some(&TAG_SET | &TAG_SET_ROOT) => "set",
+        Some(&TAG_LIST | &TAG_LIST_ROOT) => "list",
         _ => "none",
     }
 }
@@ -223,6 +238,100 @@ impl HashRoot {
     }
 }
 
+/// A small list's record, or a chunk of a chunked list (tag 5).
+pub fn encode_list<'a>(elements: impl ExactSizeIterator<Item = &'a Bytes> + Clone) -> Vec<u8> {
+    let body_bytes: usize = elements.clone().map(|element| element.len() + 5).sum();
+    let mut bytes = Vec::with_capacity(1 + 10 + body_bytes);
+    bytes.push(TAG_LIST);
+    write_length(&mut bytes, elements.len());
+    for element in elements {
+        write_length(&mut bytes, element.len());
+        bytes.extend_from_slice(element);
+    }
+    bytes
+}
+
+/// Decodes a chunk of a chunked list (a tag-5 record stored as an engine part).
+pub fn decode_list_chunk(bytes: &[u8]) -> Result<Vec<Bytes>, CorruptValue> {
+    match bytes.split_first() {
+        Some((&TAG_LIST, body)) => decode_list_body(body),
+        _ => Err(CorruptValue("list chunk without the list tag")),
+    }
+}
+
+fn decode_list_body(mut body: &[u8]) -> Result<Vec<Bytes>, CorruptValue> {
+    let count = read_length(&mut body)?;
+    // Each element takes at least its length byte: a corrupt count cannot make us allocate more.
+    let mut elements = Vec::with_capacity(count.min(body.len()));
+    for _ in 0..count {
+        elements.push(read_bytes(&mut body)?);
+    }
+    if !body.is_empty() {
+        return Err(CorruptValue("bytes after the last list element"));
+    }
+    Ok(elements)
+}
+
+/// Bytes one element takes in an encoded list record: its length prefix and its bytes.
+pub fn element_entry_bytes(element: &[u8]) -> u64 {
+    (length_bytes(element.len()) + element.len()) as u64
+}
+
+/// One chunk as the root of a chunked list lists it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkEntry {
+    /// The part that holds the chunk.
+    pub part: u32,
+    pub elements: u32,
+    /// The chunk's encoded elements (`element_entry_bytes` summed).
+    pub element_bytes: u32,
+}
+
+/// The root record of a chunked list (tag 6): its chunks in list order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListRoot {
+    pub len: u64,
+    pub chunks: Vec<ChunkEntry>,
+}
+
+const LIST_ROOT_HEADER_BYTES: usize = 12;
+const CHUNK_ENTRY_BYTES: usize = 12;
+
+impl ListRoot {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(1 + LIST_ROOT_HEADER_BYTES + self.chunks.len() * CHUNK_ENTRY_BYTES);
+        bytes.push(TAG_LIST_ROOT);
+        bytes.extend_from_slice(&self.len.to_le_bytes());
+        bytes.extend_from_slice(&(self.chunks.len() as u32).to_le_bytes());
+        for chunk in &self.chunks {
+            for number in [chunk.part, chunk.elements, chunk.element_bytes] {
+                bytes.extend_from_slice(&number.to_le_bytes());
+            }
+        }
+        bytes
+    }
+
+    fn decode(body: &[u8]) -> Result<ListRoot, CorruptValue> {
+        let u32_at = |offset: usize| u32::from_le_bytes(body[offset..offset + 4].try_into().expect("4 bytes"));
+        if body.len() < LIST_ROOT_HEADER_BYTES {
+            return Err(CorruptValue("list root too short"));
+        }
+        let len = u64::from_le_bytes(body[..8].try_into().expect("8 bytes"));
+        let count = u32_at(8) as usize;
+        if body.len() != LIST_ROOT_HEADER_BYTES + count * CHUNK_ENTRY_BYTES || count == 0 {
+            return Err(CorruptValue("list root of the wrong length"));
+        }
+        let chunks: Vec<ChunkEntry> = (0..count)
+            .map(|number| LIST_ROOT_HEADER_BYTES + number * CHUNK_ENTRY_BYTES)
+            .map(|offset| ChunkEntry { part: u32_at(offset), elements: u32_at(offset + 4), element_bytes: u32_at(offset + 8) })
+            .collect();
+        if chunks.iter().map(|chunk| u64::from(chunk.elements)).sum::<u64>() != len || chunks.iter().any(|chunk| chunk.elements == 0) {
+            return Err(CorruptValue("list root counts disagree"));
+        }
+        Ok(ListRoot { len, chunks })
+    }
+}
+
 /// Bytes one field takes in an encoded hash record: both length prefixes, the field, the value.
 pub fn field_entry_bytes(field: &[u8], value: &[u8]) -> u64 {
     (length_bytes(field.len()) + field.len() + length_bytes(value.len()) + value.len()) as u64
@@ -310,6 +419,24 @@ mod tests {
         assert_eq!(type_name_of(&root.encode(Collection::Set)), "set");
         assert_eq!(HashRecord::decode_bucket(&members.encode_bucket()).unwrap(), members);
         assert!(HashRecord::decode_bucket(&members.encode(Collection::Set)).is_err(), "a key's record is not a bucket");
+    }
+
+    #[test]
+    fn lists_and_their_roots_round_trip() {
+        let elements = vec![Bytes::from_static(b""), Bytes::from(vec![7u8; 300]), Bytes::from_static(b"x")];
+        let Stored::List(decoded) = Stored::decode(encode_list(elements.iter())).unwrap() else { panic!("not a list") };
+        assert_eq!(decoded, elements);
+        assert_eq!(decode_list_chunk(&encode_list(elements.iter())).unwrap(), elements);
+        let body_bytes: u64 = elements.iter().map(|element| element_entry_bytes(element)).sum();
+        assert_eq!(encode_list(elements.iter()).len() as u64, 2 + body_bytes);
+        let root = ListRoot { len: 5, chunks: vec![ChunkEntry { part: 1, elements: 2, element_bytes: 9 }, ChunkEntry { part: 0, elements: 3, element_bytes: 4 }] };
+        let Stored::ChunkedList(decoded) = Stored::decode(root.encode()).unwrap() else { panic!("not a list root") };
+        assert_eq!(decoded, root);
+        assert_eq!(type_name_of(&root.encode()), "list");
+        let mut wrong = root.encode();
+        wrong[1] = 6;
+        assert!(Stored::decode(wrong).is_err(), "counts that disagree");
+        assert!(Stored::decode(root.encode()[..20].to_vec()).is_err());
     }
 
     #[test]

@@ -130,15 +130,20 @@ pub fn memory(call: &mut Call<'_>) -> CommandResult {
 const MEMORY_USAGE_SAMPLES_DEFAULT: u64 = 5;
 
 /// MEMORY USAGE key [SAMPLES count]: the bytes the key's records and index entries take
-/// (`hybridkv_engine::stored_bytes`); for a bucketed hash or set, `count` of its buckets (0: all) are
+/// (`hybridkv_engine::stored_bytes`); for a bucketed hash or set (a chunked list), `count` of its buckets (0: all) are
 /// read and the others counted as their average, as Redis samples an aggregate's elements.
 fn memory_usage(call: &mut Call<'_>) -> CommandResult {
     let key = call.args[2].clone();
     let samples = memory_usage_samples(&call.args[3..])?;
     let Some(value) = call.store.get(&key)? else { return Ok(Reply::Null) };
     let mut bytes = hybridkv_engine::stored_bytes(key.len(), value.bytes.len(), false);
-    if let Stored::Bucketed(_, root) = Stored::decode(value.bytes)? {
-        bytes += sampled_buckets_bytes(call, &key, root.bucket_count, samples)?;
+    let parts = match Stored::decode(value.bytes)? {
+        Stored::Bucketed(_, root) => root.bucket_count,
+        Stored::ChunkedList(root) => root.chunks.len() as u32,
+        _ => 0,
+    };
+    if parts > 0 {
+        bytes += sampled_buckets_bytes(call, &key, parts, samples)?;
     }
     Ok(Reply::Integer(i64::try_from(bytes).unwrap_or(i64::MAX)))
 }

@@ -5,10 +5,11 @@ use bytes::Bytes;
 use hybridkv_engine::{now_unix_ms, EXPIRY_UNIX_MS_MAX};
 use hybridkv_resp::{decode_dump, encode_dump, DumpLimits, DumpValue, Reply};
 
-use super::hashes;
+use super::{hashes, lists};
 use super::{is, parse_integer, SYNTAX_ERROR};
 use crate::command::{fail, Call, CommandError, CommandResult};
 use crate::hash_layout::OpenHash;
+use crate::list_layout::End;
 use crate::keyspace_events::GENERIC;
 use crate::values::{encode_string, Collection, Stored};
 
@@ -27,6 +28,11 @@ pub fn dump(call: &mut Call<'_>) -> CommandResult {
     let Some(value) = call.store.get(&key)? else { return Ok(Reply::Null) };
     let collection = match Stored::decode(value.bytes)? {
         Stored::String(bytes) => return Ok(Reply::Bulk(Bytes::from(encode_dump(&DumpValue::String(bytes))))),
+        Stored::List(_) | Stored::ChunkedList(_) => {
+            let mut list = lists::open(call, &key)?.expect("the key was just read");
+            let elements = list.range(call.store, 0, list.len() - 1)?;
+            return Ok(Reply::Bulk(Bytes::from(encode_dump(&DumpValue::List(elements)))));
+        }
         Stored::Small(collection, _) | Stored::Bucketed(collection, _) => collection,
     };
     let fields = OpenHash::open(call.store, &key, collection)?.expect("the key was just read").into_fields(call.store)?;
@@ -77,10 +83,18 @@ pub fn restore(call: &mut Call<'_>) -> CommandResult {
     }
     match value {
         DumpValue::String(bytes) => call.store.put(&key, &encode_string(&bytes), expiry_unix_ms)?,
-        DumpValue::Hash(fields) => restore_fields(call, &key, Collection::Hash, fields, expiry_unix_ms)?,
+        DumpValue::Hash(fields) => restore_fields(call, &key, Collection::Hash, fields)?,
         DumpValue::Set(members) => {
             let fields = members.into_iter().map(|member| (member, Bytes::new())).collect();
-            restore_fields(call, &key, Collection::Set, fields, expiry_unix_ms)?
+            restore_fields(call, &key, Collection::Set, fields)?
+        }
+        DumpValue::List(elements) => restore_list(call, &key, elements)?,
+    }
+    if expiry_unix_ms != 0 {
+        // A hash, set or list was written without expiry: its record takes it, keeping its parts.
+        let written = call.store.get(&key)?.expect("the value was just written");
+        if written.expiry_unix_ms != expiry_unix_ms {
+            call.store.put_keeping_parts(&key, &written.bytes, expiry_unix_ms)?;
         }
     }
     call.notify(GENERIC, "restore", &key);
@@ -115,18 +129,22 @@ fn restore_options(options: &[Bytes]) -> Result<(bool, bool), CommandError> {
     Ok((replace, absolute_ttl))
 }
 
-/// Writes a restored hash or set under `key` (absent now) through the hash layout, then its
+/// Writes a restored hash or set under `key` (absent now) through the hash layout, without
 /// expiry. A field given twice is a bad payload, as in Redis; the command's transaction commits
 /// the record and its buckets as one batch.
-fn restore_fields(call: &mut Call<'_>, key: &Bytes, collection: Collection, fields: Vec<(Bytes, Bytes)>, expiry_unix_ms: u64) -> Result<(), CommandError> {
+fn restore_fields(call: &mut Call<'_>, key: &Bytes, collection: Collection, fields: Vec<(Bytes, Bytes)>) -> Result<(), CommandError> {
     let mut distinct = std::collections::HashSet::with_capacity(fields.len());
     if !fields.iter().all(|(field, _)| distinct.insert(field)) {
         return fail("ERR Bad data format");
     }
-    hashes::save(call, OpenHash::with_distinct_fields(key, collection, fields))?;
-    if expiry_unix_ms != 0 {
-        let root = call.store.get(key)?.expect("the hash was just written");
-        call.store.put_keeping_parts(key, &root.bytes, expiry_unix_ms)?;
+    hashes::save(call, OpenHash::with_distinct_fields(key, collection, fields))
+}
+
+/// Writes a restored list under `key` (absent now) through the list layout, without expiry.
+fn restore_list(call: &mut Call<'_>, key: &Bytes, elements: Vec<Bytes>) -> Result<(), CommandError> {
+    let mut list = lists::open_or_new(call, key)?;
+    for element in elements {
+        list.push(call.store, End::Tail, element)?;
     }
-    Ok(())
+    list.save(call.store)
 }

@@ -94,6 +94,8 @@ fn redis_encoding(stored: &Stored) -> &'static str {
         Stored::String(_) => "raw",
         Stored::Small(collection, record) => fields_encoding(*collection, &record.fields),
         Stored::Bucketed(..) => "hashtable",
+        // Redis 7.0 keeps every list as a quicklist (7.2 added listpack lists).
+        Stored::List(_) | Stored::ChunkedList(_) => "quicklist",
     }
 }
 

@@ -8,6 +8,7 @@ mod dump;
 mod hashes;
 mod keys;
 mod lcs;
+mod lists;
 mod pubsub;
 mod sets;
 mod strings;
@@ -40,7 +41,7 @@ const BLIND_WRITES: u16 = WRITES | BLIND_WRITE;
 const SESSION_OR_SERVER: u16 = IN_MULTI | AFTER_TRANSACTION;
 const PAIRS: KeySpec = KeySpec { first: 1, last: -1, step: 2 };
 const TWO: KeySpec = KeySpec { first: 1, last: 2, step: 1 };
-/// SINTERCARD's keys follow their count (the options after them are taken for keys too: a
+/// SINTERCARD's and LMPOP's keys follow their count (the options after them are taken for keys too: a
 /// transaction over a few more keys than needed).
 const AFTER_COUNT: KeySpec = KeySpec { first: 2, last: -1, step: 1 };
 
@@ -153,6 +154,23 @@ pub static TABLE: &[CommandSpec] = &[
     command!("hstrlen", 3, KeySpec::ONE, READ_PARTS, "hash", "Returns the length of a field's value.", hashes::hstrlen),
     command!("hscan", -3, KeySpec::ONE, READ_PARTS, "hash", "Iterates over fields (MATCH COUNT NOVALUES).", hashes::hscan),
     command!("hrandfield", -2, KeySpec::ONE, READ_PARTS, "hash", "Returns random fields (count: distinct if positive, repeating if negative; WITHVALUES).", hashes::hrandfield),
+    command!("lpush", -3, KeySpec::ONE, WRITES, "list", "Prepends elements to a list.", lists::lpush),
+    command!("rpush", -3, KeySpec::ONE, WRITES, "list", "Appends elements to a list.", lists::rpush),
+    command!("lpushx", -3, KeySpec::ONE, WRITES, "list", "Prepends elements to a list that exists.", lists::lpushx),
+    command!("rpushx", -3, KeySpec::ONE, WRITES, "list", "Appends elements to a list that exists.", lists::rpushx),
+    command!("lpop", -2, KeySpec::ONE, WRITES, "list", "Removes and returns the first elements of a list.", lists::lpop),
+    command!("rpop", -2, KeySpec::ONE, WRITES, "list", "Removes and returns the last elements of a list.", lists::rpop),
+    command!("llen", 2, KeySpec::ONE, READ_PARTS, "list", "Returns the length of a list.", lists::llen),
+    command!("lindex", 3, KeySpec::ONE, READ_PARTS, "list", "Returns an element by its index.", lists::lindex),
+    command!("lset", 4, KeySpec::ONE, WRITES, "list", "Sets an element by its index.", lists::lset),
+    command!("lrange", 4, KeySpec::ONE, READ_PARTS, "list", "Returns a range of elements.", lists::lrange),
+    command!("ltrim", 4, KeySpec::ONE, WRITES, "list", "Keeps only a range of elements.", lists::ltrim),
+    command!("lrem", 4, KeySpec::ONE, WRITES, "list", "Removes elements equal to a value.", lists::lrem),
+    command!("linsert", 5, KeySpec::ONE, WRITES, "list", "Inserts an element before or after another.", lists::linsert),
+    command!("lpos", -3, KeySpec::ONE, READ_PARTS, "list", "Returns the indices of matching elements (RANK COUNT MAXLEN).", lists::lpos),
+    command!("lmove", 5, TWO, WRITES, "list", "Pops an element from one list and pushes it to another.", lists::lmove),
+    command!("rpoplpush", 3, TWO, WRITES, "list", "Pops the last element of a list and pushes it to the head of another.", lists::rpoplpush),
+    command!("lmpop", -4, AFTER_COUNT, WRITES, "list", "Pops elements from the first non-empty list of several (COUNT).", lists::lmpop),
     command!("sadd", -3, KeySpec::ONE, WRITES, "set", "Adds members to a set.", sets::sadd),
     command!("srem", -3, KeySpec::ONE, WRITES, "set", "Removes members from a set.", sets::srem),
     command!("sismember", 3, KeySpec::ONE, READ_PARTS, "set", "Whether a member is in a set.", sets::sismember),

@@ -1,0 +1,111 @@
+"""Lists, small (one record) and big (a root record plus chunks): the list commands against
+hybridkv and redis-server give the same answers whatever the list's size, the chunks are never
+keys, WATCH sees list writes, and a list survives restarts and crashes whole. Replies and errors
+of small lists are compared one by one in test_compare_redis.py ("lists"), their keyspace
+events in test_keyspace_events.py."""
+
+import pytest
+import redis
+
+from conftest import assert_same, assert_watch_sees, both
+
+ELEMENTS = 20_000
+
+
+def fill(client, key, elements, command="rpush"):
+    pipe = client.pipeline(transaction=False)
+    for number, element in enumerate(elements):
+        getattr(pipe, command)(key, element)
+        if number % 1000 == 999:
+            pipe.execute()
+    pipe.execute()
+
+
+def test_a_big_list_answers_as_redis_through_pushes_pops_and_edits(pair):
+    both(pair, lambda client: fill(client, "big", (f"element:{number}" for number in range(ELEMENTS))))
+    both(pair, lambda client: fill(client, "big", (f"head:{number}" for number in range(3000)), "lpush"))
+    both(pair, lambda client: client.rpush("bulk", *[f"b{number % 97}" for number in range(30_000)]))
+    assert_same(pair, lambda client: (client.llen("big"), client.type("big"), client.object("encoding", "big"), client.dbsize()))
+    assert_same(pair, lambda client: client.lrange("big", 0, -1))
+    assert_same(pair, lambda client: [client.lindex("big", index) for index in (0, 1, 2999, 3000, 12_345, -1, -23_000, 23_000)])
+    assert_same(pair, lambda client: [client.lrange("big", start, stop) for start, stop in ((2990, 3010), (-5, -1), (100, 50), (22_990, 30_000))])
+    assert_same(pair, lambda client: [client.lset("big", index, f"set:{index}") for index in (0, 5000, -1)])
+    assert_same(pair, lambda client: (client.linsert("big", "BEFORE", "element:10000", "x" * 5000), client.linsert("big", "AFTER", "set:-1", "tail")))
+    assert_same(pair, lambda client: (client.lrem("bulk", 100, "b5"), client.lrem("bulk", -50, "b6"), client.lrem("bulk", 0, "b7")))
+    assert_same(pair, lambda client: client.lrange("bulk", 0, -1))
+    assert_same(pair, lambda client: [client.lpos("bulk", "b8", rank=rank, count=count) for rank, count in ((1, 0), (-3, 5), (10, None))])
+    assert_same(pair, lambda client: (client.lpop("big", 2500), client.rpop("big", 2500), client.llen("big")))
+    assert_same(pair, lambda client: (client.ltrim("big", 1000, -1000), client.llen("big"), client.lrange("big", 0, 10), client.lrange("big", -10, -1)))
+    assert_same(pair, lambda client: [client.lmove("big", "moved", "LEFT", "RIGHT") for _ in range(500)])
+    assert_same(pair, lambda client: (client.lmpop(2, "none", "big", direction="RIGHT", count=300), client.lrange("moved", 0, -1)))
+    assert_same(pair, lambda client: client.lrange("big", 0, -1))
+    assert_same(pair, lambda client: (client.ltrim("big", 0, 99), client.lrange("big", 0, -1), client.object("encoding", "big")))
+    assert_same(pair, lambda client: sorted(client.keys("*")))
+    assert_same(pair, lambda client: sorted(client.scan_iter(_type="list")))
+
+
+def test_a_queue_passing_through_a_big_list_keeps_every_element_in_order(r):
+    fill(r, "queue", (str(number) for number in range(5000)))
+    taken = []
+    for number in range(5000, 40_000, 7):
+        r.rpush("queue", *[str(value) for value in range(number, number + 7)])
+        taken.extend(r.lpop("queue", 7))
+    taken.extend(r.lpop("queue", 100_000) or [])
+    assert taken == [str(number) for number in range(len(taken))]
+    assert r.exists("queue") == 0
+
+
+def test_watch_sees_list_writes(shared_server):
+    client = shared_server.client(decode_responses=True)
+    other = shared_server.client(decode_responses=True)
+    client.delete("watched")
+    fill(client, "watched", (f"e{number}" for number in range(3000)))
+    writes = [
+        (lambda: other.lrem("watched", 0, "absent"), False),
+        (lambda: other.linsert("watched", "BEFORE", "absent", "x"), False),
+        (lambda: other.rpush("watched", "new"), True),
+        (lambda: other.lpop("watched"), True),
+        (lambda: other.lset("watched", 1500, "changed"), True),
+        (lambda: other.ltrim("watched", 0, -1), True),
+    ]
+    assert_watch_sees(client, other, "watched", writes, lambda pipe, key: pipe.llen(key))
+    client.close()
+    other.close()
+
+
+def test_a_big_list_survives_restart_and_crash(make_server):
+    server = make_server()
+    client = server.client(decode_responses=True)
+    fill(client, "big", (f"element:{number}" for number in range(ELEMENTS)))
+    client.rpush("small", "x", "1")
+    expected = client.lrange("big", 0, -1)
+    server.restart()
+    client = server.client(decode_responses=True)
+    assert client.lrange("big", 0, -1) == expected and client.lrange("small", 0, -1) == ["x", "1"]
+    client.lpush("big", "after")
+    client.lrem("big", 1, "element:7")
+    client.lmove("big", "moved", "RIGHT", "LEFT")
+    expected = client.lrange("big", 0, -1)
+    server.kill9()
+    server.start()
+    client = server.client(decode_responses=True)
+    assert client.lrange("big", 0, -1) == expected
+    assert sorted(client.keys("*")) == ["big", "moved", "small"]
+    assert client.type("big") == "list" and client.dbsize() == 3
+
+
+def test_list_size_limit_is_a_clear_error(make_server, tmp_path):
+    # 64 KiB write blocks allow 255 parts per key and 32 KiB values: about 1 MiB in one list.
+    config = tmp_path / "small-blocks.toml"
+    config.write_text('[[namespace]]\nname = "small"\nindex_bytes = "16MiB"\ndata_bytes = "64MiB"\nwrite_block_bytes = "64KiB"\n')
+    server = make_server("--config", str(config))
+    client = server.client(decode_responses=True)
+    padding = "x" * 1000
+    with pytest.raises(redis.ResponseError, match="^list would need [0-9]+ chunks of at most [0-9]+ bytes, over the limit of 255 chunks for one list$"):
+        for number in range(5000):
+            client.rpush("huge", f"{number}:{padding}")
+    length = client.llen("huge")
+    assert 900 < length < 1100
+    assert client.lindex("huge", -1) == f"{length - 1}:{padding}"
+    assert client.lpop("huge") == f"0:{padding}"
+    assert client.delete("huge") == 1 and client.dbsize() == 0
