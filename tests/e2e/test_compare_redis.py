@@ -360,6 +360,18 @@ CASES = {
         ["RPUSH", "e", "x"], ["EXPIRE", "e", "100"], ["RPUSH", "e", "y"], ["LPOP", "e"], ["TTL", "e"], ["RENAME", "e", "e2"], ["LRANGE", "e2", "0", "-1"],
         ["MULTI"], ["RPUSH", "q", "1", "2"], ["LPOP", "q"], ["LRANGE", "q", "0", "-1"], ["EXEC"],
     ],
+    "blocking lists": [
+        ["RPUSH", "bl", "a", "b", "c", "d", "e", "f"], ["SET", "str", "v"], ["BLPOP", "nokey", "bl", "0"], ["BRPOP", "bl", "nokey", "0"],
+        ["BLPOP", "bl", "x"], ["BLPOP", "bl", "-1"], ["BLPOP", "str", "bl", "0"], ["BLPOP", "bl", "str", "0"], ["BLPOP", "nokey", "0.01"],
+        ["BRPOP", "nokey", "0.02"], ["BLMOVE", "bl", "dst", "LEFT", "RIGHT", "0"], ["BLMOVE", "nokey", "dst", "LEFT", "RIGHT", "0.01"],
+        ["BLMOVE", "bl", "dst", "UP", "RIGHT", "0"], ["BLMOVE", "dst", "str", "LEFT", "RIGHT", "0"], ["BLMOVE", "dst", "d2", "LEFT", "LEFT", "x"],
+        ["BRPOPLPUSH", "dst", "d2", "0"], ["BRPOPLPUSH", "nokey", "d2", "0.01"], ["BRPOPLPUSH", "str", "d2", "0"], ["LRANGE", "d2", "0", "-1"],
+        ["RPUSH", "bm", "1", "2", "3"], ["BLMPOP", "0", "2", "nokey", "bm", "RIGHT", "COUNT", "2"], ["BLMPOP", "0.01", "1", "nokey", "LEFT"],
+        ["BLMPOP", "0", "0", "bm", "LEFT"], ["BLMPOP", "x", "1", "bm", "LEFT"], ["BLMPOP", "-1", "1", "bm", "LEFT"],
+        ["BLMPOP", "0", "1", "bm", "UP"], ["BLMPOP", "0", "1", "bm", "LEFT", "COUNT", "0"], ["BLMPOP", "0", "2", "str", "bm", "LEFT"],
+        ["MULTI"], ["BLPOP", "nokey", "0"], ["BLMOVE", "nokey", "d", "LEFT", "LEFT", "0"], ["BLMPOP", "0", "1", "nokey", "LEFT"], ["RPUSH", "nokey", "x"],
+        ["BLPOP", "nokey", "0"], ["EXEC"], ["EXISTS", "bl", "bm", "dst"],
+    ],
     "session commands in transactions": [
         ["CLIENT", "SETNAME", "before"], ["MULTI"], ["SET", "a", "1"], ["CLIENT", "SETNAME", "inside"], ["CLIENT", "GETNAME"],
         ["CONFIG", "GET", "maxclients"], ["GET", "a"], ["CLIENT", "NOSUCH"], ["CONFIG", "NOSUCH"], ["EXEC"],

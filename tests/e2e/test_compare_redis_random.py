@@ -144,6 +144,10 @@ def command(rng: random.Random) -> list[str]:
         lambda: ["LMOVE", key, other, rng.choice(["LEFT", "RIGHT"]), rng.choice(["LEFT", "RIGHT"])],
         lambda: ["RPOPLPUSH", key, other],
         lambda: ["LMPOP", "2", key, other, rng.choice(["LEFT", "RIGHT"])] + rng.choice([[], ["COUNT", "2"]]),
+        # Blocking pops: served at once, or nil after 10 ms (and at once inside MULTI).
+        lambda: [rng.choice(["BLPOP", "BRPOP"]), key, other, "0.01"],
+        lambda: ["BLMOVE", key, other, rng.choice(["LEFT", "RIGHT"]), rng.choice(["LEFT", "RIGHT"]), "0.01"],
+        lambda: ["BLMPOP", "0.01", "2", key, other, rng.choice(["LEFT", "RIGHT"])] + rng.choice([[], ["COUNT", "2"]]),
         # Session commands: queued in MULTI too, where a bad subcommand discards the transaction.
         lambda: ["CLIENT", "SETNAME", rng.choice(["alpha", "beta"])],
         lambda: ["CLIENT", rng.choice(["GETNAME", "GETNAME", "NOSUCH"])] + rng.choice([[], [], ["extra"]]),

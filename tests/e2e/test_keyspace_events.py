@@ -43,6 +43,8 @@ COMMANDS = [
     ["LREM", "l1", "0", "zz"], ["LREM", "l1", "1", "B"], ["LTRIM", "l1", "0", "-1"], ["LMOVE", "l1", "l2", "LEFT", "RIGHT"],
     ["LMOVE", "l2", "l2", "LEFT", "RIGHT"], ["RPOPLPUSH", "l2", "l3"], ["LMPOP", "2", "none1", "l1", "LEFT", "COUNT", "5"],
     ["RPUSH", "l4", "x", "y"], ["LTRIM", "l4", "5", "6"], ["RPUSH", "l5", "x"], ["LREM", "l5", "0", "x"], ["DUMP-RESTORE", "l3", "rs4"],
+    ["RPUSH", "l6", "a", "b", "c"], ["BLPOP", "l6", "0"], ["BRPOP", "none1", "l6", "0"], ["BLMOVE", "l6", "l7", "LEFT", "LEFT", "0"],
+    ["RPUSH", "l6", "x", "y"], ["BRPOPLPUSH", "l6", "l7", "0"], ["BLMPOP", "0", "1", "l6", "RIGHT", "COUNT", "3"],
     ["LCS", "a", "b"], ["GET", "nothing"], ["FLUSHDB"], ["SET", "x", "1"], ["FLUSHALL"], ["SET", "y", "1"],
     # A transaction's events are published at its commit, before the messages of the PUBLISHes
     # queued in it (Redis publishes each as its command runs): PUBLISH last orders both alike.

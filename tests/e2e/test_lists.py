@@ -1,13 +1,17 @@
 """Lists, small (one record) and big (a root record plus chunks): the list commands against
 hybridkv and redis-server give the same answers whatever the list's size, the chunks are never
-keys, WATCH sees list writes, and a list survives restarts and crashes whole. Replies and errors
+keys, WATCH sees list writes, a list survives restarts and crashes whole, and the blocking pops
+wait for a push, time out, and end with CLIENT UNBLOCK or a client that leaves. Replies and errors
 of small lists are compared one by one in test_compare_redis.py ("lists"), their keyspace
 events in test_keyspace_events.py."""
+
+import concurrent.futures
+import time
 
 import pytest
 import redis
 
-from conftest import assert_same, assert_watch_sees, both
+from conftest import RawClient, assert_same, assert_watch_sees, both
 
 ELEMENTS = 20_000
 
@@ -109,3 +113,83 @@ def test_list_size_limit_is_a_clear_error(make_server, tmp_path):
     assert client.lindex("huge", -1) == f"{length - 1}:{padding}"
     assert client.lpop("huge") == f"0:{padding}"
     assert client.delete("huge") == 1 and client.dbsize() == 0
+
+
+def blocked_clients(client) -> int:
+    return int(client.info("clients")["blocked_clients"])
+
+
+def wait_until(condition, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)
+
+
+def test_a_blocked_pop_is_served_by_a_later_push_and_times_out_otherwise(shared_server):
+    waiter = shared_server.client(decode_responses=True)
+    pusher = shared_server.client(decode_responses=True)
+    pusher.delete("jobs", "other", "moved")
+    started = time.monotonic()
+    assert waiter.blpop(["jobs", "other"], timeout=0.2) is None
+    assert time.monotonic() - started >= 0.2
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        served = pool.submit(waiter.brpop, ["jobs", "other"], 10)
+        wait_until(lambda: blocked_clients(pusher) == 1)
+        assert [client["flags"] for client in pusher.client_list() if client["cmd"] == "brpop"] == ["b"]
+        pusher.set("unrelated", "x")
+        pusher.rpush("other", "first", "second")
+        assert served.result(timeout=5) == ("other", "second")
+        served = pool.submit(waiter.blmove, "jobs", "moved", 10, "LEFT", "RIGHT")
+        wait_until(lambda: blocked_clients(pusher) == 1)
+        pusher.lpush("jobs", "job")
+        assert served.result(timeout=5) == "job" and pusher.lrange("moved", 0, -1) == ["job"]
+        served = pool.submit(waiter.blmpop, 10, 2, "jobs", "other", direction="LEFT", count=5)
+        wait_until(lambda: blocked_clients(pusher) == 0)
+        assert served.result(timeout=5) == ["other", ["first"]]
+    assert blocked_clients(pusher) == 0
+    assert pusher.exists("jobs", "other") == 0
+    waiter.close()
+    pusher.close()
+
+
+def test_each_element_pushed_goes_to_exactly_one_of_many_blocked_clients(shared_server):
+    pusher = shared_server.client(decode_responses=True)
+    pusher.delete("work")
+    waiters = [shared_server.client(decode_responses=True) for _ in range(6)]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(waiters)) as pool:
+        pops = [pool.submit(waiter.blpop, ["work"], 10) for waiter in waiters]
+        wait_until(lambda: blocked_clients(pusher) == len(waiters))
+        for number in range(len(waiters)):
+            pusher.rpush("work", f"item{number}")
+        served = sorted(pop.result(timeout=10)[1] for pop in pops)
+    assert served == [f"item{number}" for number in range(len(waiters))]
+    assert pusher.exists("work") == 0 and blocked_clients(pusher) == 0
+    for waiter in waiters:
+        waiter.close()
+    pusher.close()
+
+
+def test_a_blocked_client_that_leaves_or_is_unblocked_frees_its_wait(shared_server):
+    watcher = shared_server.client(decode_responses=True)
+    watcher.delete("never")
+    leaving = RawClient(shared_server.port)
+    leaving.send("BLPOP", "never", "0")
+    wait_until(lambda: blocked_clients(watcher) == 1)
+    leaving.close()
+    wait_until(lambda: blocked_clients(watcher) == 0)
+    staying = RawClient(shared_server.port)
+    staying.send("BRPOP", "never", "0")
+    wait_until(lambda: blocked_clients(watcher) == 1)
+    blocked_id = next(int(client["id"]) for client in watcher.client_list() if client["cmd"] == "brpop")
+    assert watcher.client_unblock(blocked_id) == 1
+    assert staying.read() == b"*-1\r\n"
+    staying.send("BLPOP", "never", "0")
+    wait_until(lambda: blocked_clients(watcher) == 1)
+    assert watcher.client_unblock(blocked_id, error=True) == 1
+    assert staying.read() == b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n"
+    # The element pushed now is not taken by the clients that stopped waiting.
+    watcher.rpush("never", "kept")
+    assert watcher.lrange("never", 0, -1) == ["kept"]
+    staying.close()
+    watcher.close()

@@ -297,6 +297,9 @@ pub const AFTER_TRANSACTION: u16 = 512;
 /// flush. Refused in MULTI unless also `IN_MULTI` (COPY, which inside EXEC copies within the
 /// current database only).
 pub const CROSSES_DATABASES: u16 = 1024;
+/// May block its client until a key is written (BLPOP…): never grouped with other writes, and
+/// its connection keeps its arguments to run it again (`SessionState::key_wait`).
+pub const BLOCKS_ON_KEYS: u16 = 2048;
 
 pub struct CommandSpec {
     pub name: &'static str,

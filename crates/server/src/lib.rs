@@ -8,6 +8,7 @@
 //! PAUSE's hold on sessions) → `pubsub` (subscriptions and subscribers' mailboxes) →
 //! `keyspace_events` (notify-keyspace-events) → `tracking` (CLIENT TRACKING's invalidations).
 
+mod blocked_keys;
 mod command;
 mod command_stats;
 mod commands;

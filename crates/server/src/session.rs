@@ -15,7 +15,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::command::{
-    self, engine_error_reply, unknown_command, wrong_arity, CommandSpec, ADMIN, BEFORE_AUTH, BLIND_WRITE, CROSSES_DATABASES, GROUPED_ARGUMENT_BYTES_MAX,
+    self, engine_error_reply, unknown_command, wrong_arity, CommandSpec, ADMIN, BEFORE_AUTH, BLIND_WRITE, BLOCKS_ON_KEYS, CROSSES_DATABASES, GROUPED_ARGUMENT_BYTES_MAX,
     GROUPED_WRITES_MAX, IN_MULTI, READONLY, TRANSACTION_CONTROL, WRITE,
 };
 use crate::commands;
@@ -88,6 +88,15 @@ pub struct SessionState {
     /// Set by a command that blocks its client (WAIT, WAITAOF asking for replicas): its reply
     /// is held back that long (EXEC drops it: nothing blocks inside a transaction, as in Redis).
     pub reply_delay: Option<ReplyDelay>,
+    /// Set by a blocking list pop that found its lists empty (and registered its client in
+    /// `Shared::blocked_keys`): the connection waits for a write to the keys, then runs the
+    /// command again. Never set inside EXEC.
+    pub key_wait: Option<KeyWait>,
+    /// The deadline of a blocking pop run again after a wake: its timeout counts from the first
+    /// run, not from each.
+    pub retry_delay: Option<ReplyDelay>,
+    /// EXEC is running its queued commands (nothing blocks there, as in Redis).
+    pub in_exec: bool,
     /// Pub/Sub: the channels and patterns the client listens to and its mailbox, from its first
     /// (un)subscription on.
     pub pubsub: Option<ClientSubscriptions>,
@@ -110,6 +119,15 @@ pub enum ReplyDelay {
     Until(Instant),
     /// A timeout of 0: until the client disconnects or is killed, or the server shuts down.
     Forever,
+}
+
+/// What a blocking list pop waits for: a write to one of `keys` of `database` before `delay`
+/// ends, else `timeout_reply` is its reply.
+pub struct KeyWait {
+    pub database: usize,
+    pub keys: Vec<Bytes>,
+    pub delay: ReplyDelay,
+    pub timeout_reply: Reply,
 }
 
 impl ReplyDelay {
@@ -139,6 +157,9 @@ impl SessionState {
             pending_commits: Vec::new(),
             commits_registered: 0,
             reply_delay: None,
+            key_wait: None,
+            retry_delay: None,
+            in_exec: false,
             pubsub: None,
             reply_in_mailbox: false,
             key_events: Vec::new(),
@@ -334,7 +355,7 @@ fn groupable_write(args: &[Bytes], session: &SessionState) -> Option<&'static Co
         return None;
     }
     let spec = commands::lookup(&args[0])?;
-    let single_key_write = spec.keys.only_key(args).is_some() && spec.has(WRITE) && !spec.has(CROSSES_DATABASES);
+    let single_key_write = spec.keys.only_key(args).is_some() && spec.has(WRITE) && !spec.has(CROSSES_DATABASES | BLOCKS_ON_KEYS);
     (single_key_write && spec.arity_ok(args.len())).then_some(spec)
 }
 
@@ -493,6 +514,8 @@ struct Connection {
     delayed_reply: Option<DelayedReply>,
     /// CLIENT PAUSE holds the first pending request back (`wait_out_pause`).
     pause_hold: Option<PauseHold>,
+    /// A blocking list pop waiting for its keys, and its arguments to run it again.
+    key_wait: Option<(KeyWait, Vec<Bytes>)>,
 }
 
 struct DelayedReply {
@@ -536,6 +559,31 @@ enum WaitEnd {
     ConnectionEnds,
 }
 
+/// How a blocking pop's wait for its keys ended.
+enum KeyWaitEnd {
+    /// One of the keys was written: the pop runs again.
+    Written,
+    Wait(WaitEnd),
+}
+
+/// Takes a blocked client off `Shared::blocked_keys` when its wait ends, however it ends.
+struct KeysRegistration<'a> {
+    shared: &'a Shared,
+    wait: &'a KeyWait,
+    client_id: u64,
+}
+
+impl Drop for KeysRegistration<'_> {
+    fn drop(&mut self) {
+        self.shared.blocked_keys.unregister(self.wait.database, &self.wait.keys, self.client_id);
+    }
+}
+
+/// A blocking list pop: its arguments are kept to run it again after a wake.
+fn blocks_on_keys(args: &[Bytes]) -> bool {
+    args[0].first().is_some_and(|first| first.eq_ignore_ascii_case(&b'b')) && commands::lookup(&args[0]).is_some_and(|spec| spec.has(BLOCKS_ON_KEYS))
+}
+
 /// Unregisters its client when dropped: when the connection ends, and also when its task
 /// panics, so that a failed connection never keeps a client slot (maxclients) for good.
 struct Registration {
@@ -565,6 +613,7 @@ pub async fn serve_connection(stream: TcpStream, shared: Arc<Shared>, client: Ar
         durable_reply_spans: Vec::new(),
         delayed_reply: None,
         pause_hold: None,
+        key_wait: None,
     };
     if let Err(error) = connection.run().await {
         tracing::debug!(client = client.id, %error, "connection ended with an I/O error");
@@ -601,6 +650,22 @@ impl Connection {
                         },
                     };
                     if delayed.sent {
+                        encode(&reply, self.state.protocol, &mut self.output);
+                        self.flush().await?;
+                    }
+                }
+                if let Some((wait, arguments)) = self.key_wait.take() {
+                    let reply = match self.wait_for_keys(&wait, stop.as_mut(), &mut stop_signalled).await? {
+                        KeyWaitEnd::Written => {
+                            self.state.retry_delay = Some(wait.delay);
+                            self.pending.push_front(arguments);
+                            continue;
+                        }
+                        KeyWaitEnd::Wait(WaitEnd::ConnectionEnds) => return Ok(()),
+                        KeyWaitEnd::Wait(WaitEnd::UnblockedWithError) => self.shared.command_stats.error_reply("UNBLOCKED client unblocked via CLIENT UNBLOCK"),
+                        KeyWaitEnd::Wait(WaitEnd::ReplyDue) => wait.timeout_reply,
+                    };
+                    if self.state.takes_reply() {
                         encode(&reply, self.state.protocol, &mut self.output);
                         self.flush().await?;
                     }
@@ -721,7 +786,7 @@ impl Connection {
             EngineCallMode::Inline => self.pending.iter().any(|args| may_block(args, &self.shared)),
             EngineCallMode::BlockInPlace => true,
         };
-        let Connection { pending, state, shared, output, durable_reply_spans, delayed_reply, pause_hold, .. } = self;
+        let Connection { pending, state, shared, output, durable_reply_spans, delayed_reply, pause_hold, key_wait, .. } = self;
         let mut work = move || {
             let mut reads_prefetched = 0;
             while let Some(arguments) = pending.pop_front() {
@@ -742,7 +807,14 @@ impl Connection {
                         }
                     }
                     Err(arguments) => {
+                        let retry = blocks_on_keys(&arguments).then(|| arguments.clone());
                         let reply = execute(arguments, state, shared);
+                        state.retry_delay = None;
+                        if let Some(wait) = state.key_wait.take() {
+                            state.take_notices(output);
+                            *key_wait = Some((wait, retry.expect("only a blocking pop waits for keys")));
+                            break;
+                        }
                         let sent = state.takes_reply() && !std::mem::take(&mut state.reply_in_mailbox);
                         // Notices before the reply: a message a command published to its own
                         // client, the confirmations it sent itself.
@@ -937,6 +1009,36 @@ impl Connection {
             }
         };
         Ok(self.read_while(ended, stop, stop_signalled).await?.unwrap_or(WaitEnd::ConnectionEnds))
+    }
+
+    /// Waits until a write to one of a blocking pop's keys (the pop runs again: Written), its
+    /// timeout, CLIENT UNBLOCK, or the end of the connection; the client stays registered for
+    /// the keys only while it waits.
+    async fn wait_for_keys(
+        &mut self,
+        wait: &KeyWait,
+        stop: std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+        stop_signalled: &mut bool,
+    ) -> std::io::Result<KeyWaitEnd> {
+        let (shared, client) = (Arc::clone(&self.shared), Arc::clone(&self.state.client));
+        let _registered = KeysRegistration { shared: &shared, wait, client_id: client.id };
+        let _blocked = BlockedClient::new(&client, &shared.stats.blocked_clients, Blocking::Blocked);
+        let delay_over = sleep_until(match wait.delay {
+            ReplyDelay::Until(deadline) => Some(deadline),
+            ReplyDelay::Forever => None,
+        });
+        let ended = async {
+            tokio::select! {
+                _ = delay_over => KeyWaitEnd::Wait(WaitEnd::ReplyDue),
+                // A key written, or CLIENT UNBLOCK: the state tells which.
+                _ = client.unblocked.notified() => match client.blocking() {
+                    Blocking::UnblockedAsTimeout => KeyWaitEnd::Wait(WaitEnd::ReplyDue),
+                    Blocking::UnblockedWithError => KeyWaitEnd::Wait(WaitEnd::UnblockedWithError),
+                    Blocking::Blocked | Blocking::Postponed | Blocking::NotBlocked => KeyWaitEnd::Written,
+                },
+            }
+        };
+        Ok(self.read_while(ended, stop, stop_signalled).await?.unwrap_or(KeyWaitEnd::Wait(WaitEnd::ConnectionEnds)))
     }
 
     /// Waits while CLIENT PAUSE holds the first pending request back, until the pause changes

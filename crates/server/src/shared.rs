@@ -12,6 +12,7 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
+use crate::blocked_keys::BlockedKeys;
 use crate::command_stats::CommandStats;
 use crate::config::ServerConfig;
 use crate::monitor::Monitors;
@@ -65,6 +66,8 @@ pub struct Shared {
     pub device_read_tasks: Mutex<Vec<JoinHandle<()>>>,
     /// CLIENT PAUSE's hold on commands.
     pub pause: ClientPause,
+    /// Clients blocked in a blocking list pop, by key.
+    pub blocked_keys: BlockedKeys,
 }
 
 impl Shared {
@@ -93,6 +96,7 @@ impl Shared {
             device_read_submissions: (0..NAMESPACES_MAX).map(|_| Arc::new(Notify::new())).collect(),
             device_read_tasks: Mutex::new(Vec::new()),
             pause: ClientPause::default(),
+            blocked_keys: BlockedKeys::default(),
             database,
         }
     }
@@ -111,12 +115,14 @@ impl Shared {
     pub fn keys_written<'k, I: Iterator<Item = &'k [u8]>>(&self, database: usize, writer: u64, keys: impl Fn() -> I) {
         self.watches.touch(database, keys());
         self.tracking.invalidate(writer, keys(), &self.pubsub, &self.clients);
+        self.blocked_keys.wake(database, keys());
     }
 
     /// Every key of some database may have changed (FLUSHDB, FLUSHALL, SWAPDB): tracking
     /// clients drop their whole caches.
     pub fn every_key_written(&self) {
         self.tracking.invalidate_everything(&self.pubsub, &self.clients);
+        self.blocked_keys.wake_all();
     }
 }
 

@@ -1,5 +1,5 @@
 //! List commands: LPUSH RPUSH LPUSHX RPUSHX LPOP RPOP LLEN LINDEX LSET LRANGE LTRIM LREM
-//! LINSERT LPOS LMOVE RPOPLPUSH LMPOP, with Redis 7.0's replies, errors (checked in its order)
+//! LINSERT LPOS LMOVE RPOPLPUSH LMPOP and the blocking BLPOP BRPOP BLMOVE BRPOPLPUSH BLMPOP, with Redis 7.0's replies, errors (checked in its order)
 //! and keyspace events, over the layouts of `crate::list_layout` (one record, or a root and
 //! chunks). Writes keep the key's expiry.
 
@@ -10,6 +10,8 @@ use super::{is, parse_integer, SYNTAX_ERROR};
 use crate::command::{fail, Call, CommandError, CommandResult};
 use crate::keyspace_events::{GENERIC, LIST};
 use crate::list_layout::{End, ListLimits, OpenList};
+use crate::long_double::LongDouble;
+use crate::session::{KeyWait, ReplyDelay};
 
 const MUST_BE_POSITIVE: &str = "ERR value is out of range, must be positive";
 
@@ -347,19 +349,23 @@ pub fn rpoplpush(call: &mut Call<'_>) -> CommandResult {
     move_element(call, End::Tail, End::Head)
 }
 
-/// LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT count]: pops from the first non-empty list
-/// of the keys, answering [key, elements], or a null array when every list is empty. A key of
-/// another type is WRONGTYPE only when met before a list with elements (Redis 7.0's order).
-pub fn lmpop(call: &mut Call<'_>) -> CommandResult {
-    let key_count = match parse_integer(&call.args[1]) {
+/// LMPOP's and BLMPOP's arguments from numkeys on.
+struct MultiPop {
+    keys: Vec<Bytes>,
+    end: End,
+    count: u64,
+}
+
+fn parse_multi_pop(args: &[Bytes]) -> Result<MultiPop, CommandError> {
+    let key_count = match parse_integer(&args[0]) {
         Ok(count) if count > 0 => count as u64,
         _ => return fail("ERR numkeys should be greater than 0"),
     };
-    let Some(end_at) = key_count.checked_add(2).filter(|&at| at < call.args.len() as u64).map(|at| at as usize) else {
+    let Some(end_at) = key_count.checked_add(1).filter(|&at| at < args.len() as u64).map(|at| at as usize) else {
         return fail(SYNTAX_ERROR);
     };
-    let end = parse_end(&call.args[end_at])?;
-    let count = match &call.args[end_at + 1..] {
+    let end = parse_end(&args[end_at])?;
+    let count = match &args[end_at + 1..] {
         [] => 1,
         [option, value] if is(option, "COUNT") => match parse_integer(value) {
             Ok(count) if count > 0 => count as u64,
@@ -367,12 +373,103 @@ pub fn lmpop(call: &mut Call<'_>) -> CommandResult {
         },
         _ => return fail(SYNTAX_ERROR),
     };
-    let args = call.args;
-    for key in &args[2..end_at] {
+    Ok(MultiPop { keys: args[1..end_at].to_vec(), end, count })
+}
+
+/// Pops from the first non-empty list of the keys: [key, elements], or None when every list
+/// is empty. A key of another type is WRONGTYPE only when met before a list with elements
+/// (Redis 7.0's order).
+fn multi_pop(call: &mut Call<'_>, pop: &MultiPop) -> Result<Option<Reply>, CommandError> {
+    for key in &pop.keys {
         if let Some(list) = open(call, key)? {
-            let popped = pop_saved(call, key, list, end, count)?;
-            return Ok(Reply::Array(vec![Reply::Bulk(key.clone()), Reply::Array(popped.into_iter().map(Reply::Bulk).collect())]));
+            let popped = pop_saved(call, key, list, pop.end, pop.count)?;
+            return Ok(Some(Reply::Array(vec![Reply::Bulk(key.clone()), Reply::Array(popped.into_iter().map(Reply::Bulk).collect())])));
         }
     }
-    Ok(Reply::NullArray)
+    Ok(None)
+}
+
+/// LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT count]: a null array when every list is empty.
+pub fn lmpop(call: &mut Call<'_>) -> CommandResult {
+    let pop = parse_multi_pop(&call.args[1..])?;
+    Ok(multi_pop(call, &pop)?.unwrap_or(Reply::NullArray))
+}
+
+/// A blocking pop's timeout in seconds (a float, 0: none) as Redis parses it. Run again after a
+/// wake, the command keeps its first deadline.
+fn parse_timeout(call: &mut Call<'_>, text: &[u8]) -> Result<ReplyDelay, CommandError> {
+    let seconds = LongDouble::parse(text).and_then(|_| std::str::from_utf8(text).ok()?.parse::<f64>().ok());
+    let Some(seconds) = seconds.filter(|seconds| !seconds.is_nan()) else { return fail("ERR timeout is not a float or out of range") };
+    let milliseconds = seconds * 1000.0;
+    if milliseconds < 0.0 {
+        return fail("ERR timeout is negative");
+    }
+    Ok(call.session.retry_delay.take().unwrap_or_else(|| ReplyDelay::of_timeout_ms(milliseconds.min(u64::MAX as f64) as u64)))
+}
+
+/// Every list of a blocking pop was empty: outside EXEC the client waits for a write to one
+/// of `keys` (registered now, under the keys' locks, so that no write is missed) and the
+/// command runs again; inside EXEC the answer is `timeout_reply` at once, as in Redis.
+fn block(call: &mut Call<'_>, keys: Vec<Bytes>, delay: ReplyDelay, timeout_reply: Reply) -> CommandResult {
+    if !call.session.in_exec {
+        let database = call.session.database;
+        call.shared.blocked_keys.register(database, &keys, &call.session.client);
+        call.session.key_wait = Some(KeyWait { database, keys, delay, timeout_reply: timeout_reply.clone() });
+    }
+    Ok(timeout_reply)
+}
+
+/// BLPOP and BRPOP key [key ...] timeout: [key, element] from the first non-empty list.
+fn blocking_pop(call: &mut Call<'_>, end: End) -> CommandResult {
+    let last = call.args.len() - 1;
+    let delay = parse_timeout(call, &call.args[last].clone())?;
+    let pop = MultiPop { keys: call.args[1..last].to_vec(), end, count: 1 };
+    match multi_pop(call, &pop)? {
+        Some(Reply::Array(mut found)) => {
+            let Some(Reply::Array(mut elements)) = found.pop() else { unreachable!("multi_pop answers [key, elements]") };
+            found.push(elements.pop().expect("one element popped"));
+            Ok(Reply::Array(found))
+        }
+        Some(_) => unreachable!("multi_pop answers an array"),
+        None => block(call, pop.keys, delay, Reply::NullArray),
+    }
+}
+
+pub fn blpop(call: &mut Call<'_>) -> CommandResult {
+    blocking_pop(call, End::Head)
+}
+
+pub fn brpop(call: &mut Call<'_>) -> CommandResult {
+    blocking_pop(call, End::Tail)
+}
+
+/// BLMPOP timeout numkeys key [key ...] LEFT|RIGHT [COUNT count].
+pub fn blmpop(call: &mut Call<'_>) -> CommandResult {
+    let pop = parse_multi_pop(&call.args[2..])?;
+    let delay = parse_timeout(call, &call.args[1].clone())?;
+    match multi_pop(call, &pop)? {
+        Some(reply) => Ok(reply),
+        None => block(call, pop.keys, delay, Reply::NullArray),
+    }
+}
+
+/// BLMOVE and BRPOPLPUSH: LMOVE once the source has elements.
+fn blocking_move(call: &mut Call<'_>, from: End, to: End, timeout: &Bytes) -> CommandResult {
+    let delay = parse_timeout(call, timeout)?;
+    let source = call.args[1].clone();
+    if open(call, &source)?.is_some() {
+        return move_element(call, from, to);
+    }
+    block(call, vec![source], delay, Reply::Null)
+}
+
+pub fn blmove(call: &mut Call<'_>) -> CommandResult {
+    let (from, to) = (parse_end(&call.args[3])?, parse_end(&call.args[4])?);
+    let timeout = call.args[5].clone();
+    blocking_move(call, from, to, &timeout)
+}
+
+pub fn brpoplpush(call: &mut Call<'_>) -> CommandResult {
+    let timeout = call.args[3].clone();
+    blocking_move(call, End::Tail, End::Head, &timeout)
 }

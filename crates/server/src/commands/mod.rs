@@ -23,7 +23,7 @@ use std::sync::OnceLock;
 use bytes::Bytes;
 use hybridkv_resp::Reply;
 
-use crate::command::{arity_allows, fail, wrong_arity, Call, CommandError, CommandSpec, KeySpec, KeyStore, ADMIN, AFTER_TRANSACTION, BEFORE_AUTH, BLIND_WRITE, CROSSES_DATABASES, IN_MULTI, READONLY, READS_PARTS, TRANSACTION_CONTROL, WHOLE_KEYSPACE, WRITE};
+use crate::command::{arity_allows, fail, wrong_arity, Call, CommandError, CommandSpec, KeySpec, KeyStore, ADMIN, AFTER_TRANSACTION, BEFORE_AUTH, BLIND_WRITE, BLOCKS_ON_KEYS, CROSSES_DATABASES, IN_MULTI, READONLY, READS_PARTS, TRANSACTION_CONTROL, WHOLE_KEYSPACE, WRITE};
 use crate::long_double::LongDouble;
 use crate::values::Stored;
 
@@ -38,12 +38,17 @@ const READ_PARTS: u16 = READ | READS_PARTS;
 const LISTS_KEYS: u16 = READ | WHOLE_KEYSPACE;
 const WRITES: u16 = WRITE | IN_MULTI;
 const BLIND_WRITES: u16 = WRITES | BLIND_WRITE;
+const BLOCKING_WRITES: u16 = WRITES | BLOCKS_ON_KEYS;
 const SESSION_OR_SERVER: u16 = IN_MULTI | AFTER_TRANSACTION;
 const PAIRS: KeySpec = KeySpec { first: 1, last: -1, step: 2 };
 const TWO: KeySpec = KeySpec { first: 1, last: 2, step: 1 };
 /// SINTERCARD's and LMPOP's keys follow their count (the options after them are taken for keys too: a
 /// transaction over a few more keys than needed).
 const AFTER_COUNT: KeySpec = KeySpec { first: 2, last: -1, step: 1 };
+/// BLPOP's and BRPOP's keys come before their timeout.
+const LAST_IS_TIMEOUT: KeySpec = KeySpec { first: 1, last: -2, step: 1 };
+/// BLMPOP's keys follow its timeout and their count (with its options, as for SINTERCARD).
+const AFTER_TIMEOUT_AND_COUNT: KeySpec = KeySpec { first: 3, last: -1, step: 1 };
 
 macro_rules! command {
     ($name:literal, $arity:expr, $keys:expr, $flags:expr, $group:literal, $summary:literal, $handler:path) => {
@@ -171,6 +176,11 @@ pub static TABLE: &[CommandSpec] = &[
     command!("lmove", 5, TWO, WRITES, "list", "Pops an element from one list and pushes it to another.", lists::lmove),
     command!("rpoplpush", 3, TWO, WRITES, "list", "Pops the last element of a list and pushes it to the head of another.", lists::rpoplpush),
     command!("lmpop", -4, AFTER_COUNT, WRITES, "list", "Pops elements from the first non-empty list of several (COUNT).", lists::lmpop),
+    command!("blpop", -3, LAST_IS_TIMEOUT, BLOCKING_WRITES, "list", "Pops the first element of the first non-empty list, waiting for one up to the timeout (seconds, 0: no limit).", lists::blpop),
+    command!("brpop", -3, LAST_IS_TIMEOUT, BLOCKING_WRITES, "list", "Pops the last element of the first non-empty list, waiting for one up to the timeout.", lists::brpop),
+    command!("blmove", 6, TWO, BLOCKING_WRITES, "list", "LMOVE, waiting for the source to have an element up to the timeout.", lists::blmove),
+    command!("brpoplpush", 4, TWO, BLOCKING_WRITES, "list", "RPOPLPUSH, waiting for the source to have an element up to the timeout.", lists::brpoplpush),
+    command!("blmpop", -5, AFTER_TIMEOUT_AND_COUNT, BLOCKING_WRITES, "list", "LMPOP, waiting for one of the lists to have elements up to the timeout.", lists::blmpop),
     command!("sadd", -3, KeySpec::ONE, WRITES, "set", "Adds members to a set.", sets::sadd),
     command!("srem", -3, KeySpec::ONE, WRITES, "set", "Removes members from a set.", sets::srem),
     command!("sismember", 3, KeySpec::ONE, READ_PARTS, "set", "Whether a member is in a set.", sets::sismember),

@@ -144,6 +144,7 @@ pub fn exec(call: &mut Call<'_>) -> CommandResult {
             }
         }
         let mut replies = Vec::with_capacity(multi.queued.len());
+        session.in_exec = true;
         for ((spec, args), select_reply) in multi.queued.iter().zip(&databases.select_replies) {
             if select_reply.is_some() {
                 replies.push(select_reply.clone());
@@ -163,6 +164,8 @@ pub fn exec(call: &mut Call<'_>) -> CommandResult {
         Ok(Some(replies))
     };
     let outcome = if whole_keyspace { namespace.transaction_over_all(body) } else { namespace.transaction_deferred(&keys, body) };
+    // Set by the body (a failed body may leave it set).
+    call.session.in_exec = false;
     let replies = match outcome {
         Ok((Some(replies), ticket)) => {
             if let Some(ticket) = ticket {
