@@ -6,9 +6,10 @@ latest acknowledged value (or the value of the one write still in flight when th
     .venv/bin/python scripts/crash_loop.py --cycles 20 --seconds 900 --placements all --seed 1
 
 Each writer connection owns its keys and sends one command at a time (SET, INCR, MSET, DEL,
-MULTI/EXEC), so the latest acknowledged value of every key is known, and at most one write per
+MULTI/EXEC; RPUSH, LPOP and LMOVE on lists that grow past one record into chunks; SADD and SREM
+on sets), so the latest acknowledged value of every key is known, and at most one write per
 writer is in flight at the kill. A write in flight may be applied or not, but a multi-key write
-(MSET, MULTI/EXEC) is applied whole or not at all. Some cycles also kill the server while it is
+(MSET, MULTI/EXEC, LMOVE) is applied whole or not at all. Some cycles also kill the server while it is
 still recovering. The seed fixes the schedule: every kill delay and every writer's sequence of
 commands (not the interleaving of the writers' threads). Exit status 1 when anything was lost.
 """
@@ -33,6 +34,8 @@ from conftest import PLACEMENTS, Server  # noqa: E402
 WRITERS_DEFAULT = 6
 KEYS_PER_WRITER = 500
 COUNTERS_PER_WRITER = 4
+LISTS_PER_WRITER = 2
+SETS_PER_WRITER = 2
 VALUE_PADDING_BYTES_MAX = 300
 MGET_KEYS_PER_CALL = 1000
 # Share of cycles that also kill the server once while it recovers, before it listens.
@@ -66,7 +69,10 @@ class Writer:
         self.rng = random.Random(seed)
         self.keys = [f"w{number}:k{i}" for i in range(KEYS_PER_WRITER)]
         self.counters = [f"w{number}:counter{i}" for i in range(COUNTERS_PER_WRITER)]
-        self.expected = dict.fromkeys(self.keys + self.counters)
+        self.lists = [f"w{number}:list{i}" for i in range(LISTS_PER_WRITER)]
+        self.sets = [f"w{number}:set{i}" for i in range(SETS_PER_WRITER)]
+        # Strings as text, lists as tuples, sets as frozensets; None: absent.
+        self.expected = dict.fromkeys(self.keys + self.counters + self.lists + self.sets)
         self.in_flight = None
         self.sequence = 0
         self.acknowledged = 0
@@ -94,7 +100,11 @@ class Writer:
         return str(int(self.expected[counter] or 0) + 1)
 
     def write_once(self, client):
-        kind = self.rng.choices(["set", "incr", "mset", "multi", "del"], weights=[40, 20, 15, 15, 10])[0]
+        kind = self.rng.choices(["set", "incr", "mset", "multi", "del", "list", "set-type"], weights=[40, 20, 15, 15, 10, 20, 10])[0]
+        if kind == "list":
+            return self.write_list(client)
+        if kind == "set-type":
+            return self.write_set(client)
         if kind == "set":
             key = self.rng.choice(self.keys)
             changes = {key: self.unique_value()}
@@ -116,6 +126,36 @@ class Writer:
             key = self.rng.choice(self.keys)
             changes = {key: None}
             self.send(changes, lambda: client.delete(key), int(self.expected[key] is not None))
+
+    def write_list(self, client):
+        """RPUSH (twice as often, so lists grow into chunks), LPOP of up to 3, or LMOVE between
+        the writer's two lists."""
+        key = self.rng.choice(self.lists)
+        elements = self.expected[key] or ()
+        kind = self.rng.choice(["rpush", "rpush", "lpop", "lmove"])
+        if kind == "rpush":
+            pushed = tuple(self.unique_value() for _ in range(self.rng.randint(1, 3)))
+            changes = {key: elements + pushed}
+            self.send(changes, lambda: client.rpush(key, *pushed), len(elements) + len(pushed))
+        elif kind == "lpop":
+            count = self.rng.randint(1, 3)
+            changes = {key: elements[count:] or None}
+            self.send(changes, lambda: client.lpop(key, count), list(elements[:count]) or None)
+        else:
+            target = next(other for other in self.lists if other != key)
+            moved = elements[-1:]
+            changes = {key: elements[:-1] or None, target: moved + (self.expected[target] or ())} if moved else {}
+            self.send(changes, lambda: client.lmove(key, target, "RIGHT", "LEFT"), moved[0] if moved else None)
+
+    def write_set(self, client):
+        key = self.rng.choice(self.sets)
+        members = self.expected[key] or frozenset()
+        if members and self.rng.random() < 0.3:
+            removed = self.rng.choice(sorted(members))
+            self.send({key: (members - {removed}) or None}, lambda: client.srem(key, removed), 1)
+        else:
+            added = self.unique_value()[:60]
+            self.send({key: members | {added}}, lambda: client.sadd(key, added), 1)
 
     def send(self, changes: dict, command, expected_reply):
         self.in_flight = changes
@@ -143,9 +183,14 @@ def check_after_restart(client, writer: Writer, tally: Tally, cycle: int):
     """Compares every key of the writer with the model, then adopts what the server has for the
     keys of the write that was in flight (applied or not, it is now durable)."""
     actual = {}
-    for start in range(0, len(writer.expected), MGET_KEYS_PER_CALL):
-        keys = list(writer.expected)[start : start + MGET_KEYS_PER_CALL]
+    strings = writer.keys + writer.counters
+    for start in range(0, len(strings), MGET_KEYS_PER_CALL):
+        keys = strings[start : start + MGET_KEYS_PER_CALL]
         actual.update(zip(keys, client.mget(keys)))
+    for key in writer.lists:
+        actual[key] = tuple(client.lrange(key, 0, -1)) or None
+    for key in writer.sets:
+        actual[key] = frozenset(client.smembers(key)) or None
     in_flight = writer.in_flight or {}
     for key, value in actual.items():
         allowed = [writer.expected[key]] + ([in_flight[key]] if key in in_flight else [])

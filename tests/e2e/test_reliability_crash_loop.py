@@ -25,7 +25,7 @@ def test_acknowledged_writes_survive_a_crash_loop(tmp_path, index, data):
     assert tally.problems == []
     assert tally.cycles == CYCLES
     assert tally.acknowledged_writes > 0, "the load did not get going"
-    assert tally.keys_checked == CYCLES * WRITERS * (crash_loop.KEYS_PER_WRITER + crash_loop.COUNTERS_PER_WRITER)
+    assert tally.keys_checked == CYCLES * WRITERS * (crash_loop.KEYS_PER_WRITER + crash_loop.COUNTERS_PER_WRITER + crash_loop.LISTS_PER_WRITER + crash_loop.SETS_PER_WRITER)
 
 
 class FakeClient:
@@ -36,6 +36,13 @@ class FakeClient:
 
     def mget(self, keys):
         return [self.values.get(key) for key in keys]
+
+    def lrange(self, key, start, stop):
+        assert (start, stop) == (0, -1)
+        return list(self.values.get(key) or ())
+
+    def smembers(self, key):
+        return set(self.values.get(key) or ())
 
 
 def writer_with(expected: dict, in_flight=None) -> crash_loop.Writer:
@@ -70,3 +77,14 @@ def test_checker_accepts_a_write_in_flight_applied_whole_or_not_at_all():
 def test_checker_flags_a_half_applied_transaction():
     writer = writer_with({"w0:k1": "a1", "w0:k2": "b1"}, {"w0:k1": "a2", "w0:k2": "b2"})
     assert [problem.split(":")[1].split()[0] for problem in check(writer, {"w0:k1": "a2"}).problems] == ["HALF-APPLIED"]
+
+
+def test_checker_flags_a_lost_list_element_a_lost_member_and_a_half_applied_move():
+    writer = writer_with({"w0:list0": ("a", "b"), "w0:set0": frozenset({"m"})})
+    problems = check(writer, {"w0:list0": ("a",), "w0:set0": None}).problems
+    assert [problem.split(":")[1].split()[0] for problem in problems] == ["LOST", "LOST"]
+    moved = {"w0:list0": ("a",), "w0:list1": ("b",)}
+    writer = writer_with({"w0:list0": ("a", "b")}, dict(moved))
+    assert [problem.split(":")[1].split()[0] for problem in check(writer, {"w0:list1": ("b",)}).problems] == ["HALF-APPLIED"]
+    writer = writer_with({"w0:list0": ("a", "b")}, dict(moved))
+    assert check(writer, moved).problems == [] and writer.expected["w0:list1"] == ("b",)
