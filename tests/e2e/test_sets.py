@@ -7,7 +7,7 @@ crashes whole. Replies and errors of small sets are compared one by one in test_
 import pytest
 import redis
 
-from conftest import assert_same, assert_watch_sees, both
+from conftest import RawClient, assert_same, assert_same_replies, assert_watch_sees, both, run_script
 
 MEMBERS = 20_000
 
@@ -158,3 +158,18 @@ def test_set_size_limit_is_a_clear_error(make_server, tmp_path):
     assert 900 < client.scard("huge") < 1100
     assert client.srem("huge", f"0:{padding}") == 1
     assert client.delete("huge") == 1 and client.dbsize() == 0
+
+
+def test_small_sets_of_integers_are_listed_in_ascending_order_as_redis_lists_an_intset(shared_server, reference_redis):
+    script = [
+        ("c", ["SADD", "ints", "30", "-5", "7", "100000000000", "0"]), ("c", ["SMEMBERS", "ints"]), ("c", ["SSCAN", "ints", "0"]),
+        ("c", ["SADD", "more", "7", "30", "2", "-1"]), ("c", ["SINTER", "ints", "more"]), ("c", ["SINTERSTORE", "both", "more", "ints"]),
+        ("c", ["SMEMBERS", "both"]), ("c", ["SMOVE", "more", "both", "-1"]), ("c", ["SMEMBERS", "both"]), ("c", ["SREM", "ints", "7"]),
+        ("c", ["SMEMBERS", "ints"]), ("c", ["SPOP", "ints", "10"]),
+    ]
+    replies = []
+    for port in (shared_server.port, reference_redis):
+        client = RawClient(port)
+        client.exchange("FLUSHALL")
+        replies.append(run_script({"c": client}, script))
+    assert_same_replies(*replies)

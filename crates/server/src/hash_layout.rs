@@ -162,6 +162,14 @@ impl OpenHash {
         OpenHash { key: key.clone(), collection, expiry_unix_ms: 0, layout: Layout::Small(HashRecord { fields }), changed: true, fields_at_open: 0 }
     }
 
+    /// The fields of a hash or set kept in one record, in their order (None once bucketed).
+    pub fn small_fields_mut(&mut self) -> Option<&mut Vec<(Bytes, Bytes)>> {
+        match &mut self.layout {
+            Layout::Small(fields) => Some(&mut fields.fields),
+            Layout::Bucketed { .. } => None,
+        }
+    }
+
     pub fn len(&self) -> u64 {
         match &self.layout {
             Layout::Small(fields) => fields.fields.len() as u64,

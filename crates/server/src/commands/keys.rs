@@ -7,6 +7,7 @@ use bytes::Bytes;
 use hybridkv_engine::{now_unix_ms, CommitTicket, EngineError, KeySnapshot, Namespace, EXPIRY_UNIX_MS_MAX};
 use hybridkv_resp::Reply;
 
+use super::sets::INTSET_MEMBERS_MAX;
 use super::{is, parse_integer, subcommand_help, unknown_subcommand, SYNTAX_ERROR};
 use crate::command::{fail, run_over_keys, Call, CommandError, CommandResult, DB_INDEX_OUT_OF_RANGE};
 use crate::glob::glob_match;
@@ -49,9 +50,6 @@ const SHARED_REFCOUNT: i64 = i32::MAX as i64;
 const LISTPACK_FIELDS_MAX: usize = 512;
 /// …and every field name and value is at most this many bytes (hash-max-listpack-value).
 const LISTPACK_ELEMENT_BYTES_MAX: usize = 64;
-/// A set of integers stays an intset in Redis 7.0 while it has at most this many members
-/// (set-max-intset-entries).
-const INTSET_MEMBERS_MAX: usize = 512;
 
 /// OBJECT ENCODING | REFCOUNT | FREQ | IDLETIME key, and HELP. The encoding and the reference
 /// count are what Redis would answer for the value as it is now (Redis also remembers history: a

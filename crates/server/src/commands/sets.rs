@@ -17,6 +17,30 @@ use crate::hash_layout::OpenHash;
 use crate::keyspace_events::{GENERIC, SET};
 use crate::values::Collection;
 
+/// A set of integers stays an intset in Redis 7.0 while it has at most this many members
+/// (set-max-intset-entries).
+pub(super) const INTSET_MEMBERS_MAX: usize = 512;
+
+/// Orders `members` as Redis lists an intset, ascending, when they would make one: at most
+/// INTSET_MEMBERS_MAX integers. Otherwise they keep their order.
+fn order_like_an_intset(members: &mut Vec<(Bytes, Bytes)>) {
+    if members.len() > INTSET_MEMBERS_MAX {
+        return;
+    }
+    let Some(numbers) = members.iter().map(|(member, _)| parse_integer(member).ok()).collect::<Option<Vec<i64>>>() else { return };
+    let mut numbered: Vec<(i64, (Bytes, Bytes))> = numbers.into_iter().zip(std::mem::take(members)).collect();
+    numbered.sort_unstable_by_key(|(number, _)| *number);
+    *members = numbered.into_iter().map(|(_, member)| member).collect();
+}
+
+/// Keeps a small set of integers in ascending order, as Redis's intset lists them (SMEMBERS,
+/// SSCAN, and SINTER over it, answer in that order).
+fn keep_intset_order(set: &mut OpenHash) {
+    if let Some(members) = set.small_fields_mut() {
+        order_like_an_intset(members);
+    }
+}
+
 fn open(call: &mut Call<'_>, key: &Bytes) -> Result<Option<OpenHash>, CommandError> {
     OpenHash::open(call.store, key, Collection::Set)
 }
@@ -38,6 +62,7 @@ pub fn sadd(call: &mut Call<'_>) -> CommandResult {
         }
     }
     if added > 0 {
+        keep_intset_order(&mut set);
         save(call, set)?;
         call.notify(SET, "sadd", &key);
     }
@@ -162,6 +187,7 @@ pub fn smove(call: &mut Call<'_>) -> CommandResult {
     };
     if target.get(call.store, &member)?.is_none() {
         target.set(call.store, member, Bytes::new())?;
+        keep_intset_order(&mut target);
         save(call, target)?;
         call.notify(SET, "sadd", &target_key);
     }
@@ -250,7 +276,8 @@ fn store_members(call: &mut Call<'_>, target: &Bytes, members: Vec<Bytes>, event
         }
         return Ok(Reply::Integer(0));
     }
-    let fields = members.into_iter().map(|member| (member, Bytes::new())).collect();
+    let mut fields = members.into_iter().map(|member| (member, Bytes::new())).collect();
+    order_like_an_intset(&mut fields);
     save(call, OpenHash::with_distinct_fields(target, Collection::Set, fields))?;
     call.notify(SET, event, target);
     Ok(Reply::Integer(size))
