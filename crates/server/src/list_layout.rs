@@ -279,10 +279,7 @@ impl OpenList {
 
     /// Visits the elements from `end` on with their indices until `visit` answers false.
     pub fn scan(&mut self, store: &mut dyn KeyStore, end: End, mut visit: impl FnMut(u64, &Bytes) -> bool) -> Result<(), CommandError> {
-        let order: Vec<usize> = match end {
-            End::Head => (0..self.chunks.len()).collect(),
-            End::Tail => (0..self.chunks.len()).rev().collect(),
-        };
+        let order = self.chunk_order(end);
         let mut before = 0;
         let mut after = self.len;
         for at in order {
@@ -304,14 +301,19 @@ impl OpenList {
         Ok(())
     }
 
+    /// The chunks' indices from `end` on.
+    fn chunk_order(&self, end: End) -> Vec<usize> {
+        match end {
+            End::Head => (0..self.chunks.len()).collect(),
+            End::Tail => (0..self.chunks.len()).rev().collect(),
+        }
+    }
+
     /// Removes up to `limit` elements equal to `element` (0: all), visiting from `end`; answers
     /// how many. Only the chunks that lost elements are rewritten.
     pub fn remove_equal(&mut self, store: &mut dyn KeyStore, element: &[u8], end: End, limit: u64) -> Result<u64, CommandError> {
         let mut removed = 0;
-        let order: Vec<usize> = match end {
-            End::Head => (0..self.chunks.len()).collect(),
-            End::Tail => (0..self.chunks.len()).rev().collect(),
-        };
+        let order = self.chunk_order(end);
         for at in order {
             if limit != 0 && removed == limit {
                 break;

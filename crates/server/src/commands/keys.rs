@@ -7,7 +7,7 @@ use bytes::Bytes;
 use hybridkv_engine::{now_unix_ms, CommitTicket, EngineError, KeySnapshot, Namespace, EXPIRY_UNIX_MS_MAX};
 use hybridkv_resp::Reply;
 
-use super::sets::INTSET_MEMBERS_MAX;
+use super::sets::{intset_numbers, INTSET_MEMBERS_MAX};
 use super::{is, parse_integer, subcommand_help, unknown_subcommand, SYNTAX_ERROR};
 use crate::command::{fail, run_over_keys, Call, CommandError, CommandResult, DB_INDEX_OUT_OF_RANGE};
 use crate::glob::glob_match;
@@ -107,8 +107,7 @@ fn fields_encoding(collection: Collection, fields: &[(Bytes, Bytes)]) -> &'stati
 /// "intset" for at most 512 members that are all integers as Redis parses them, else "hashtable"
 /// (Redis 7.0; 7.2 added listpack sets).
 fn set_encoding(members: &[(Bytes, Bytes)]) -> &'static str {
-    let integer = |(member, _): &(Bytes, Bytes)| parse_integer(member).is_ok();
-    if members.len() <= INTSET_MEMBERS_MAX && members.iter().all(integer) { "intset" } else { "hashtable" }
+    if intset_numbers(members).is_some() { "intset" } else { "hashtable" }
 }
 
 /// "listpack" for at most 512 fields of at most 64 bytes, as Redis keeps them, else "hashtable".

@@ -6,7 +6,7 @@
 use bytes::Bytes;
 use hybridkv_resp::Reply;
 
-use super::{is, parse_integer, SYNTAX_ERROR};
+use super::{is, parse_integer, parse_integer_at_least, NUMKEYS_NOT_POSITIVE, SYNTAX_ERROR};
 use crate::command::{fail, Call, CommandError, CommandResult};
 use crate::keyspace_events::{GENERIC, LIST};
 use crate::list_layout::{End, ListLimits, OpenList};
@@ -108,10 +108,7 @@ fn pop(call: &mut Call<'_>, end: End) -> CommandResult {
     let name = if end == End::Head { "lpop" } else { "rpop" };
     let count = match call.args.len() {
         2 => None,
-        3 => match parse_integer(&call.args[2]) {
-            Ok(count) if count >= 0 => Some(count as u64),
-            _ => return fail(MUST_BE_POSITIVE),
-        },
+        3 => Some(parse_integer_at_least(&call.args[2], 0, MUST_BE_POSITIVE)? as u64),
         _ => return Err(crate::command::wrong_arity(name)),
     };
     let key = call.args[1].clone();
@@ -263,21 +260,14 @@ fn parse_position_options(options: &[Bytes]) -> Result<PositionOptions, CommandE
                 return fail("ERR value is out of range");
             }
         } else if is(option, "COUNT") {
-            parsed.count = Some(non_negative(value, "ERR COUNT can't be negative")?);
+            parsed.count = Some(parse_integer_at_least(value, 0, "ERR COUNT can't be negative")? as u64);
         } else if is(option, "MAXLEN") {
-            parsed.max_compared = non_negative(value, "ERR MAXLEN can't be negative")?;
+            parsed.max_compared = parse_integer_at_least(value, 0, "ERR MAXLEN can't be negative")? as u64;
         } else {
             return fail(SYNTAX_ERROR);
         }
     }
     Ok(parsed)
-}
-
-fn non_negative(text: &[u8], error: &'static str) -> Result<u64, CommandError> {
-    match parse_integer(text) {
-        Ok(value) if value >= 0 => Ok(value as u64),
-        _ => fail(error),
-    }
 }
 
 /// LPOS key element [RANK rank] [COUNT count] [MAXLEN len]: the index of the rank-th match,
@@ -357,42 +347,40 @@ struct MultiPop {
 }
 
 fn parse_multi_pop(args: &[Bytes]) -> Result<MultiPop, CommandError> {
-    let key_count = match parse_integer(&args[0]) {
-        Ok(count) if count > 0 => count as u64,
-        _ => return fail("ERR numkeys should be greater than 0"),
-    };
+    let key_count = parse_integer_at_least(&args[0], 1, NUMKEYS_NOT_POSITIVE)? as u64;
     let Some(end_at) = key_count.checked_add(1).filter(|&at| at < args.len() as u64).map(|at| at as usize) else {
         return fail(SYNTAX_ERROR);
     };
     let end = parse_end(&args[end_at])?;
     let count = match &args[end_at + 1..] {
         [] => 1,
-        [option, value] if is(option, "COUNT") => match parse_integer(value) {
-            Ok(count) if count > 0 => count as u64,
-            _ => return fail("ERR count should be greater than 0"),
-        },
+        [option, value] if is(option, "COUNT") => parse_integer_at_least(value, 1, "ERR count should be greater than 0")? as u64,
         _ => return fail(SYNTAX_ERROR),
     };
     Ok(MultiPop { keys: args[1..end_at].to_vec(), end, count })
 }
 
-/// Pops from the first non-empty list of the keys: [key, elements], or None when every list
-/// is empty. A key of another type is WRONGTYPE only when met before a list with elements
-/// (Redis 7.0's order).
-fn multi_pop(call: &mut Call<'_>, pop: &MultiPop) -> Result<Option<Reply>, CommandError> {
+/// Pops from the first non-empty list of the keys: its key and the elements, or None when
+/// every list is empty. A key of another type is WRONGTYPE only when met before a list with
+/// elements (Redis 7.0's order).
+fn multi_pop(call: &mut Call<'_>, pop: &MultiPop) -> Result<Option<(Bytes, Vec<Bytes>)>, CommandError> {
     for key in &pop.keys {
         if let Some(list) = open(call, key)? {
-            let popped = pop_saved(call, key, list, pop.end, pop.count)?;
-            return Ok(Some(Reply::Array(vec![Reply::Bulk(key.clone()), Reply::Array(popped.into_iter().map(Reply::Bulk).collect())])));
+            return Ok(Some((key.clone(), pop_saved(call, key, list, pop.end, pop.count)?)));
         }
     }
     Ok(None)
 }
 
+/// LMPOP's and BLMPOP's reply: [key, elements].
+fn key_and_elements((key, elements): (Bytes, Vec<Bytes>)) -> Reply {
+    Reply::Array(vec![Reply::Bulk(key), Reply::Array(elements.into_iter().map(Reply::Bulk).collect())])
+}
+
 /// LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT count]: a null array when every list is empty.
 pub fn lmpop(call: &mut Call<'_>) -> CommandResult {
     let pop = parse_multi_pop(&call.args[1..])?;
-    Ok(multi_pop(call, &pop)?.unwrap_or(Reply::NullArray))
+    Ok(multi_pop(call, &pop)?.map_or(Reply::NullArray, key_and_elements))
 }
 
 /// A blocking pop's timeout in seconds (a float, 0: none) as Redis parses it. Run again after a
@@ -425,12 +413,7 @@ fn blocking_pop(call: &mut Call<'_>, end: End) -> CommandResult {
     let delay = parse_timeout(call, &call.args[last].clone())?;
     let pop = MultiPop { keys: call.args[1..last].to_vec(), end, count: 1 };
     match multi_pop(call, &pop)? {
-        Some(Reply::Array(mut found)) => {
-            let Some(Reply::Array(mut elements)) = found.pop() else { unreachable!("multi_pop answers [key, elements]") };
-            found.push(elements.pop().expect("one element popped"));
-            Ok(Reply::Array(found))
-        }
-        Some(_) => unreachable!("multi_pop answers an array"),
+        Some((key, mut elements)) => Ok(Reply::Array(vec![Reply::Bulk(key), Reply::Bulk(elements.pop().expect("one element popped"))])),
         None => block(call, pop.keys, delay, Reply::NullArray),
     }
 }
@@ -448,19 +431,19 @@ pub fn blmpop(call: &mut Call<'_>) -> CommandResult {
     let pop = parse_multi_pop(&call.args[2..])?;
     let delay = parse_timeout(call, &call.args[1].clone())?;
     match multi_pop(call, &pop)? {
-        Some(reply) => Ok(reply),
+        Some(popped) => Ok(key_and_elements(popped)),
         None => block(call, pop.keys, delay, Reply::NullArray),
     }
 }
 
-/// BLMOVE and BRPOPLPUSH: LMOVE once the source has elements.
+/// BLMOVE and BRPOPLPUSH: LMOVE once the source has elements (a missing source is what
+/// `move_element` answers nil for).
 fn blocking_move(call: &mut Call<'_>, from: End, to: End, timeout: &Bytes) -> CommandResult {
     let delay = parse_timeout(call, timeout)?;
-    let source = call.args[1].clone();
-    if open(call, &source)?.is_some() {
-        return move_element(call, from, to);
+    match move_element(call, from, to)? {
+        Reply::Null => block(call, vec![call.args[1].clone()], delay, Reply::Null),
+        moved => Ok(moved),
     }
-    block(call, vec![source], delay, Reply::Null)
 }
 
 pub fn blmove(call: &mut Call<'_>) -> CommandResult {

@@ -30,6 +30,7 @@ use crate::values::Stored;
 pub const SYNTAX_ERROR: &str = "ERR syntax error";
 pub const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
 pub const NOT_FLOAT: &str = "ERR value is not a valid float";
+pub const NUMKEYS_NOT_POSITIVE: &str = "ERR numkeys should be greater than 0";
 pub const NOT_FINITE: &str = "ERR increment would produce NaN or Infinity";
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
@@ -411,6 +412,15 @@ pub fn parse_integer(text: &[u8]) -> Result<i64, CommandError> {
         })
         .and_then(|text| text.parse::<i64>().ok())
         .map_or_else(|| fail(NOT_INTEGER), Ok)
+}
+
+/// An integer of at least `least`; anything else (not an integer, or smaller) answers `error`,
+/// as Redis's getRangeLongFromObjectOrReply does with its message (counts, numkeys, LIMIT).
+pub fn parse_integer_at_least(text: &[u8], least: i64, error: &'static str) -> Result<i64, CommandError> {
+    match parse_integer(text) {
+        Ok(value) if value >= least => Ok(value),
+        _ => fail(error),
+    }
 }
 
 /// A float as Redis's string2ld reads it (see `LongDouble::parse`).

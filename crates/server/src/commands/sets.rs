@@ -11,7 +11,7 @@ use bytes::Bytes;
 use hybridkv_resp::Reply;
 
 use super::hashes::{parse_random_count, random_fields, remove_fields, save, scan_fields};
-use super::{is, parse_integer, SYNTAX_ERROR};
+use super::{is, parse_integer, parse_integer_at_least, NUMKEYS_NOT_POSITIVE, SYNTAX_ERROR};
 use crate::command::{fail, Call, CommandError, CommandResult};
 use crate::hash_layout::OpenHash;
 use crate::keyspace_events::{GENERIC, SET};
@@ -21,13 +21,19 @@ use crate::values::Collection;
 /// (set-max-intset-entries).
 pub(super) const INTSET_MEMBERS_MAX: usize = 512;
 
-/// Orders `members` as Redis lists an intset, ascending, when they would make one: at most
-/// INTSET_MEMBERS_MAX integers. Otherwise they keep their order.
-fn order_like_an_intset(members: &mut Vec<(Bytes, Bytes)>) {
+/// The members as integers when Redis 7.0 would keep them as an intset: at most
+/// INTSET_MEMBERS_MAX, every one an integer.
+pub(super) fn intset_numbers(members: &[(Bytes, Bytes)]) -> Option<Vec<i64>> {
     if members.len() > INTSET_MEMBERS_MAX {
-        return;
+        return None;
     }
-    let Some(numbers) = members.iter().map(|(member, _)| parse_integer(member).ok()).collect::<Option<Vec<i64>>>() else { return };
+    members.iter().map(|(member, _)| parse_integer(member).ok()).collect()
+}
+
+/// Orders `members` as Redis lists an intset, ascending, when they would make one; otherwise
+/// they keep their order.
+fn order_like_an_intset(members: &mut Vec<(Bytes, Bytes)>) {
+    let Some(numbers) = intset_numbers(members) else { return };
     let mut numbered: Vec<(i64, (Bytes, Bytes))> = numbers.into_iter().zip(std::mem::take(members)).collect();
     numbered.sort_unstable_by_key(|(number, _)| *number);
     *members = numbered.into_iter().map(|(_, member)| member).collect();
@@ -132,10 +138,7 @@ pub fn srandmember(call: &mut Call<'_>) -> CommandResult {
 pub fn spop(call: &mut Call<'_>) -> CommandResult {
     let count = match call.args.len() {
         2 => None,
-        3 => match parse_integer(&call.args[2]) {
-            Ok(count) if count >= 0 => Some(count),
-            _ => return fail("ERR value is out of range, must be positive"),
-        },
+        3 => Some(parse_integer_at_least(&call.args[2], 0, "ERR value is out of range, must be positive")?),
         _ => return fail(SYNTAX_ERROR),
     };
     let key = call.args[1].clone();
@@ -284,54 +287,50 @@ fn store_members(call: &mut Call<'_>, target: &Bytes, members: Vec<Bytes>, event
 }
 
 pub fn sinter(call: &mut Call<'_>) -> CommandResult {
-    let keys = call.args[1..].to_vec();
-    Ok(members_reply(intersection(call, &keys, 0)?))
+    let keys = &call.args[1..];
+    Ok(members_reply(intersection(call, keys, 0)?))
 }
 
 pub fn sunion(call: &mut Call<'_>) -> CommandResult {
-    let keys = call.args[1..].to_vec();
-    Ok(members_reply(union(call, &keys)?))
+    let keys = &call.args[1..];
+    Ok(members_reply(union(call, keys)?))
 }
 
 pub fn sdiff(call: &mut Call<'_>) -> CommandResult {
-    let keys = call.args[1..].to_vec();
-    Ok(members_reply(difference(call, &keys)?))
+    let keys = &call.args[1..];
+    Ok(members_reply(difference(call, keys)?))
 }
 
 pub fn sinterstore(call: &mut Call<'_>) -> CommandResult {
-    let (target, keys) = (call.args[1].clone(), call.args[2..].to_vec());
-    let members = intersection(call, &keys, 0)?;
+    let (target, keys) = (call.args[1].clone(), &call.args[2..]);
+    let members = intersection(call, keys, 0)?;
     store_members(call, &target, members, "sinterstore")
 }
 
 pub fn sunionstore(call: &mut Call<'_>) -> CommandResult {
-    let (target, keys) = (call.args[1].clone(), call.args[2..].to_vec());
-    let members = union(call, &keys)?;
+    let (target, keys) = (call.args[1].clone(), &call.args[2..]);
+    let members = union(call, keys)?;
     store_members(call, &target, members, "sunionstore")
 }
 
 pub fn sdiffstore(call: &mut Call<'_>) -> CommandResult {
-    let (target, keys) = (call.args[1].clone(), call.args[2..].to_vec());
-    let members = difference(call, &keys)?;
+    let (target, keys) = (call.args[1].clone(), &call.args[2..]);
+    let members = difference(call, keys)?;
     store_members(call, &target, members, "sdiffstore")
 }
 
 /// SINTERCARD numkeys key [key ...] [LIMIT limit]: the intersection's size, counting stops at
 /// the limit (0: none). Checked in Redis 7.0's order and with its texts.
 pub fn sintercard(call: &mut Call<'_>) -> CommandResult {
-    const NUMKEYS: &str = "ERR numkeys should be greater than 0";
-    let key_count = match parse_integer(&call.args[1]) {
-        Ok(count) if count > 0 => count as u64,
-        _ => return fail(NUMKEYS),
-    };
+    let key_count = parse_integer_at_least(&call.args[1], 1, NUMKEYS_NOT_POSITIVE)? as u64;
     let after_numkeys = call.args.len() as u64 - 2;
     if key_count > after_numkeys {
         return fail("ERR Number of keys can't be greater than number of args");
     }
     let keys_end = 2 + key_count as usize;
     let limit = parse_limit(&call.args[keys_end..])?;
-    let keys = call.args[2..keys_end].to_vec();
-    Ok(Reply::Integer(intersection(call, &keys, limit)?.len() as i64))
+    let keys = &call.args[2..keys_end];
+    Ok(Reply::Integer(intersection(call, keys, limit)?.len() as i64))
 }
 
 /// SINTERCARD's options: `LIMIT n` (the last one counts).
@@ -340,10 +339,7 @@ fn parse_limit(options: &[Bytes]) -> Result<usize, CommandError> {
     let mut options = options.iter();
     while let Some(option) = options.next() {
         let Some(value) = options.next().filter(|_| is(option, "LIMIT")) else { return fail(SYNTAX_ERROR) };
-        limit = match parse_integer(value) {
-            Ok(value) if value >= 0 => usize::try_from(value).unwrap_or(usize::MAX),
-            _ => return fail("ERR LIMIT can't be negative"),
-        };
+        limit = usize::try_from(parse_integer_at_least(value, 0, "ERR LIMIT can't be negative")?).unwrap_or(usize::MAX);
     }
     Ok(limit)
 }
