@@ -7,7 +7,7 @@ latest acknowledged value (or the value of the one write still in flight when th
 
 Each writer connection owns its keys and sends one command at a time (SET, INCR, MSET, DEL,
 MULTI/EXEC; RPUSH, LPOP and LMOVE on lists that grow past one record into chunks; SADD and SREM
-on sets), so the latest acknowledged value of every key is known, and at most one write per
+on sets; ZADD, ZINCRBY and ZPOPMIN on sorted sets that grow into buckets), so the latest acknowledged value of every key is known, and at most one write per
 writer is in flight at the kill. A write in flight may be applied or not, but a multi-key write
 (MSET, MULTI/EXEC, LMOVE) is applied whole or not at all. Some cycles also kill the server while it is
 still recovering. The seed fixes the schedule: every kill delay and every writer's sequence of
@@ -36,6 +36,9 @@ KEYS_PER_WRITER = 500
 COUNTERS_PER_WRITER = 4
 LISTS_PER_WRITER = 2
 SETS_PER_WRITER = 2
+SORTED_SETS_PER_WRITER = 2
+# Sorted-set scores are drawn from this many integers, so that members tie (ordered by member).
+SCORES_DISTINCT = 100
 VALUE_PADDING_BYTES_MAX = 300
 MGET_KEYS_PER_CALL = 1000
 # Share of cycles that also kill the server once while it recovers, before it listens.
@@ -71,8 +74,10 @@ class Writer:
         self.counters = [f"w{number}:counter{i}" for i in range(COUNTERS_PER_WRITER)]
         self.lists = [f"w{number}:list{i}" for i in range(LISTS_PER_WRITER)]
         self.sets = [f"w{number}:set{i}" for i in range(SETS_PER_WRITER)]
-        # Strings as text, lists as tuples, sets as frozensets; None: absent.
-        self.expected = dict.fromkeys(self.keys + self.counters + self.lists + self.sets)
+        self.sorted_sets = [f"w{number}:zset{i}" for i in range(SORTED_SETS_PER_WRITER)]
+        # Strings as text, lists as tuples, sets as frozensets, sorted sets as tuples of
+        # (member, score) in Redis's order; None: absent.
+        self.expected = dict.fromkeys(self.keys + self.counters + self.lists + self.sets + self.sorted_sets)
         self.in_flight = None
         self.sequence = 0
         self.acknowledged = 0
@@ -100,11 +105,13 @@ class Writer:
         return str(int(self.expected[counter] or 0) + 1)
 
     def write_once(self, client):
-        kind = self.rng.choices(["set", "incr", "mset", "multi", "del", "list", "set-type"], weights=[40, 20, 15, 15, 10, 20, 10])[0]
+        kind = self.rng.choices(["set", "incr", "mset", "multi", "del", "list", "set-type", "zset"], weights=[40, 20, 15, 15, 10, 20, 10, 10])[0]
         if kind == "list":
             return self.write_list(client)
         if kind == "set-type":
             return self.write_set(client)
+        if kind == "zset":
+            return self.write_sorted_set(client)
         if kind == "set":
             key = self.rng.choice(self.keys)
             changes = {key: self.unique_value()}
@@ -157,6 +164,24 @@ class Writer:
             added = self.unique_value()[:60]
             self.send({key: members | {added}}, lambda: client.sadd(key, added), 1)
 
+    def write_sorted_set(self, client):
+        """ZADD of a new member (twice as often, so sets grow into buckets), ZINCRBY of one, or
+        ZPOPMIN."""
+        key = self.rng.choice(self.sorted_sets)
+        scores = dict(self.expected[key] or ())
+        kind = self.rng.choice(["zadd", "zadd", "zincrby", "zpopmin"]) if scores else "zadd"
+        if kind == "zadd":
+            member, score = self.unique_value()[:60], float(self.rng.randrange(SCORES_DISTINCT))
+            self.send({key: in_redis_order(scores | {member: score})}, lambda: client.zadd(key, {member: score}), 1)
+        elif kind == "zincrby":
+            member = self.rng.choice(sorted(scores))
+            score = scores[member] + 1
+            self.send({key: in_redis_order(scores | {member: score})}, lambda: client.zincrby(key, 1, member), score)
+        else:
+            lowest = in_redis_order(scores)[0]
+            rest = in_redis_order({member: score for member, score in scores.items() if member != lowest[0]})
+            self.send({key: rest or None}, lambda: client.zpopmin(key), [lowest])
+
     def send(self, changes: dict, command, expected_reply):
         self.in_flight = changes
         reply = command()
@@ -165,6 +190,11 @@ class Writer:
         self.expected.update(changes)
         self.in_flight = None
         self.acknowledged += 1
+
+
+def in_redis_order(scores: dict) -> tuple:
+    """A sorted set's (member, score) pairs by score, then member."""
+    return tuple(sorted(scores.items(), key=lambda pair: (pair[1], pair[0].encode())))
 
 
 @dataclass
@@ -191,6 +221,8 @@ def check_after_restart(client, writer: Writer, tally: Tally, cycle: int):
         actual[key] = tuple(client.lrange(key, 0, -1)) or None
     for key in writer.sets:
         actual[key] = frozenset(client.smembers(key)) or None
+    for key in writer.sorted_sets:
+        actual[key] = tuple(client.zrange(key, 0, -1, withscores=True)) or None
     in_flight = writer.in_flight or {}
     for key, value in actual.items():
         allowed = [writer.expected[key]] + ([in_flight[key]] if key in in_flight else [])

@@ -147,6 +147,15 @@ def make_server(tmp_path):
         server.cleanup()
 
 
+@pytest.fixture
+def small_blocks_server(make_server, tmp_path):
+    """A server whose namespace has 64 KiB write blocks: 255 parts per key (about 1 MiB of
+    fields in one hash, set or sorted set, of elements in one list) and 32 KiB values."""
+    config = tmp_path / "small-blocks.toml"
+    config.write_text('[[namespace]]\nname = "small"\nindex_bytes = "16MiB"\ndata_bytes = "64MiB"\nwrite_block_bytes = "64KiB"\n')
+    return make_server("--config", str(config))
+
+
 @pytest.fixture(scope="module")
 def shared_server(tmp_path_factory):
     """One server for a module of command tests (each test flushes what it needs)."""
@@ -203,6 +212,26 @@ def both(pair, action):
 def assert_same(pair, action):
     ours, theirs = both(pair, action)
     assert ours == theirs
+
+def in_pipelined_batches(client, items, add, batch: int = 1000):
+    """Runs `add(pipeline, item)` for every item, sending the pipeline every `batch` items."""
+    pipe = client.pipeline(transaction=False)
+    for number, item in enumerate(items):
+        add(pipe, item)
+        if number % batch == batch - 1:
+            pipe.execute()
+    pipe.execute()
+
+
+def whole_scan(scan, key, count: int = 500) -> list:
+    """Every item of an SSCAN or ZSCAN iteration: `scan` is the client's sscan or zscan."""
+    cursor, seen = 0, []
+    while True:
+        cursor, page = scan(key, cursor, count=count)
+        seen.extend(page)
+        if cursor == 0:
+            return seen
+
 
 def assert_watch_sees(client, other, key, writes, size):
     """For each (write, aborts) of `writes`: WATCH `key` on `client`, run the write on `other`,

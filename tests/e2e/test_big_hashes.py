@@ -193,11 +193,9 @@ def test_big_hash_survives_restart_and_crash(make_server):
     assert client.dbsize() == 2
 
 
-def test_hash_size_limit_is_a_clear_error(make_server, tmp_path):
+def test_hash_size_limit_is_a_clear_error(small_blocks_server):
     # 64 KiB write blocks allow 255 parts per key: about 1 MiB of fields in one hash.
-    config = tmp_path / "small-blocks.toml"
-    config.write_text('[[namespace]]\nname = "small"\nindex_bytes = "16MiB"\ndata_bytes = "64MiB"\nwrite_block_bytes = "64KiB"\n')
-    server = make_server("--config", str(config))
+    server = small_blocks_server
     client = server.client(decode_responses=True)
     value = "x" * 1000
     with pytest.raises(redis.ResponseError, match="over the limit of 1044480 bytes for one hash"):
@@ -296,10 +294,8 @@ def test_hscan_returns_every_field_present_throughout_while_the_hash_grows_or_sh
     client.close()
 
 
-def test_rename_or_copy_of_a_hash_bigger_than_a_write_block_is_a_clear_error(make_server, tmp_path):
-    config = tmp_path / "small-blocks.toml"
-    config.write_text('[[namespace]]\nname = "small"\nindex_bytes = "16MiB"\ndata_bytes = "64MiB"\nwrite_block_bytes = "64KiB"\n')
-    server = make_server("--config", str(config))
+def test_rename_or_copy_of_a_hash_bigger_than_a_write_block_is_a_clear_error(small_blocks_server):
+    server = small_blocks_server
     client = server.client(decode_responses=True)
     for number in range(20):
         client.hset("fits", f"field:{number}", "x" * 1000)

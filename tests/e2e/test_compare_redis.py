@@ -372,6 +372,82 @@ CASES = {
         ["MULTI"], ["BLPOP", "nokey", "0"], ["BLMOVE", "nokey", "d", "LEFT", "LEFT", "0"], ["BLMPOP", "0", "1", "nokey", "LEFT"], ["RPUSH", "nokey", "x"],
         ["BLPOP", "nokey", "0"], ["EXEC"], ["EXISTS", "bl", "bm", "dst"],
     ],
+    "sorted sets": [
+        ["ZADD", "z", "1", "a", "2", "b", "3", "c"], ["ZADD", "z", "1", "a"], ["ZADD", "z", "CH", "5", "a", "6", "d"], ["ZCARD", "z"],
+        ["ZCARD", "nokey"], ["ZRANGE", "z", "0", "-1", "WITHSCORES"], ["ZADD", "z"], ["ZADD", "z", "1"], ["ZADD", "z", "x", "a"],
+        ["ZADD", "z", "nan", "a"], ["ZADD", "z", "NX", "XX", "1", "a"], ["ZADD", "z", "GT", "LT", "1", "a"], ["ZADD", "z", "NX", "GT", "1", "a"],
+        ["ZADD", "z", "INCR", "1", "a", "2", "b"], ["ZADD", "z", "XX", "XX", "1", "a"], ["ZADD", "z", "BOGUS", "1", "a"],
+        ["ZADD", "z", "XX", "7", "new", "7", "b"], ["ZADD", "z", "NX", "9", "a", "9", "e"], ["ZADD", "z", "GT", "CH", "1", "a", "100", "b"],
+        ["ZADD", "z", "LT", "CH", "1", "a", "200", "b"], ["ZADD", "z", "INCR", "2.5", "a"], ["ZADD", "z", "INCR", "NX", "1", "a"],
+        ["ZADD", "z", "XX", "INCR", "1", "missing"], ["ZADD", "z", "GT", "INCR", "-1", "a"], ["ZADD", "z", "LT", "INCR", "-1", "a"],
+        ["ZADD", "z", "+inf", "i", "-inf", "j"], ["ZADD", "z", "INCR", "-inf", "i"], ["ZINCRBY", "z", "1", "j"], ["ZINCRBY", "z", "1e400", "j"],
+        ["ZINCRBY", "z", "x", "j"], ["ZINCRBY", "z", "-3", "fresh"], ["ZINCRBY", "z", "0", "fresh"], ["ZSCORE", "z", "a"], ["ZSCORE", "z", "nope"],
+        ["ZSCORE", "nokey", "a"], ["ZMSCORE", "z", "a", "nope", "i"], ["ZMSCORE", "nokey", "a"], ["ZRANGE", "z", "0", "-1", "WITHSCORES"],
+        ["SET", "str", "v"], ["ZADD", "str", "1", "a"], ["ZSCORE", "str", "a"], ["ZRANGE", "str", "0", "1"], ["ZCARD", "str"], ["TYPE", "z"],
+        ["ZADD", "f", "1.1", "a", "-0", "b", "1e20", "c", "0.0001", "d", "1e-5", "e", "123456789012345678", "f", "0x10", "g", " 1", "h", "1e-400", "h"],
+        ["ZADD", "f", "1.1", "a", "-0", "b", "1e20", "c", "0.0001", "d", "1e-5", "e", "123456789012345678", "f"], ["ZRANGE", "f", "0", "-1", "WITHSCORES"],
+        ["ZSCAN", "f", "0"], ["OBJECT", "ENCODING", "f"], ["ZREM", "f", "a", "nope"], ["ZREM", "f", "nope"], ["ZREM", "nokey", "a"], ["ZREM", "str", "a"],
+        ["ZADD", "r", "1", "a", "2", "b", "3", "c", "4", "d", "5", "e"], ["ZRANGE", "r", "1", "3"], ["ZRANGE", "r", "-2", "100", "WITHSCORES"],
+        ["ZRANGE", "r", "3", "1"], ["ZRANGE", "r", "0", "0", "REV"], ["ZRANGE", "r", "(1", "3", "BYSCORE"], ["ZRANGE", "r", "3", "(1", "BYSCORE", "REV"],
+        ["ZRANGE", "r", "-inf", "+inf", "BYSCORE", "LIMIT", "1", "2"], ["ZRANGE", "r", "-inf", "+inf", "BYSCORE", "LIMIT", "1", "-1"],
+        ["ZRANGE", "r", "-inf", "+inf", "BYSCORE", "LIMIT", "-1", "2"], ["ZRANGE", "r", "-inf", "+inf", "BYSCORE", "LIMIT", "10", "2"],
+        ["ZRANGE", "r", "0", "-1", "LIMIT", "0", "1"], ["ZRANGE", "r", "0", "-1", "LIMIT", "0", "-1"], ["ZRANGE", "r", "[a", "[c", "BYLEX"],
+        ["ZRANGE", "r", "[a", "[c", "BYLEX", "WITHSCORES"], ["ZRANGE", "r", "0", "1", "REV", "REV"], ["ZRANGE", "r", "0", "1", "BYSCORE", "BYLEX"],
+        ["ZRANGE", "r", "0", "1", "LIMIT", "1"], ["ZRANGE", "r", "x", "1"], ["ZRANGE", "r", "x", "1", "BYSCORE"], ["ZRANGE", "r", "a", "b", "BYLEX"],
+        ["ZRANGE", "r", "1", "x", "BYSCORE", "BOGUS"], ["ZRANGE", "nokey", "0", "-1"], ["ZRANGE", "r", "", "(", "BYSCORE"], ["ZRANGE", "r", " 2", "3 ", "BYSCORE"],
+        ["ZRANGE", "r", "(2", "(2", "BYSCORE"], ["ZRANGE", "r", "nan", "1", "BYSCORE"],
+        ["ZREVRANGE", "r", "0", "2", "WITHSCORES"], ["ZREVRANGE", "r", "0", "2", "BYSCORE"], ["ZRANGEBYSCORE", "r", "2", "4", "WITHSCORES", "LIMIT", "1", "5"],
+        ["ZRANGEBYSCORE", "r", "2", "4", "REV"], ["ZRANGEBYSCORE", "r", "2", "4", "LIMIT", "1"], ["ZREVRANGEBYSCORE", "r", "4", "2"],
+        ["ZREVRANGEBYSCORE", "r", "2", "4"], ["ZRANK", "r", "c"], ["ZREVRANK", "r", "c"], ["ZRANK", "r", "nope"], ["ZRANK", "nokey", "a"],
+        ["ZRANK", "str", "a"], ["ZCOUNT", "r", "2", "(4"], ["ZCOUNT", "r", "-inf", "+inf"], ["ZCOUNT", "r", "x", "1"], ["ZCOUNT", "nokey", "0", "1"],
+        ["ZCOUNT", "str", "x", "1"], ["ZCOUNT", "str", "0", "1"],
+        ["ZADD", "lex", "0", "a", "0", "b", "0", "c", "0", "d", "0", "e"], ["ZRANGEBYLEX", "lex", "-", "+"], ["ZRANGEBYLEX", "lex", "(b", "[d"],
+        ["ZRANGEBYLEX", "lex", "[b", "+", "LIMIT", "1", "2"], ["ZREVRANGEBYLEX", "lex", "+", "(b"], ["ZREVRANGEBYLEX", "lex", "(b", "+"],
+        ["ZRANGEBYLEX", "lex", "b", "d"], ["ZRANGEBYLEX", "lex", "+a", "[d"], ["ZRANGEBYLEX", "lex", "-", "-"], ["ZRANGEBYLEX", "lex", "[c", "(c"],
+        ["ZLEXCOUNT", "lex", "[b", "[d"], ["ZLEXCOUNT", "lex", "-", "+"], ["ZLEXCOUNT", "lex", "x", "+"], ["ZLEXCOUNT", "nokey", "-", "+"],
+        ["ZRANGEBYLEX", "lex", "-", "+", "WITHSCORES"],
+        ["ZADD", "mixed", "1", "b", "2", "a", "3", "c"], ["ZRANGEBYLEX", "mixed", "[a", "[a"], ["ZRANGEBYLEX", "mixed", "[a", "[a", "LIMIT", "1", "1"],
+        ["ZLEXCOUNT", "mixed", "[a", "[c"], ["ZREVRANGEBYLEX", "mixed", "[c", "-"],
+        ["ZADD", "rm", "1", "a", "2", "b", "3", "c", "4", "d", "5", "e", "6", "f"], ["ZREMRANGEBYRANK", "rm", "0", "1"], ["ZREMRANGEBYRANK", "rm", "5", "9"],
+        ["ZREMRANGEBYSCORE", "rm", "(3", "4"], ["ZREMRANGEBYSCORE", "rm", "x", "4"], ["ZREMRANGEBYLEX", "rm", "[e", "+"], ["ZRANGE", "rm", "0", "-1"],
+        ["ZREMRANGEBYLEX", "rm", "e", "+"], ["ZREMRANGEBYRANK", "rm", "x", "1"], ["ZREMRANGEBYRANK", "nokey", "0", "1"], ["ZREMRANGEBYSCORE", "str", "0", "1"],
+        ["ZREMRANGEBYRANK", "rm", "0", "-1"], ["EXISTS", "rm"],
+        ["ZADD", "p", "1", "a", "2", "b", "3", "c", "4", "d"], ["ZPOPMIN", "p"], ["ZPOPMAX", "p"], ["ZPOPMIN", "p", "0"], ["ZPOPMIN", "p", "-1"],
+        ["ZPOPMIN", "p", "x"], ["ZPOPMIN", "p", "1", "2"], ["ZPOPMIN", "nokey"], ["ZPOPMIN", "nokey", "2"], ["ZPOPMIN", "str"], ["ZPOPMAX", "p", "5"],
+        ["EXISTS", "p"], ["ZADD", "mp", "1", "a", "2", "b", "3", "c"], ["ZMPOP", "2", "nokey", "mp", "MIN"], ["ZMPOP", "1", "mp", "MAX", "COUNT", "5"],
+        ["ZMPOP", "1", "mp", "MIN"], ["ZMPOP", "0", "mp", "MIN"], ["ZMPOP", "2", "mp", "MIN"], ["ZMPOP", "1", "mp", "UP"], ["ZMPOP", "1", "mp", "MIN", "COUNT", "0"],
+        ["ZMPOP", "1", "mp", "MIN", "COUNT"], ["ZMPOP", "2", "str", "mp", "MIN"],
+        ["ZADD", "u1", "1", "a", "2", "b", "3", "c"], ["ZADD", "u2", "10", "b", "20", "c", "30", "d"], ["SADD", "s", "c", "d", "e"],
+        ["ZUNION", "2", "u1", "u2", "WITHSCORES"], ["ZUNION", "3", "u1", "u2", "s", "WEIGHTS", "1", "2", "3", "WITHSCORES"],
+        ["ZUNION", "2", "u1", "u2", "AGGREGATE", "MAX", "WITHSCORES"], ["ZUNION", "2", "u1", "u2", "AGGREGATE", "min"], ["ZINTER", "2", "u1", "u2", "WITHSCORES"],
+        ["ZINTER", "3", "u1", "u2", "s", "WITHSCORES"], ["ZINTER", "2", "u1", "nokey"], ["ZDIFF", "2", "u1", "u2", "WITHSCORES"], ["ZDIFF", "1", "nokey"],
+        ["ZDIFF", "2", "u1", "u2", "WEIGHTS", "1", "2"], ["ZUNION", "2", "u1", "u2", "WEIGHTS", "1"], ["ZUNION", "2", "u1", "u2", "WEIGHTS", "1", "x"],
+        ["ZUNION", "2", "u1", "u2", "AGGREGATE", "AVG"], ["ZUNION", "0", "u1"], ["ZUNION", "x", "u1"], ["ZUNION", "3", "u1", "u2"], ["ZUNION", "2", "u1", "str"],
+        ["ZUNION", "2", "u1", "str", "BOGUS"], ["ZUNIONSTORE", "dst", "2", "u1", "u2", "WITHSCORES"], ["ZUNIONSTORE", "dst", "2", "u1", "u2"],
+        ["ZRANGE", "dst", "0", "-1", "WITHSCORES"], ["SET", "dst2", "v", "EX", "100"], ["ZINTERSTORE", "dst2", "2", "u1", "s"], ["TTL", "dst2"], ["TYPE", "dst2"],
+        ["ZDIFFSTORE", "dst2", "2", "u1", "u2"], ["ZRANGE", "dst2", "0", "-1", "WITHSCORES"], ["ZINTERSTORE", "dst2", "2", "u1", "nokey"], ["EXISTS", "dst2"],
+        ["ZINTERSTORE", "dst", "0", "u1"], ["ZUNIONSTORE", "u1", "2", "u1", "u2", "WEIGHTS", "2", "0.5", "AGGREGATE", "SUM"], ["ZRANGE", "u1", "0", "-1", "WITHSCORES"],
+        ["ZINTERCARD", "2", "u1", "u2"], ["ZINTERCARD", "2", "u1", "u2", "LIMIT", "1"], ["ZINTERCARD", "2", "u1", "s", "LIMIT", "-1"], ["ZINTERCARD", "0", "u1"],
+        ["ZINTERCARD", "3", "u1", "u2"], ["ZINTERCARD", "2", "u1", "u2", "WITHSCORES"],
+        ["ZADD", "inf", "+inf", "a"], ["ZADD", "ninf", "-inf", "a"], ["ZUNION", "2", "inf", "ninf", "WITHSCORES"], ["ZUNION", "1", "inf", "WEIGHTS", "0", "WITHSCORES"],
+        ["ZRANGESTORE", "rs", "r", "1", "3"], ["ZRANGE", "rs", "0", "-1", "WITHSCORES"], ["ZRANGESTORE", "rs", "r", "(2", "+inf", "BYSCORE", "LIMIT", "0", "2"],
+        ["ZRANGESTORE", "rs", "r", "0", "1", "WITHSCORES"], ["ZRANGESTORE", "rs", "nokey", "0", "1"], ["EXISTS", "rs"], ["ZRANGESTORE", "rs", "str", "0", "1"],
+        ["ZRANDMEMBER", "nokey"], ["ZRANDMEMBER", "nokey", "3"], ["ZRANDMEMBER", "str"], ["ZRANDMEMBER", "r", "0"], ["ZRANDMEMBER", "r", "10"],
+        ["ZRANDMEMBER", "r", "10", "WITHSCORES"], ["ZRANDMEMBER", "r", "1", "2"], ["ZRANDMEMBER", "r", "x"], ["ZRANDMEMBER", "r", "-9223372036854775808"],
+        ["ZADD", "one", "1.5", "m"], ["ZRANDMEMBER", "one"], ["ZRANDMEMBER", "one", "-2", "WITHSCORES"], ["ZRANDMEMBER", "one", "4611686018427387904", "WITHSCORES"],
+        ["ZSCAN", "nokey", "0"], ["ZSCAN", "str", "0"], ["ZSCAN", "r", "x"], ["ZSCAN", "r", "0", "NOVALUES"], ["ZSCAN", "r", "0", "MATCH", "[ab]"],
+        ["OBJECT", "ENCODING", "r"], ["DUMP", "nokey"], ["ZADD", "ttl", "1", "a", "2", "b"], ["EXPIRE", "ttl", "100"], ["ZADD", "ttl", "3", "c"], ["ZREM", "ttl", "a"],
+        ["ZPOPMIN", "ttl"], ["TTL", "ttl"], ["RENAME", "ttl", "ttl2"], ["ZRANGE", "ttl2", "0", "-1"], ["COPY", "ttl2", "ttl3"], ["ZRANGE", "ttl3", "0", "-1"],
+        ["TYPE", "r"], ["MULTI"], ["ZADD", "m", "1", "a"], ["ZRANGE", "m", "0", "-1", "WITHSCORES"], ["ZPOPMIN", "m"], ["EXEC"],
+    ],
+    "blocking sorted sets": [
+        ["ZADD", "bz", "1", "a", "2", "b", "3", "c", "4", "d"], ["SET", "str", "v"], ["BZPOPMIN", "nokey", "bz", "0"], ["BZPOPMAX", "bz", "nokey", "0"],
+        ["BZPOPMIN", "bz", "x"], ["BZPOPMIN", "bz", "-1"], ["BZPOPMIN", "str", "bz", "0"], ["BZPOPMIN", "bz", "str", "0"], ["BZPOPMIN", "nokey", "0.01"],
+        ["BZMPOP", "0", "2", "nokey", "bz", "MAX", "COUNT", "5"], ["BZMPOP", "0.01", "1", "nokey", "MIN"], ["BZMPOP", "0", "0", "bz", "MIN"],
+        ["BZMPOP", "x", "1", "bz", "MIN"], ["BZMPOP", "0", "1", "bz", "UP"], ["BZMPOP", "0", "2", "str", "bz", "MIN"],
+        ["MULTI"], ["BZPOPMIN", "nokey", "0"], ["BZMPOP", "0", "1", "nokey", "MIN"], ["ZADD", "nokey", "5", "x"], ["BZPOPMAX", "nokey", "0"], ["EXEC"],
+        ["EXISTS", "bz", "nokey"],
+    ],
     "session commands in transactions": [
         ["CLIENT", "SETNAME", "before"], ["MULTI"], ["SET", "a", "1"], ["CLIENT", "SETNAME", "inside"], ["CLIENT", "GETNAME"],
         ["CONFIG", "GET", "maxclients"], ["GET", "a"], ["CLIENT", "NOSUCH"], ["CONFIG", "NOSUCH"], ["EXEC"],
@@ -405,11 +481,19 @@ def run_case(client: redis.Redis, commands):
     return replies
 
 
+# Cases compared as the servers replied: redis-py's sorted-set conversions read scores as floats
+# (hiding how they were written) and misread replies inside EXEC.
+UNCONVERTED_CASES = {"sorted sets", "blocking sorted sets"}
+
+
 @pytest.mark.parametrize("protocol", [2, 3])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_replies_match_redis(shared_server, reference_redis, case, protocol):
     ours = shared_server.client(protocol=protocol)
     theirs = redis.Redis(host="127.0.0.1", port=reference_redis, decode_responses=True, protocol=protocol)
+    if case in UNCONVERTED_CASES:
+        ours.response_callbacks.clear()
+        theirs.response_callbacks.clear()
     ours.flushall()
     theirs.flushall()
     expected = run_case(theirs, CASES[case])

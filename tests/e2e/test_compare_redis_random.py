@@ -2,7 +2,8 @@
 texts included, must be the same. The fixed cases of test_compare_redis.py check each command's
 edge cases one by one; these check how commands combine: a key that changes type, a hash that
 grows past the small-hash limit into buckets and shrinks back, sets that do the same and combine (SINTER,
-SUNIONSTORE, SMOVE…), lists pushed, popped, trimmed and moved between keys, counters written as strings,
+SUNIONSTORE, SMOVE…), lists pushed, popped, trimmed and moved between keys, sorted sets scored,
+ranged, popped and combined (with sets too), counters written as strings,
 renames onto keys of another type, transactions that mix them, and two connections, so that
 one writes the keys the other watches.
 
@@ -23,7 +24,7 @@ SEEDS = range(40)
 COMMANDS_PER_SEED = 400
 
 # Replies whose order Redis does not specify: compared as sorted lists (HGETALL as sorted pairs).
-UNORDERED = {"KEYS", "HKEYS", "HVALS", "HRANDFIELD", "SMEMBERS", "SINTER", "SUNION", "SDIFF", "SPOP", "SRANDMEMBER"}
+UNORDERED = {"KEYS", "HKEYS", "HVALS", "HRANDFIELD", "SMEMBERS", "SINTER", "SUNION", "SDIFF", "SPOP", "SRANDMEMBER", "ZRANDMEMBER"}
 
 
 def value(rng: random.Random) -> str:
@@ -48,6 +49,23 @@ def ttl_seconds(rng: random.Random) -> str:
     """Seconds far apart: a GT or LT between two expiries set a few milliseconds apart from the
     same number of seconds would depend on the milliseconds."""
     return str(rng.randrange(1000, 1_000_000, 7))
+
+
+# Sorted-set members and scores: few members, so that sets meet; scores that tie (ties are
+# ordered by member), infinities, and words that are no score.
+MEMBERS = ["m1", "m2", "m3", "m4", "m5", "m10", "", "1"]
+
+
+def score(rng: random.Random) -> str:
+    return rng.choice(["0", "1", "1", "2.5", "-3", "+inf", "-inf", "1e3", "x", "0.1"])
+
+
+def score_bound(rng: random.Random) -> str:
+    return rng.choice(["-inf", "+inf", "0", "(1", "1", "2.5", "(2.5", "x", "1000"])
+
+
+def lex_bound(rng: random.Random) -> str:
+    return rng.choice(["-", "+", "[m1", "(m1", "[m3", "(m5", "[", "m2"])
 
 
 def command(rng: random.Random) -> list[str]:
@@ -104,7 +122,7 @@ def command(rng: random.Random) -> list[str]:
         lambda: [rng.choice(["EXPIRETIME", "PEXPIRETIME"]), key],
         lambda: ["KEYS", rng.choice(["*", "k*", "?1", "[hk]2", "{*"])],
         # Pseudo-commands (see `run`): a whole SCAN or HSCAN iteration, compared as a set.
-        lambda: ["SCAN*"] + rng.choice([[], ["MATCH", "k*"], ["TYPE", "hash"], ["TYPE", "string"], ["TYPE", "set"], ["COUNT", "2"]]),
+        lambda: ["SCAN*"] + rng.choice([[], ["MATCH", "k*"], ["TYPE", "hash"], ["TYPE", "string"], ["TYPE", "set"], ["TYPE", "zset"], ["COUNT", "2"]]),
         lambda: ["HSCAN*", key] + rng.choice([[], ["MATCH", "f1*"], ["COUNT", "3"]]),
         lambda: ["DBSIZE"],
         # Rarely, or no sequence keeps enough keys to say much.
@@ -148,6 +166,28 @@ def command(rng: random.Random) -> list[str]:
         lambda: [rng.choice(["BLPOP", "BRPOP"]), key, other, "0.01"],
         lambda: ["BLMOVE", key, other, rng.choice(["LEFT", "RIGHT"]), rng.choice(["LEFT", "RIGHT"]), "0.01"],
         lambda: ["BLMPOP", "0.01", "2", key, other, rng.choice(["LEFT", "RIGHT"])] + rng.choice([[], ["COUNT", "2"]]),
+        lambda: ["ZADD", key] + rng.choice([[], [], ["NX"], ["XX"], ["GT"], ["LT", "CH"], ["INCR"], ["XX", "CH"]]) + [word for _ in range(rng.randint(1, 3)) for word in (score(rng), rng.choice(MEMBERS))],
+        lambda: ["ZINCRBY", key, score(rng), rng.choice(MEMBERS)],
+        lambda: ["ZREM", key] + rng.sample(MEMBERS, rng.randint(1, 3)),
+        lambda: [rng.choice(["ZSCORE", "ZRANK", "ZREVRANK"]), key, rng.choice(MEMBERS)],
+        lambda: ["ZMSCORE", key] + rng.sample(MEMBERS, rng.randint(1, 3)),
+        lambda: ["ZCARD", key],
+        # More members than any sorted set here has: all of them, so the reply is not random.
+        lambda: ["ZRANDMEMBER", key, "100"] + rng.choice([[], ["WITHSCORES"]]),
+        lambda: ["ZRANGE", key, rng.choice(["0", "1", "-2", "x"]), rng.choice(["-1", "2", "0", "100"])] + rng.choice([[], ["WITHSCORES"], ["REV"], ["REV", "WITHSCORES"]]),
+        lambda: ["ZRANGE", key, score_bound(rng), score_bound(rng), "BYSCORE"] + rng.choice([[], ["WITHSCORES"], ["REV"], ["LIMIT", "1", "2"], ["REV", "LIMIT", "0", "-1", "WITHSCORES"]]),
+        lambda: [rng.choice(["ZRANGEBYSCORE", "ZREVRANGEBYSCORE", "ZCOUNT", "ZREMRANGEBYSCORE"]), key, score_bound(rng), score_bound(rng)],
+        lambda: [rng.choice(["ZRANGEBYLEX", "ZREVRANGEBYLEX", "ZLEXCOUNT", "ZREMRANGEBYLEX"]), key, lex_bound(rng), lex_bound(rng)],
+        lambda: [rng.choice(["ZREVRANGE", "ZREMRANGEBYRANK"]), key, rng.choice(["0", "1", "-2", "x"]), rng.choice(["-1", "2", "0"])],
+        lambda: [rng.choice(["ZPOPMIN", "ZPOPMAX"]), key] + rng.choice([[], ["2"], ["0"], ["-1"]]),
+        lambda: ["ZMPOP", "2", key, other, rng.choice(["MIN", "MAX"])] + rng.choice([[], ["COUNT", "2"]]),
+        lambda: [rng.choice(["BZPOPMIN", "BZPOPMAX"]), key, other, "0.01"],
+        lambda: ["BZMPOP", "0.01", "2", key, other, rng.choice(["MIN", "MAX"])],
+        lambda: [rng.choice(["ZUNION", "ZINTER", "ZDIFF"]), "2", key, other] + rng.choice([[], ["WITHSCORES"], ["AGGREGATE", "MAX", "WITHSCORES"], ["WEIGHTS", "2", "-1", "WITHSCORES"]]),
+        lambda: [rng.choice(["ZUNIONSTORE", "ZINTERSTORE", "ZDIFFSTORE"]), key, "2", other, rng.choice(KEYS)],
+        lambda: ["ZINTERCARD", "2", key, other],
+        lambda: ["ZRANGESTORE", key, other, "0", rng.choice(["-1", "1"])],
+        lambda: ["ZSCAN*", key] + rng.choice([[], ["MATCH", "m1*"], ["COUNT", "3"]]),
         # Session commands: queued in MULTI too, where a bad subcommand discards the transaction.
         lambda: ["CLIENT", "SETNAME", rng.choice(["alpha", "beta"])],
         lambda: ["CLIENT", rng.choice(["GETNAME", "GETNAME", "NOSUCH"])] + rng.choice([[], [], ["extra"]]),
@@ -210,7 +250,7 @@ def whole_scan(client: redis.Redis, arguments: list[str]):
         items.extend(page)
         if str(cursor) == "0":
             break
-    if command == "HSCAN":
+    if command in ("HSCAN", "ZSCAN"):
         return sorted(set(zip(items[::2], items[1::2])))
     return sorted(set(items))
 
@@ -241,7 +281,7 @@ def run(clients: list[redis.Redis], commands: list[tuple[int, list[str]]]) -> li
 # Pseudo-commands of several calls, SELECT (a transaction whose key commands run in two databases
 # is refused: EXEC commits one batch of one database), MOVE and SWAPDB (refused there): not inside
 # MULTI. test_compare_redis.py compares SELECT inside MULTI.
-NOT_IN_MULTI = {"SCAN*", "HSCAN*", "SSCAN*", "SELECT", "MOVE", "SWAPDB"}
+NOT_IN_MULTI = {"SCAN*", "HSCAN*", "SSCAN*", "ZSCAN*", "SELECT", "MOVE", "SWAPDB"}
 
 
 CONNECTIONS = 2
@@ -320,8 +360,8 @@ def test_random_sequences_match_redis(shared_server, reference_redis, seed):
     divergence = first_divergence(commands, expected, actual)
     assert divergence is None, f"seed {seed}: {divergence}"
     # The end states agree too, key by key.
-    final = [["KEYS", "*"]] + [[name, key] for key in KEYS for name in ("TYPE", "GET", "HGETALL", "SMEMBERS", "LRANGE")]
+    final = [["KEYS", "*"]] + [[name, key] for key in KEYS for name in ("TYPE", "GET", "HGETALL", "SMEMBERS", "LRANGE", "ZRANGE")]
     types = {key: theirs[0].execute_command("TYPE", key) for key in KEYS}
-    reader_type = {"GET": "string", "HGETALL": "hash", "SMEMBERS": "set", "LRANGE": "list"}
-    final = [(0, arguments + (["0", "-1"] if arguments[0] == "LRANGE" else [])) for arguments in final if arguments[0] not in reader_type or types[arguments[1]] == reader_type[arguments[0]]]
+    reader_type = {"GET": "string", "HGETALL": "hash", "SMEMBERS": "set", "LRANGE": "list", "ZRANGE": "zset"}
+    final = [(0, arguments + (["0", "-1"] if arguments[0] in ("LRANGE", "ZRANGE") else [])) for arguments in final if arguments[0] not in reader_type or types[arguments[1]] == reader_type[arguments[0]]]
     assert run(ours, final) == run(theirs, final), f"seed {seed}: final states differ"

@@ -3,6 +3,7 @@
 and hashtable hashes; intset and hashtable sets; quicklists) restores here, and what hybridkv dumps restores in Redis. Error replies are
 compared with Redis in test_compare_redis.py ("dump and restore")."""
 
+import struct
 import time
 
 import pytest
@@ -131,15 +132,20 @@ def test_handmade_payloads_are_judged_as_redis_judges_them(pair):
     # takes it and builds a hash that holds the field twice.
     with pytest.raises(redis.ResponseError, match="^Bad data format$"):
         ours.restore("k", 0, payload(b"\x04\x02\x01f\x01v\x01f\x01w"))
-    # hybridkv has no sorted sets; and a body never reads into the footer (Redis 7.0 restores
+    # hybridkv has no streams; and a body never reads into the footer (Redis 7.0 restores
     # this one as "hel" and two bytes of the version).
-    for foreign in (payload(b"\x03\x01\x01m\x011"), payload(b"\x00\x05hel")):
+    for foreign in (payload(b"\x0f\x00"), payload(b"\x00\x05hel")):
         with pytest.raises(redis.ResponseError, match="^Bad data format$"):
             ours.restore("k", 0, foreign)
+    one = struct.pack("<d", 1.5)
     cases = {
         "empty hash": payload(b"\x04\x00"),
         "empty set": payload(b"\x02\x00"),
         "newer version": payload(b"\x00\x01x", version=99),
+        "sorted set with text scores": payload(b"\x03\x02\x01m\x011\x01n\xfe"),
+        "empty sorted set": payload(b"\x05\x00"),
+        "sorted set with a member twice": payload(b"\x05\x02\x01m" + one + b"\x01m" + one),
+        "sorted set with a NaN score": payload(b"\x05\x01\x01m" + struct.pack("<d", float("nan"))),
     }
     for name, data in cases.items():
         replies = []
@@ -149,7 +155,8 @@ def test_handmade_payloads_are_judged_as_redis_judges_them(pair):
             except redis.ResponseError as error:
                 replies.append(str(error))
         assert replies[0] == replies[1], (name, replies)
-    assert ours.restore("k", 0, payload(b"\x04\x02\x01f\x01v\x01g\x01w")) == b"OK" and ours.hgetall("k") == {b"f": b"v", b"g": b"w"}
+        assert ours.zrange("k", 0, -1, withscores=True) == theirs.zrange("k", 0, -1, withscores=True), name
+    assert ours.restore("k", 0, payload(b"\x04\x02\x01f\x01v\x01g\x01w"), replace=True) == b"OK" and ours.hgetall("k") == {b"f": b"v", b"g": b"w"}
 
 
 def test_a_payload_that_would_build_a_value_over_the_limit_is_refused(pair):

@@ -45,6 +45,16 @@ COMMANDS = [
     ["RPUSH", "l4", "x", "y"], ["LTRIM", "l4", "5", "6"], ["RPUSH", "l5", "x"], ["LREM", "l5", "0", "x"], ["DUMP-RESTORE", "l3", "rs4"],
     ["RPUSH", "l6", "a", "b", "c"], ["BLPOP", "l6", "0"], ["BRPOP", "none1", "l6", "0"], ["BLMOVE", "l6", "l7", "LEFT", "LEFT", "0"],
     ["RPUSH", "l6", "x", "y"], ["BRPOPLPUSH", "l6", "l7", "0"], ["BLMPOP", "0", "1", "l6", "RIGHT", "COUNT", "3"],
+    ["ZADD", "z1", "1", "a", "2", "b", "3", "c"], ["ZADD", "z1", "1", "a"], ["ZADD", "z1", "XX", "5", "new"], ["ZADD", "z1", "CH", "9", "a"],
+    ["ZADD", "z1", "INCR", "1", "b"], ["ZADD", "z1", "GT", "INCR", "-1", "b"], ["ZINCRBY", "z1", "1", "c"], ["ZINCRBY", "z1", "0", "c"],
+    ["ZREM", "z1", "zz"], ["ZREM", "z1", "a"], ["ZADD", "z2", "1", "x", "2", "y", "3", "z", "4", "w"], ["ZREMRANGEBYRANK", "z2", "0", "0"],
+    ["ZREMRANGEBYRANK", "z2", "10", "20"], ["ZREMRANGEBYSCORE", "z2", "2", "2"], ["ZREMRANGEBYLEX", "z2", "[w", "[w"], ["ZPOPMIN", "z2"],
+    ["ZPOPMAX", "z2"], ["ZPOPMIN", "none1"], ["ZADD", "z3", "1", "a", "2", "b"], ["ZMPOP", "1", "z3", "MAX", "COUNT", "5"],
+    ["ZADD", "z3", "1", "a", "2", "b"], ["BZPOPMIN", "z3", "0"], ["BZPOPMAX", "z3", "0"], ["ZADD", "z3", "1", "a"],
+    ["BZMPOP", "0", "1", "z3", "MIN"], ["ZADD", "z4", "1", "a", "2", "b"], ["ZUNIONSTORE", "z5", "2", "z4", "z1"],
+    ["ZINTERSTORE", "z5", "2", "z4", "z1"], ["ZDIFFSTORE", "z5", "1", "z4"], ["ZINTERSTORE", "z5", "2", "z4", "none1"],
+    ["ZINTERSTORE", "z6", "2", "z4", "none1"], ["ZRANGESTORE", "z6", "z4", "0", "0"], ["ZRANGESTORE", "z6", "z4", "5", "6"],
+    ["DUMP-RESTORE", "z4", "rs5"], ["ZREMRANGEBYSCORE", "z4", "-inf", "+inf"],
     ["LCS", "a", "b"], ["GET", "nothing"], ["FLUSHDB"], ["SET", "x", "1"], ["FLUSHALL"], ["SET", "y", "1"],
     # A transaction's events are published at its commit, before the messages of the PUBLISHes
     # queued in it (Redis publishes each as its command runs): PUBLISH last orders both alike.

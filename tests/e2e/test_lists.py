@@ -98,11 +98,9 @@ def test_a_big_list_survives_restart_and_crash(make_server):
     assert client.type("big") == "list" and client.dbsize() == 3
 
 
-def test_list_size_limit_is_a_clear_error(make_server, tmp_path):
+def test_list_size_limit_is_a_clear_error(small_blocks_server):
     # 64 KiB write blocks allow 255 parts per key and 32 KiB values: about 1 MiB in one list.
-    config = tmp_path / "small-blocks.toml"
-    config.write_text('[[namespace]]\nname = "small"\nindex_bytes = "16MiB"\ndata_bytes = "64MiB"\nwrite_block_bytes = "64KiB"\n')
-    server = make_server("--config", str(config))
+    server = small_blocks_server
     client = server.client(decode_responses=True)
     padding = "x" * 1000
     with pytest.raises(redis.ResponseError, match="^list would need [0-9]+ chunks of at most [0-9]+ bytes, over the limit of 255 chunks for one list$"):

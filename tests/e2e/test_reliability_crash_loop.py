@@ -25,7 +25,7 @@ def test_acknowledged_writes_survive_a_crash_loop(tmp_path, index, data):
     assert tally.problems == []
     assert tally.cycles == CYCLES
     assert tally.acknowledged_writes > 0, "the load did not get going"
-    assert tally.keys_checked == CYCLES * WRITERS * (crash_loop.KEYS_PER_WRITER + crash_loop.COUNTERS_PER_WRITER + crash_loop.LISTS_PER_WRITER + crash_loop.SETS_PER_WRITER)
+    assert tally.keys_checked == CYCLES * WRITERS * (crash_loop.KEYS_PER_WRITER + crash_loop.COUNTERS_PER_WRITER + crash_loop.LISTS_PER_WRITER + crash_loop.SETS_PER_WRITER + crash_loop.SORTED_SETS_PER_WRITER)
 
 
 class FakeClient:
@@ -43,6 +43,10 @@ class FakeClient:
 
     def smembers(self, key):
         return set(self.values.get(key) or ())
+
+    def zrange(self, key, start, stop, withscores):
+        assert (start, stop, withscores) == (0, -1, True)
+        return list(self.values.get(key) or ())
 
 
 def writer_with(expected: dict, in_flight=None) -> crash_loop.Writer:
@@ -77,6 +81,13 @@ def test_checker_accepts_a_write_in_flight_applied_whole_or_not_at_all():
 def test_checker_flags_a_half_applied_transaction():
     writer = writer_with({"w0:k1": "a1", "w0:k2": "b1"}, {"w0:k1": "a2", "w0:k2": "b2"})
     assert [problem.split(":")[1].split()[0] for problem in check(writer, {"w0:k1": "a2"}).problems] == ["HALF-APPLIED"]
+
+
+def test_checker_flags_a_lost_member_or_score_of_a_sorted_set():
+    writer = writer_with({"w0:zset0": (("a", 1.0), ("b", 2.0)), "w0:zset1": (("c", 5.0),)})
+    problems = check(writer, {"w0:zset0": (("a", 1.0),), "w0:zset1": (("c", 4.0),)}).problems
+    assert [problem.split(":")[1].split()[0] for problem in problems] == ["LOST", "LOST"]
+    assert crash_loop.in_redis_order({"b": 1.0, "a": 1.0, "c": 0.5}) == (("c", 0.5), ("a", 1.0), ("b", 1.0))
 
 
 def test_checker_flags_a_lost_list_element_a_lost_member_and_a_half_applied_move():

@@ -7,27 +7,17 @@ crashes whole. Replies and errors of small sets are compared one by one in test_
 import pytest
 import redis
 
-from conftest import RawClient, assert_same, assert_same_replies, assert_watch_sees, both, run_script
+from conftest import RawClient, assert_same, assert_same_replies, assert_watch_sees, both, in_pipelined_batches, run_script, whole_scan
 
 MEMBERS = 20_000
 
 
 def fill(client, key, members):
-    pipe = client.pipeline(transaction=False)
-    for number, member in enumerate(members):
-        pipe.sadd(key, member)
-        if number % 1000 == 999:
-            pipe.execute()
-    pipe.execute()
+    in_pipelined_batches(client, members, lambda pipe, member: pipe.sadd(key, member))
 
 
 def full_sscan(client, key, count=500):
-    cursor, seen = 0, []
-    while True:
-        cursor, page = client.sscan(key, cursor, count=count)
-        seen.extend(page)
-        if cursor == 0:
-            return seen
+    return whole_scan(client.sscan, key, count)
 
 
 def test_big_sets_answer_as_redis_through_growth_algebra_and_shrinking(pair):
@@ -145,11 +135,9 @@ def test_a_big_set_survives_restart_and_crash(make_server):
     assert client.type("big") == "set" and client.dbsize() == 3
 
 
-def test_set_size_limit_is_a_clear_error(make_server, tmp_path):
+def test_set_size_limit_is_a_clear_error(small_blocks_server):
     # 64 KiB write blocks allow 255 parts per key: about 1 MiB of members in one set.
-    config = tmp_path / "small-blocks.toml"
-    config.write_text('[[namespace]]\nname = "small"\nindex_bytes = "16MiB"\ndata_bytes = "64MiB"\nwrite_block_bytes = "64KiB"\n')
-    server = make_server("--config", str(config))
+    server = small_blocks_server
     client = server.client(decode_responses=True)
     padding = "x" * 1000
     with pytest.raises(redis.ResponseError, match="^set would hold [0-9]+ bytes of fields, over the limit of 1044480 bytes for one set$"):
@@ -166,6 +154,8 @@ def test_small_sets_of_integers_are_listed_in_ascending_order_as_redis_lists_an_
         ("c", ["SADD", "more", "7", "30", "2", "-1"]), ("c", ["SINTER", "ints", "more"]), ("c", ["SINTERSTORE", "both", "more", "ints"]),
         ("c", ["SMEMBERS", "both"]), ("c", ["SMOVE", "more", "both", "-1"]), ("c", ["SMEMBERS", "both"]), ("c", ["SREM", "ints", "7"]),
         ("c", ["SMEMBERS", "ints"]), ("c", ["SPOP", "ints", "10"]),
+        # More members than one command adds to a bucket before splitting it in memory.
+        ("c", ["SADD", "many"] + [str(number) for number in range(400, 0, -1)]), ("c", ["SMEMBERS", "many"]),
     ]
     replies = []
     for port in (shared_server.port, reference_redis):

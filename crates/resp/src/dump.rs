@@ -45,11 +45,15 @@ const FOOTER_BYTES: usize = 2 + 8;
 const TYPE_STRING: u8 = 0;
 const TYPE_LIST: u8 = 1;
 const TYPE_SET: u8 = 2;
+const TYPE_ZSET: u8 = 3;
 const TYPE_HASH: u8 = 4;
+const TYPE_ZSET_2: u8 = 5;
 const TYPE_SET_INTSET: u8 = 11;
+const TYPE_ZSET_ZIPLIST: u8 = 12;
 const TYPE_HASH_ZIPLIST: u8 = 13;
 const TYPE_LIST_QUICKLIST: u8 = 14;
 const TYPE_HASH_LISTPACK: u8 = 16;
+const TYPE_ZSET_LISTPACK: u8 = 17;
 const TYPE_LIST_QUICKLIST_2: u8 = 18;
 const TYPE_SET_LISTPACK: u8 = 20;
 /// A type 18 node's container: one element as it is.
@@ -83,8 +87,13 @@ const INTSET_HEADER_BYTES: usize = 8;
 
 static CRC64: Crc<u64> = Crc::<u64>::new(&CRC_64_REDIS);
 
+/// Type 3's score lengths that stand for NaN and the infinities.
+const ZSET_SCORE_NAN: u8 = 253;
+const ZSET_SCORE_INFINITY: u8 = 254;
+const ZSET_SCORE_NEGATIVE_INFINITY: u8 = 255;
+
 /// A value as a DUMP payload carries it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum DumpValue {
     String(Bytes),
     /// Fields in the payload's order.
@@ -93,6 +102,8 @@ pub enum DumpValue {
     Set(Vec<Bytes>),
     /// Elements in list order, head first.
     List(Vec<Bytes>),
+    /// Members and scores in the payload's order.
+    SortedSet(Vec<(Bytes, f64)>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -101,8 +112,9 @@ pub enum DumpError {
     /// does not match (Redis's `DUMP payload version or checksum are wrong`).
     #[error("DUMP payload version or checksum are wrong")]
     VersionOrChecksum,
-    /// The body is not a string, hash, set or list in an encoding read here, a set or list is
-    /// empty, or a set repeats a member (Redis's `Bad data format`).
+    /// The body is not a string, hash, set, list or sorted set in an encoding read here, a
+    /// set, list or sorted set is empty, a set or sorted set repeats a member, or a score is
+    /// NaN or not a number (Redis's `Bad data format`).
     #[error("Bad data format")]
     BadFormat,
     /// Past a `DumpLimits` bound: how much of what, and the limit.
@@ -137,6 +149,14 @@ pub fn encode_dump(value: &DumpValue) -> Vec<u8> {
             payload.push(TYPE_LIST_QUICKLIST_2);
             put_quicklist(&mut payload, elements, PLAIN_ELEMENT_BYTES_MIN);
         }
+        DumpValue::SortedSet(members) => {
+            payload.push(TYPE_ZSET_2);
+            put_length(&mut payload, members.len() as u64);
+            for (member, score) in members {
+                put_string(&mut payload, member);
+                payload.extend_from_slice(&score.to_le_bytes());
+            }
+        }
     }
     payload.extend_from_slice(&DUMP_RDB_VERSION_WRITTEN.to_le_bytes());
     let checksum = CRC64.checksum(&payload);
@@ -164,6 +184,10 @@ pub fn decode_dump(payload: &[u8], limits: DumpLimits) -> Result<DumpValue, Dump
         TYPE_LIST => DumpValue::List(counted_strings(&mut body, "elements in a list", limits)?),
         TYPE_LIST_QUICKLIST => DumpValue::List(quicklist_elements(&mut body, limits, ziplist_node)?),
         TYPE_LIST_QUICKLIST_2 => DumpValue::List(quicklist_elements(&mut body, limits, quicklist_2_node)?),
+        TYPE_ZSET => DumpValue::SortedSet(scored_members(&mut body, limits, text_score)?),
+        TYPE_ZSET_2 => DumpValue::SortedSet(scored_members(&mut body, limits, |body| Ok(f64::from_le_bytes(body.array()?)))?),
+        TYPE_ZSET_ZIPLIST => DumpValue::SortedSet(scored_pairs(ziplist_entries(&body.string()?, limits.string_bytes_max)?)?),
+        TYPE_ZSET_LISTPACK => DumpValue::SortedSet(scored_pairs(listpack_entries(&body.string()?, limits.string_bytes_max)?)?),
         _ => return Err(DumpError::BadFormat),
     };
     match &value {
@@ -171,6 +195,7 @@ pub fn decode_dump(payload: &[u8], limits: DumpLimits) -> Result<DumpValue, Dump
         DumpValue::Hash(fields) => check_elements(fields.len() as u64, "fields in a hash", limits)?,
         DumpValue::Set(members) => check_set(members, limits)?,
         DumpValue::List(elements) => check_list(elements, limits)?,
+        DumpValue::SortedSet(members) => check_sorted_set(members, limits)?,
     }
     Ok(value)
 }
@@ -192,6 +217,47 @@ fn check_set(members: &[Bytes], limits: DumpLimits) -> Result<(), DumpError> {
         true => Ok(()),
         false => Err(DumpError::BadFormat),
     }
+}
+
+/// A sorted set as Redis restores one: within the limit, not empty, no member twice, no NaN.
+fn check_sorted_set(members: &[(Bytes, f64)], limits: DumpLimits) -> Result<(), DumpError> {
+    check_elements(members.len() as u64, "members in a sorted set", limits)?;
+    let mut seen = std::collections::HashSet::with_capacity(members.len());
+    match !members.is_empty() && members.iter().all(|(member, score)| !score.is_nan() && seen.insert(member)) {
+        true => Ok(()),
+        false => Err(DumpError::BadFormat),
+    }
+}
+
+/// Type 3's and 5's count, then each member as a string and its score as `score` reads it.
+fn scored_members(body: &mut Reader<'_>, limits: DumpLimits, score: fn(&mut Reader<'_>) -> Result<f64, DumpError>) -> Result<Vec<(Bytes, f64)>, DumpError> {
+    let count = body.length()?;
+    check_elements(count, "members in a sorted set", limits)?;
+    let mut members = Vec::new();
+    for _ in 0..count {
+        let member = Bytes::from(body.string()?);
+        members.push((member, score(body)?));
+    }
+    Ok(members)
+}
+
+/// Type 3's score: a length byte (or one of the special values), then the score as text.
+fn text_score(body: &mut Reader<'_>) -> Result<f64, DumpError> {
+    match body.byte()? {
+        ZSET_SCORE_NAN => Ok(f64::NAN),
+        ZSET_SCORE_INFINITY => Ok(f64::INFINITY),
+        ZSET_SCORE_NEGATIVE_INFINITY => Ok(f64::NEG_INFINITY),
+        length => parse_text_score(body.take(usize::from(length))?),
+    }
+}
+
+fn parse_text_score(text: &[u8]) -> Result<f64, DumpError> {
+    std::str::from_utf8(text).ok().and_then(|text| text.parse().ok()).ok_or(DumpError::BadFormat)
+}
+
+/// Members and scores from a ziplist's or listpack's entries, which alternate.
+fn scored_pairs(entries: Vec<Vec<u8>>) -> Result<Vec<(Bytes, f64)>, DumpError> {
+    pairs(entries)?.into_iter().map(|(member, score)| Ok((member, parse_text_score(&score)?))).collect()
 }
 
 /// A list as Redis restores one: within the limit, not empty.
@@ -643,6 +709,32 @@ mod tests {
         assert_eq!(decode(&encode_dump(&wide)), Err(DumpError::OverLimit { what: "fields in a hash", size: 1001, limit: 1000 }));
         let wide = DumpValue::Set((0..1001).map(|number| Bytes::from(number.to_string())).collect());
         assert_eq!(decode(&encode_dump(&wide)), Err(DumpError::OverLimit { what: "members in a set", size: 1001, limit: 1000 }));
+    }
+
+    #[test]
+    fn sorted_sets_round_trip_and_read_every_encoding_redis_writes() {
+        let members = vec![(Bytes::from_static(b"a"), -0.0), (Bytes::from_static(b"b"), f64::INFINITY), (Bytes::from_static(b"c"), 1.1)];
+        let value = DumpValue::SortedSet(members.clone());
+        assert_eq!(decode(&encode_dump(&value)), Ok(value.clone()));
+        let mut type_3 = vec![TYPE_ZSET];
+        put_length(&mut type_3, 3);
+        for (member, score) in [(&b"a"[..], &b"-0"[..]), (b"b", &[ZSET_SCORE_INFINITY][..]), (b"c", b"1.1000000000000001")] {
+            put_string(&mut type_3, member);
+            if score.len() > 1 {
+                type_3.push(score.len() as u8);
+            }
+            type_3.extend_from_slice(score);
+        }
+        assert_eq!(decode(&payload(&type_3, 10)), Ok(value));
+        let entries: Vec<Vec<u8>> = [&b"a"[..], b"5", b"b", b"-1.5"].iter().map(|text| [&[0x80 | text.len() as u8][..], text].concat()).collect();
+        let mut type_17 = vec![TYPE_ZSET_LISTPACK];
+        put_string(&mut type_17, &listpack(&entries));
+        assert_eq!(decode(&payload(&type_17, 10)), Ok(DumpValue::SortedSet(vec![(Bytes::from_static(b"a"), 5.0), (Bytes::from_static(b"b"), -1.5)])));
+        let twice = DumpValue::SortedSet(vec![(Bytes::from_static(b"a"), 1.0), (Bytes::from_static(b"a"), 2.0)]);
+        assert_eq!(decode(&encode_dump(&twice)), Err(DumpError::BadFormat));
+        let not_a_number = DumpValue::SortedSet(vec![(Bytes::from_static(b"a"), f64::NAN)]);
+        assert_eq!(decode(&encode_dump(&not_a_number)), Err(DumpError::BadFormat));
+        assert_eq!(decode(&encode_dump(&DumpValue::SortedSet(Vec::new()))), Err(DumpError::BadFormat));
     }
 
     #[test]

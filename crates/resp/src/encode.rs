@@ -65,16 +65,33 @@ impl Reply {
     }
 }
 
-/// Redis's formatting of doubles for replies: shortest text that reads back to the same value,
-/// "inf" / "-inf" / "nan" for the special values.
+/// Redis 7.0's formatting of doubles for replies (`%.17g`): 17 significant digits without
+/// trailing zeros, in exponent form under 1e-4 or from 1e17 on; "inf" / "-inf" / "nan" for the
+/// special values, "-0" for negative zero.
 pub fn format_double(value: f64) -> String {
     if value.is_nan() {
-        "nan".into()
-    } else if value.is_infinite() {
-        if value > 0.0 { "inf".into() } else { "-inf".into() }
-    } else {
-        format!("{value}")
+        return "nan".into();
     }
+    if value.is_infinite() {
+        return if value > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if value == 0.0 {
+        return if value.is_sign_negative() { "-0".into() } else { "0".into() };
+    }
+    // The exponent %g decides by is the one of the value rounded to 17 digits.
+    let scientific = format!("{value:.16e}");
+    let (mantissa, exponent) = scientific.split_once('e').expect("exponent form has an 'e'");
+    let exponent: i32 = exponent.parse().expect("a decimal exponent");
+    if !(-4..17).contains(&exponent) {
+        let sign = if exponent < 0 { '-' } else { '+' };
+        return format!("{}e{sign}{:02}", without_fraction_zeros(mantissa), exponent.unsigned_abs());
+    }
+    let fixed = format!("{value:.*}", (16 - exponent) as usize);
+    without_fraction_zeros(&fixed).to_string()
+}
+
+fn without_fraction_zeros(number: &str) -> &str {
+    if number.contains('.') { number.trim_end_matches('0').trim_end_matches('.') } else { number }
 }
 
 /// Appends the encoding of `reply` to `output`.
@@ -217,6 +234,27 @@ mod tests {
         assert_eq!(both(&verbatim), ("$2\r\nhi\r\n".into(), "=6\r\ntxt:hi\r\n".into()));
         let push = Reply::Push(vec![Reply::bulk_text("x")]);
         assert_eq!(both(&push), ("*1\r\n$1\r\nx\r\n".into(), ">1\r\n$1\r\nx\r\n".into()));
+    }
+
+    #[test]
+    fn doubles_are_formatted_as_redis_7_0_formats_them_with_17_digits() {
+        for (value, text) in [
+            (1.5, "1.5"),
+            (1.1, "1.1000000000000001"),
+            (5.0, "5"),
+            (-0.0, "-0"),
+            (0.0, "0"),
+            (1e17, "1e+17"),
+            (123456789012345678.0, "1.2345678901234568e+17"),
+            (12345678901234567.0, "12345678901234568"),
+            (0.0001, "0.0001"),
+            (0.00001, "1.0000000000000001e-05"),
+            (-2.5e-300, "-2.5e-300"),
+            (f64::NEG_INFINITY, "-inf"),
+            (0.1 + 0.2, "0.30000000000000004"),
+        ] {
+            assert_eq!(format_double(value), text, "{value:e}");
+        }
     }
 
     #[test]

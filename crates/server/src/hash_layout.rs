@@ -162,6 +162,15 @@ impl OpenHash {
         OpenHash { key: key.clone(), collection, expiry_unix_ms: 0, layout: Layout::Small(HashRecord { fields }), changed: true, fields_at_open: 0 }
     }
 
+    /// A hash bucketed in memory only (`split_while_crowded`: every bucket is in `buckets`)
+    /// becomes one record of its fields again, which `save` lays out as any new hash.
+    pub fn join_buckets_made_in_memory(&mut self) {
+        if let Layout::Bucketed { stored_root: None, buckets, .. } = &mut self.layout {
+            let fields = std::mem::take(buckets).into_values().flat_map(|bucket| bucket.fields.fields).collect();
+            self.layout = Layout::Small(HashRecord { fields });
+        }
+    }
+
     /// The fields of a hash or set kept in one record, in their order (None once bucketed).
     pub fn small_fields_mut(&mut self) -> Option<&mut Vec<(Bytes, Bytes)>> {
         match &mut self.layout {
@@ -358,12 +367,7 @@ impl OpenHash {
             store.delete(&self.key)?;
             return Ok(());
         }
-        if let Layout::Bucketed { stored_root: None, buckets, .. } = &mut self.layout {
-            // Bucketed in memory only (`split_while_crowded`, every bucket in `buckets`): laid
-            // out below as any new hash.
-            let fields = std::mem::take(buckets).into_values().flat_map(|bucket| bucket.fields.fields).collect();
-            self.layout = Layout::Small(HashRecord { fields });
-        }
+        self.join_buckets_made_in_memory();
         if matches!(&self.layout, Layout::Bucketed { root, .. } if root.field_bytes < limits.bucketed_bytes_min()) {
             let (key, collection, expiry_unix_ms) = (self.key.clone(), self.collection, self.expiry_unix_ms);
             let small = HashRecord { fields: self.into_fields(store)? };

@@ -81,8 +81,8 @@ pub struct KeyEvent {
 
 /// Classes Redis has that nothing here publishes: new keys and read misses would need every
 /// write to learn whether its key existed and every read to report its misses. Refused, so
-/// that no client waits for events that never come. (Evictions, lists, sets, sorted sets,
-/// streams and modules are accepted: none of those exist here, so none is missed.)
+/// that no client waits for events that never come. (Evictions, streams and modules are
+/// accepted: none of those exist here, so none is missed.)
 pub const UNSUPPORTED: u32 = NEW_KEY | KEY_MISS;
 
 /// The configured classes (0 by default: nothing is published, as in Redis).

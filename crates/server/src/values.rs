@@ -9,6 +9,8 @@
 //! | 4   | set (bucketed) | as tag 2                                                         |
 //! | 5   | list   | element count (LEB128), then per element: length (LEB128), element         |
 //! | 6   | list (chunked) | element count (u64 LE), chunk count (u32 LE), then per chunk in list order: part (u32 LE), elements (u32 LE), element bytes (u32 LE) |
+//! | 7   | sorted set | as tag 1: each member is a field whose value is its score (f64, 8 bytes LE) |
+//! | 8   | sorted set (bucketed) | as tag 2                                                  |
 //!
 //! A small hash is one record with named bins (as in Aerospike): HSET rewrites the record, and
 //! fields keep their insertion order, as Redis's small hashes do. A hash whose record would pass
@@ -20,6 +22,10 @@
 //! A set is laid out exactly as a hash whose members are fields with empty values (one byte each
 //! in the record), so both share `crate::hash_layout`; only the key's own record says which type
 //! it holds. Buckets carry tag 1 for both: a bucket is never read without its root.
+//!
+//! A sorted set is laid out as a hash too: its members are fields, their scores the values
+//! (`encode_score`); a small one's record keeps its members in score order, as Redis's listpack
+//! does.
 //!
 //! A small list is one tag-5 record; a bigger one a tag-6 root plus chunks of consecutive
 //! elements stored as the key's parts, each a tag-5 record (`crate::list_layout`). "Element
@@ -34,13 +40,16 @@ pub const TAG_SET: u8 = 3;
 pub const TAG_SET_ROOT: u8 = 4;
 pub const TAG_LIST: u8 = 5;
 pub const TAG_LIST_ROOT: u8 = 6;
+pub const TAG_ZSET: u8 = 7;
+pub const TAG_ZSET_ROOT: u8 = 8;
 
-/// The types stored as fields (`crate::hash_layout`): a hash, and a set whose members are fields
-/// with empty values.
+/// The types stored as fields (`crate::hash_layout`): a hash, a set whose members are fields
+/// with empty values, and a sorted set whose members are fields with their scores as values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Collection {
     Hash,
     Set,
+    SortedSet,
 }
 
 impl Collection {
@@ -48,6 +57,7 @@ impl Collection {
         match self {
             Collection::Hash => TAG_HASH,
             Collection::Set => TAG_SET,
+            Collection::SortedSet => TAG_ZSET,
         }
     }
 
@@ -55,6 +65,7 @@ impl Collection {
         match self {
             Collection::Hash => TAG_HASH_ROOT,
             Collection::Set => TAG_SET_ROOT,
+            Collection::SortedSet => TAG_ZSET_ROOT,
         }
     }
 
@@ -62,6 +73,7 @@ impl Collection {
         match self {
             Collection::Hash => "hash",
             Collection::Set => "set",
+            Collection::SortedSet => "zset",
         }
     }
 }
@@ -93,6 +105,8 @@ impl Stored {
             Some(&TAG_SET) => HashRecord::decode(&bytes[1..]).map(|record| Stored::Small(Collection::Set, record)),
             Some(&TAG_HASH_ROOT) => HashRoot::decode(&bytes[1..]).map(|root| Stored::Bucketed(Collection::Hash, root)),
             Some(&TAG_SET_ROOT) => HashRoot::decode(&bytes[1..]).map(|root| Stored::Bucketed(Collection::Set, root)),
+            Some(&TAG_ZSET) => HashRecord::decode(&bytes[1..]).map(|record| Stored::Small(Collection::SortedSet, record)),
+            Some(&TAG_ZSET_ROOT) => HashRoot::decode(&bytes[1..]).map(|root| Stored::Bucketed(Collection::SortedSet, root)),
             Some(&TAG_LIST) => decode_list_body(&bytes[1..]).map(Stored::List),
             Some(&TAG_LIST_ROOT) => ListRoot::decode(&bytes[1..]).map(Stored::ChunkedList),
             Some(_) => Err(CorruptValue("unknown type tag")),
@@ -108,6 +122,7 @@ pub fn type_name_of(bytes: &[u8]) -> &'static str {
         Some(&TAG_HASH | &TAG_HASH_ROOT) => "hash",
         Some(&TAG_SET | &TAG_SET_ROOT) => "set",
         Some(&TAG_LIST | &TAG_LIST_ROOT) => "list",
+        Some(&TAG_ZSET | &TAG_ZSET_ROOT) => "zset",
         _ => "none",
     }
 }
@@ -332,6 +347,21 @@ impl ListRoot {
     }
 }
 
+/// A sorted-set member's score as its field value.
+pub fn encode_score(score: f64) -> Bytes {
+    debug_assert!(!score.is_nan(), "Redis never stores a NaN score");
+    Bytes::copy_from_slice(&score.to_le_bytes())
+}
+
+pub fn decode_score(value: &[u8]) -> Result<f64, CorruptValue> {
+    let bytes: [u8; 8] = value.try_into().map_err(|_| CorruptValue("sorted-set score of the wrong length"))?;
+    let score = f64::from_le_bytes(bytes);
+    if score.is_nan() {
+        return Err(CorruptValue("sorted-set score is NaN"));
+    }
+    Ok(score)
+}
+
 /// Bytes one field takes in an encoded hash record: both length prefixes, the field, the value.
 pub fn field_entry_bytes(field: &[u8], value: &[u8]) -> u64 {
     (length_bytes(field.len()) + field.len() + length_bytes(value.len()) + value.len()) as u64
@@ -419,6 +449,23 @@ mod tests {
         assert_eq!(type_name_of(&root.encode(Collection::Set)), "set");
         assert_eq!(HashRecord::decode_bucket(&members.encode_bucket()).unwrap(), members);
         assert!(HashRecord::decode_bucket(&members.encode(Collection::Set)).is_err(), "a key's record is not a bucket");
+    }
+
+    #[test]
+    fn sorted_sets_have_their_own_tags_and_scores_round_trip() {
+        let mut members = HashRecord::default();
+        members.set(Bytes::from_static(b"m"), encode_score(-0.0));
+        let Stored::Small(Collection::SortedSet, decoded) = Stored::decode(members.encode(Collection::SortedSet)).unwrap() else { panic!("not a zset") };
+        assert_eq!(decoded, members);
+        let root = HashRoot { field_count: 1, bucket_count: 1, field_bytes: 11, salt: 7 };
+        assert!(matches!(Stored::decode(root.encode(Collection::SortedSet)).unwrap(), Stored::Bucketed(Collection::SortedSet, _)));
+        assert_eq!(type_name_of(&members.encode(Collection::SortedSet)), "zset");
+        assert_eq!(type_name_of(&root.encode(Collection::SortedSet)), "zset");
+        for score in [0.0, -0.0, 1.5, f64::INFINITY, f64::NEG_INFINITY, f64::MIN_POSITIVE] {
+            assert_eq!(decode_score(&encode_score(score)).unwrap().to_bits(), score.to_bits());
+        }
+        assert!(decode_score(&f64::NAN.to_le_bytes()).is_err());
+        assert!(decode_score(b"1234567").is_err());
     }
 
     #[test]

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use hybridkv_engine::{now_unix_ms, EXPIRY_UNIX_MS_MAX};
 use hybridkv_resp::{decode_dump, encode_dump, DumpLimits, DumpValue, Reply};
 
-use super::{hashes, lists};
+use super::{hashes, lists, sorted_sets};
 use super::{is, parse_integer, SYNTAX_ERROR};
 use crate::command::{fail, Call, CommandError, CommandResult};
 use crate::hash_layout::OpenHash;
@@ -21,8 +21,8 @@ const RESTORE_ELEMENTS_MAX: usize = 4 * 1024 * 1024;
 /// Redis's LFU counter is a byte.
 const RESTORE_FREQ_MAX: i64 = 255;
 
-/// DUMP key: the payload, or nil for a missing key. A bucketed hash or set lists its fields in
-/// bucket order.
+/// DUMP key: the payload, or nil for a missing key. A bucketed hash, set or sorted set lists its
+/// fields in bucket order.
 pub fn dump(call: &mut Call<'_>) -> CommandResult {
     let key = call.args[1].clone();
     let Some(value) = call.store.get(&key)? else { return Ok(Reply::Null) };
@@ -39,6 +39,7 @@ pub fn dump(call: &mut Call<'_>) -> CommandResult {
     let value = match collection {
         Collection::Hash => DumpValue::Hash(fields),
         Collection::Set => DumpValue::Set(fields.into_iter().map(|(member, _)| member).collect()),
+        Collection::SortedSet => DumpValue::SortedSet(sorted_sets::scored(fields)?),
     };
     Ok(Reply::Bulk(Bytes::from(encode_dump(&value))))
 }
@@ -89,6 +90,7 @@ pub fn restore(call: &mut Call<'_>) -> CommandResult {
             restore_fields(call, &key, Collection::Set, fields)?
         }
         DumpValue::List(elements) => restore_list(call, &key, elements)?,
+        DumpValue::SortedSet(members) => restore_fields(call, &key, Collection::SortedSet, sorted_sets::ordered_fields(members))?,
     }
     if expiry_unix_ms != 0 {
         // A hash, set or list was written without expiry: its record takes it, keeping its parts.

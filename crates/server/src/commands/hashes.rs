@@ -6,11 +6,12 @@ use bytes::Bytes;
 use hybridkv_resp::{ProtocolVersion, Reply};
 
 use super::keys::{parse_cursor, parse_scan_options};
+use super::sorted_sets;
 use super::{is, parse_float, parse_integer, NOT_FINITE, SYNTAX_ERROR};
 use crate::command::{fail, wrong_arity, Call, CommandError, CommandResult};
 use crate::glob::glob_match;
 use crate::hash_layout::{HashLimits, OpenHash};
-use crate::values::Collection;
+use crate::values::{decode_score, Collection};
 use crate::keyspace_events::{GENERIC, HASH};
 use crate::long_double::LongDouble;
 
@@ -213,28 +214,51 @@ pub(super) fn random_fields(call: &mut Call<'_>, collection: Collection, count: 
     hash.random_fields(call.store, picks, !repeated, &mut rand::thread_rng())
 }
 
-/// HRANDFIELD key [count [WITHVALUES]]: Redis's checks in Redis's order (the count, the
-/// options, then the key). A positive count picks distinct fields, a negative one picks that
-/// many that may repeat (at most `RANDOM_FIELD_REPEATED_PICKS_MAX`).
+/// Puts distinct random picks in the order a type lists them (ZRANDMEMBER's).
+pub(super) type DistinctOrder = fn(&mut Vec<(Bytes, Bytes)>) -> Result<(), CommandError>;
+
+/// HRANDFIELD key [count [WITHVALUES]].
 pub fn hrandfield(call: &mut Call<'_>) -> CommandResult {
+    random_command(call, Collection::Hash, "WITHVALUES", |value| Ok(Reply::Bulk(value)), None)
+}
+
+/// HRANDFIELD and ZRANDMEMBER key [count [`option`]]: Redis's checks in Redis's order (the
+/// count, the option, then the key). A positive count picks distinct fields, a negative one
+/// picks that many that may repeat (at most `RANDOM_FIELD_REPEATED_PICKS_MAX`), and
+/// `order_distinct`, when given, orders distinct picks; with the option, each field's value as
+/// `value_reply` answers it.
+pub(super) fn random_command(
+    call: &mut Call<'_>,
+    collection: Collection,
+    option: &str,
+    value_reply: impl Fn(Bytes) -> Result<Reply, CommandError>,
+    order_distinct: Option<DistinctOrder>,
+) -> CommandResult {
     let Some(count) = call.args.get(2) else {
-        return Ok(random_fields(call, Collection::Hash, 1)?.pop().map_or(Reply::Null, |(field, _)| Reply::Bulk(field)));
+        return Ok(random_fields(call, collection, 1)?.pop().map_or(Reply::Null, |(field, _)| Reply::Bulk(field)));
     };
     let count = parse_random_count(count)?;
     let with_values = match call.args.get(3) {
         None => false,
-        Some(option) if call.args.len() == 4 && is(option, "WITHVALUES") => true,
+        Some(given) if call.args.len() == 4 && is(given, option) => true,
         Some(_) => return fail(SYNTAX_ERROR),
     };
     if with_values && count.unsigned_abs() > i64::MAX as u64 / 2 {
         return fail("ERR value is out of range");
     }
-    let picked = random_fields(call, Collection::Hash, count)?;
-    Ok(Reply::Array(match (with_values, call.session.protocol) {
-        (false, _) => picked.into_iter().map(|(field, _)| Reply::Bulk(field)).collect(),
-        (true, ProtocolVersion::Resp2) => picked.into_iter().flat_map(|(field, value)| [Reply::Bulk(field), Reply::Bulk(value)]).collect(),
-        (true, _) => picked.into_iter().map(|(field, value)| Reply::Array(vec![Reply::Bulk(field), Reply::Bulk(value)])).collect(),
-    }))
+    let mut picked = random_fields(call, collection, count)?;
+    if let Some(order) = order_distinct.filter(|_| count > 0) {
+        order(&mut picked)?;
+    }
+    let mut replies = Vec::with_capacity(picked.len() * 2);
+    for (field, value) in picked {
+        match (with_values, call.session.protocol) {
+            (false, _) => replies.push(Reply::Bulk(field)),
+            (true, ProtocolVersion::Resp2) => replies.extend([Reply::Bulk(field), value_reply(value)?]),
+            (true, _) => replies.push(Reply::Array(vec![Reply::Bulk(field), value_reply(value)?])),
+        }
+    }
+    Ok(Reply::Array(replies))
 }
 
 /// HSCAN: a small hash answers every field with cursor 0; a bucketed one is walked bucket by
@@ -243,7 +267,8 @@ pub fn hscan(call: &mut Call<'_>) -> CommandResult {
     scan_fields(call, Collection::Hash)
 }
 
-/// HSCAN and SSCAN (which lists members only, and takes no NOVALUES).
+/// HSCAN, SSCAN (which lists members only, and takes no NOVALUES) and ZSCAN (members and their
+/// scores as text).
 pub(super) fn scan_fields(call: &mut Call<'_>, collection: Collection) -> CommandResult {
     let cursor = parse_cursor(&call.args[2])?;
     let is_hash = collection == Collection::Hash;
@@ -251,16 +276,38 @@ pub(super) fn scan_fields(call: &mut Call<'_>, collection: Collection) -> Comman
     let Some(hash) = OpenHash::open(call.store, &call.args[1], collection)? else {
         return Ok(Reply::Array(vec![Reply::bulk_text("0"), Reply::Array(Vec::new())]));
     };
+    let listpack_sized = hash.len() <= sorted_sets::LISTPACK_MEMBERS_MAX as u64;
     let page = hash.scan(call.store, cursor, options.count)?;
     let mut items = Vec::new();
     for (field, value) in page.fields {
         if options.pattern.as_ref().is_some_and(|pattern| !glob_match(pattern, &field)) {
             continue;
         }
+        let in_listpack = listpack_sized && field.len() <= sorted_sets::LISTPACK_MEMBER_BYTES_MAX;
         items.push(Reply::Bulk(field));
-        if is_hash && !options.no_values {
-            items.push(Reply::Bulk(value));
+        match collection {
+            Collection::Hash if !options.no_values => items.push(Reply::Bulk(value)),
+            Collection::SortedSet => items.push(Reply::bulk_text(&sorted_sets::scanned_score_text(decode_score(&value)?, in_listpack))),
+            _ => {}
         }
     }
     Ok(Reply::Array(vec![Reply::bulk_text(&page.next_cursor.to_string()), Reply::Array(items)]))
+}
+
+/// Writes `fields` (distinct, in the order the record keeps) as the hash, set or sorted set at
+/// `target` in place of whatever it held (expiry included), or deletes it when there are none;
+/// answers how many. Events: `event` of `class` for a value written, `del` for a key deleted
+/// (the STORE commands).
+pub(super) fn store_fields(call: &mut Call<'_>, target: &Bytes, collection: Collection, fields: Vec<(Bytes, Bytes)>, class: u32, event: &'static str) -> CommandResult {
+    let deleted = call.store.delete(target)?;
+    let size = fields.len() as i64;
+    if fields.is_empty() {
+        if deleted {
+            call.notify(GENERIC, "del", target);
+        }
+        return Ok(Reply::Integer(0));
+    }
+    save(call, OpenHash::with_distinct_fields(target, collection, fields))?;
+    call.notify(class, event, target);
+    Ok(Reply::Integer(size))
 }

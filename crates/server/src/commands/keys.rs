@@ -8,6 +8,7 @@ use hybridkv_engine::{now_unix_ms, CommitTicket, EngineError, KeySnapshot, Names
 use hybridkv_resp::Reply;
 
 use super::sets::{intset_numbers, INTSET_MEMBERS_MAX};
+use super::sorted_sets;
 use super::{is, parse_integer, subcommand_help, unknown_subcommand, SYNTAX_ERROR};
 use crate::command::{fail, run_over_keys, Call, CommandError, CommandResult, DB_INDEX_OUT_OF_RANGE};
 use crate::glob::glob_match;
@@ -101,7 +102,14 @@ fn fields_encoding(collection: Collection, fields: &[(Bytes, Bytes)]) -> &'stati
     match collection {
         Collection::Hash => hash_encoding(fields),
         Collection::Set => set_encoding(fields),
+        Collection::SortedSet => sorted_set_encoding(fields),
     }
+}
+
+/// "listpack" for at most 128 members of at most 64 bytes, else "skiplist".
+fn sorted_set_encoding(members: &[(Bytes, Bytes)]) -> &'static str {
+    let small = members.len() <= sorted_sets::LISTPACK_MEMBERS_MAX && members.iter().all(|(member, _)| member.len() <= sorted_sets::LISTPACK_MEMBER_BYTES_MAX);
+    if small { "listpack" } else { "skiplist" }
 }
 
 /// "intset" for at most 512 members that are all integers as Redis parses them, else "hashtable"
@@ -125,7 +133,7 @@ fn bucketed_encoding(call: &mut Call<'_>, collection: Collection) -> Result<Opti
     let key = call.args[2].clone();
     let Some(hash) = OpenHash::open(call.store, &key, collection)? else { return Ok(None) };
     if hash.len() > LISTPACK_FIELDS_MAX as u64 {
-        return Ok(Some("hashtable"));
+        return Ok(Some(if collection == Collection::SortedSet { "skiplist" } else { "hashtable" }));
     }
     Ok(Some(fields_encoding(collection, &hash.into_fields(call.store)?)))
 }

@@ -339,14 +339,15 @@ pub fn rpoplpush(call: &mut Call<'_>) -> CommandResult {
     move_element(call, End::Tail, End::Head)
 }
 
-/// LMPOP's and BLMPOP's arguments from numkeys on.
-struct MultiPop {
-    keys: Vec<Bytes>,
-    end: End,
-    count: u64,
+/// LMPOP's and BLMPOP's (ZMPOP's and BZMPOP's) arguments from numkeys on: the keys, which end
+/// (`End`, or a sorted set's MIN or MAX) and how many.
+pub(super) struct MultiPop<W> {
+    pub keys: Vec<Bytes>,
+    pub end: W,
+    pub count: u64,
 }
 
-fn parse_multi_pop(args: &[Bytes]) -> Result<MultiPop, CommandError> {
+pub(super) fn parse_multi_pop<W>(args: &[Bytes], parse_end: impl Fn(&[u8]) -> Result<W, CommandError>) -> Result<MultiPop<W>, CommandError> {
     let key_count = parse_integer_at_least(&args[0], 1, NUMKEYS_NOT_POSITIVE)? as u64;
     let Some(end_at) = key_count.checked_add(1).filter(|&at| at < args.len() as u64).map(|at| at as usize) else {
         return fail(SYNTAX_ERROR);
@@ -363,7 +364,7 @@ fn parse_multi_pop(args: &[Bytes]) -> Result<MultiPop, CommandError> {
 /// Pops from the first non-empty list of the keys: its key and the elements, or None when
 /// every list is empty. A key of another type is WRONGTYPE only when met before a list with
 /// elements (Redis 7.0's order).
-fn multi_pop(call: &mut Call<'_>, pop: &MultiPop) -> Result<Option<(Bytes, Vec<Bytes>)>, CommandError> {
+fn multi_pop(call: &mut Call<'_>, pop: &MultiPop<End>) -> Result<Option<(Bytes, Vec<Bytes>)>, CommandError> {
     for key in &pop.keys {
         if let Some(list) = open(call, key)? {
             return Ok(Some((key.clone(), pop_saved(call, key, list, pop.end, pop.count)?)));
@@ -379,13 +380,13 @@ fn key_and_elements((key, elements): (Bytes, Vec<Bytes>)) -> Reply {
 
 /// LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT count]: a null array when every list is empty.
 pub fn lmpop(call: &mut Call<'_>) -> CommandResult {
-    let pop = parse_multi_pop(&call.args[1..])?;
+    let pop = parse_multi_pop(&call.args[1..], parse_end)?;
     Ok(multi_pop(call, &pop)?.map_or(Reply::NullArray, key_and_elements))
 }
 
 /// A blocking pop's timeout in seconds (a float, 0: none) as Redis parses it. Run again after a
 /// wake, the command keeps its first deadline.
-fn parse_timeout(call: &mut Call<'_>, text: &[u8]) -> Result<ReplyDelay, CommandError> {
+pub(super) fn parse_timeout(call: &mut Call<'_>, text: &[u8]) -> Result<ReplyDelay, CommandError> {
     let seconds = LongDouble::parse(text).and_then(|_| std::str::from_utf8(text).ok()?.parse::<f64>().ok());
     let Some(seconds) = seconds.filter(|seconds| !seconds.is_nan()) else { return fail("ERR timeout is not a float or out of range") };
     let milliseconds = seconds * 1000.0;
@@ -398,7 +399,7 @@ fn parse_timeout(call: &mut Call<'_>, text: &[u8]) -> Result<ReplyDelay, Command
 /// Every list of a blocking pop was empty: outside EXEC the client waits for a write to one
 /// of `keys` (registered now, under the keys' locks, so that no write is missed) and the
 /// command runs again; inside EXEC the answer is `timeout_reply` at once, as in Redis.
-fn block(call: &mut Call<'_>, keys: Vec<Bytes>, delay: ReplyDelay, timeout_reply: Reply) -> CommandResult {
+pub(super) fn block(call: &mut Call<'_>, keys: Vec<Bytes>, delay: ReplyDelay, timeout_reply: Reply) -> CommandResult {
     if !call.session.in_exec {
         let database = call.session.database;
         call.shared.blocked_keys.register(database, &keys, &call.session.client);
@@ -428,7 +429,7 @@ pub fn brpop(call: &mut Call<'_>) -> CommandResult {
 
 /// BLMPOP timeout numkeys key [key ...] LEFT|RIGHT [COUNT count].
 pub fn blmpop(call: &mut Call<'_>) -> CommandResult {
-    let pop = parse_multi_pop(&call.args[2..])?;
+    let pop = parse_multi_pop(&call.args[2..], parse_end)?;
     let delay = parse_timeout(call, &call.args[1].clone())?;
     match multi_pop(call, &pop)? {
         Some(popped) => Ok(key_and_elements(popped)),

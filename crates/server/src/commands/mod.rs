@@ -11,6 +11,8 @@ mod lcs;
 mod lists;
 mod pubsub;
 mod sets;
+mod sorted_set_ranges;
+mod sorted_sets;
 mod strings;
 mod tracking;
 mod tx;
@@ -43,7 +45,7 @@ const BLOCKING_WRITES: u16 = WRITES | BLOCKS_ON_KEYS;
 const SESSION_OR_SERVER: u16 = IN_MULTI | AFTER_TRANSACTION;
 const PAIRS: KeySpec = KeySpec { first: 1, last: -1, step: 2 };
 const TWO: KeySpec = KeySpec { first: 1, last: 2, step: 1 };
-/// SINTERCARD's and LMPOP's keys follow their count (the options after them are taken for keys too: a
+/// SINTERCARD's, LMPOP's, ZMPOP's and ZUNION's keys follow their count (the options after them are taken for keys too: a
 /// transaction over a few more keys than needed).
 const AFTER_COUNT: KeySpec = KeySpec { first: 2, last: -1, step: 1 };
 /// BLPOP's and BRPOP's keys come before their timeout.
@@ -199,6 +201,41 @@ pub static TABLE: &[CommandSpec] = &[
     command!("sdiff", -2, KeySpec::ALL, READ_PARTS, "set", "Returns the members of the first set not in the others.", sets::sdiff),
     command!("sdiffstore", -3, KeySpec::ALL, WRITES, "set", "Stores the difference of sets in a key.", sets::sdiffstore),
     command!("sscan", -3, KeySpec::ONE, READ_PARTS, "set", "Iterates over members (MATCH COUNT).", sets::sscan),
+    command!("zadd", -4, KeySpec::ONE, WRITES, "sorted_set", "Adds members with scores, or updates their scores (NX XX GT LT CH INCR).", sorted_sets::zadd),
+    command!("zincrby", 4, KeySpec::ONE, WRITES, "sorted_set", "Increments a member's score.", sorted_sets::zincrby),
+    command!("zrem", -3, KeySpec::ONE, WRITES, "sorted_set", "Removes members.", sorted_sets::zrem),
+    command!("zcard", 2, KeySpec::ONE, READ_PARTS, "sorted_set", "Returns the number of members.", sorted_sets::zcard),
+    command!("zscore", 3, KeySpec::ONE, READ_PARTS, "sorted_set", "Returns a member's score.", sorted_sets::zscore),
+    command!("zmscore", -3, KeySpec::ONE, READ_PARTS, "sorted_set", "Returns the scores of members.", sorted_sets::zmscore),
+    command!("zcount", 4, KeySpec::ONE, READ_PARTS, "sorted_set", "Counts the members with scores in a range.", sorted_sets::zcount),
+    command!("zlexcount", 4, KeySpec::ONE, READ_PARTS, "sorted_set", "Counts the members in a lexicographic range.", sorted_sets::zlexcount),
+    command!("zrank", 3, KeySpec::ONE, READ_PARTS, "sorted_set", "Returns a member's rank, from the lowest score.", sorted_sets::zrank),
+    command!("zrevrank", 3, KeySpec::ONE, READ_PARTS, "sorted_set", "Returns a member's rank, from the highest score.", sorted_sets::zrevrank),
+    command!("zrange", -4, KeySpec::ONE, READ_PARTS, "sorted_set", "Returns members by rank, score or lexicographic range (BYSCORE BYLEX REV LIMIT WITHSCORES).", sorted_sets::zrange),
+    command!("zrangestore", -5, TWO, WRITES, "sorted_set", "Stores the members of a ZRANGE in a key.", sorted_sets::zrangestore),
+    command!("zrevrange", -4, KeySpec::ONE, READ_PARTS, "sorted_set", "Returns members by rank, from the highest score.", sorted_sets::zrevrange),
+    command!("zrangebyscore", -4, KeySpec::ONE, READ_PARTS, "sorted_set", "Returns members with scores in a range (WITHSCORES LIMIT).", sorted_sets::zrangebyscore),
+    command!("zrevrangebyscore", -4, KeySpec::ONE, READ_PARTS, "sorted_set", "Returns members with scores in a range, from the highest.", sorted_sets::zrevrangebyscore),
+    command!("zrangebylex", -4, KeySpec::ONE, READ_PARTS, "sorted_set", "Returns members in a lexicographic range (LIMIT).", sorted_sets::zrangebylex),
+    command!("zrevrangebylex", -4, KeySpec::ONE, READ_PARTS, "sorted_set", "Returns members in a lexicographic range, from the largest.", sorted_sets::zrevrangebylex),
+    command!("zremrangebyrank", 4, KeySpec::ONE, WRITES, "sorted_set", "Removes the members in a range of ranks.", sorted_sets::zremrangebyrank),
+    command!("zremrangebyscore", 4, KeySpec::ONE, WRITES, "sorted_set", "Removes the members with scores in a range.", sorted_sets::zremrangebyscore),
+    command!("zremrangebylex", 4, KeySpec::ONE, WRITES, "sorted_set", "Removes the members in a lexicographic range.", sorted_sets::zremrangebylex),
+    command!("zpopmin", -2, KeySpec::ONE, WRITES, "sorted_set", "Removes and returns the members with the lowest scores.", sorted_sets::zpopmin),
+    command!("zpopmax", -2, KeySpec::ONE, WRITES, "sorted_set", "Removes and returns the members with the highest scores.", sorted_sets::zpopmax),
+    command!("zmpop", -4, AFTER_COUNT, WRITES, "sorted_set", "Pops members from the first non-empty sorted set (MIN MAX COUNT).", sorted_sets::zmpop),
+    command!("bzpopmin", -3, LAST_IS_TIMEOUT, BLOCKING_WRITES, "sorted_set", "ZPOPMIN of the first non-empty sorted set, waiting for one up to the timeout (seconds, 0: no limit).", sorted_sets::bzpopmin),
+    command!("bzpopmax", -3, LAST_IS_TIMEOUT, BLOCKING_WRITES, "sorted_set", "ZPOPMAX of the first non-empty sorted set, waiting for one up to the timeout.", sorted_sets::bzpopmax),
+    command!("bzmpop", -5, AFTER_TIMEOUT_AND_COUNT, BLOCKING_WRITES, "sorted_set", "ZMPOP, waiting for one of the sorted sets to have members up to the timeout.", sorted_sets::bzmpop),
+    command!("zrandmember", -2, KeySpec::ONE, READ_PARTS, "sorted_set", "Returns random members (count: distinct if positive, repeating if negative; WITHSCORES).", sorted_sets::zrandmember),
+    command!("zscan", -3, KeySpec::ONE, READ_PARTS, "sorted_set", "Iterates over members and scores (MATCH COUNT).", sorted_sets::zscan),
+    command!("zunion", -3, AFTER_COUNT, READ_PARTS, "sorted_set", "Returns the union of sorted sets and sets (WEIGHTS AGGREGATE WITHSCORES).", sorted_sets::zunion),
+    command!("zinter", -3, AFTER_COUNT, READ_PARTS, "sorted_set", "Returns the intersection of sorted sets and sets (WEIGHTS AGGREGATE WITHSCORES).", sorted_sets::zinter),
+    command!("zdiff", -3, AFTER_COUNT, READ_PARTS, "sorted_set", "Returns the members of the first sorted set not in the others (WITHSCORES).", sorted_sets::zdiff),
+    command!("zunionstore", -4, KeySpec::ALL, WRITES, "sorted_set", "Stores the union of sorted sets and sets in a key (WEIGHTS AGGREGATE).", sorted_sets::zunionstore),
+    command!("zinterstore", -4, KeySpec::ALL, WRITES, "sorted_set", "Stores the intersection of sorted sets and sets in a key (WEIGHTS AGGREGATE).", sorted_sets::zinterstore),
+    command!("zdiffstore", -4, KeySpec::ALL, WRITES, "sorted_set", "Stores the difference of sorted sets in a key.", sorted_sets::zdiffstore),
+    command!("zintercard", -3, AFTER_COUNT, READ_PARTS, "sorted_set", "Returns the size of the intersection of sorted sets and sets (LIMIT).", sorted_sets::zintercard),
     command!("subscribe", -2, KeySpec::NONE, 0, "pubsub", "Listens for messages published to channels (not inside MULTI).", pubsub::subscribe),
     command!("psubscribe", -2, KeySpec::NONE, 0, "pubsub", "Listens for messages published to channels matching glob patterns (not inside MULTI).", pubsub::psubscribe),
     command!("ssubscribe", -2, KeySpec::NONE, 0, "pubsub", "Listens for messages published to shard channels (not inside MULTI).", pubsub::ssubscribe),

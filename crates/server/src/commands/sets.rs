@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use bytes::Bytes;
 use hybridkv_resp::Reply;
 
-use super::hashes::{parse_random_count, random_fields, remove_fields, save, scan_fields};
+use super::hashes::{parse_random_count, random_fields, remove_fields, save, scan_fields, store_fields};
 use super::{is, parse_integer, parse_integer_at_least, NUMKEYS_NOT_POSITIVE, SYNTAX_ERROR};
 use crate::command::{fail, Call, CommandError, CommandResult};
 use crate::hash_layout::OpenHash;
@@ -42,6 +42,7 @@ fn order_like_an_intset(members: &mut Vec<(Bytes, Bytes)>) {
 /// Keeps a small set of integers in ascending order, as Redis's intset lists them (SMEMBERS,
 /// SSCAN, and SINTER over it, answer in that order).
 fn keep_intset_order(set: &mut OpenHash) {
+    set.join_buckets_made_in_memory();
     if let Some(members) = set.small_fields_mut() {
         order_like_an_intset(members);
     }
@@ -267,23 +268,11 @@ fn in_any(call: &mut Call<'_>, sets: &mut [OpenHash], member: &[u8]) -> Result<b
     Ok(false)
 }
 
-/// Writes `members` as the set at `target` in place of whatever it held (expiry included), or
-/// deletes it when there are none; answers the set's size. Events: `event` for a set written,
-/// `del` for a key deleted.
+/// Writes `members` as the set at `target` in place of whatever it held (`store_fields`).
 fn store_members(call: &mut Call<'_>, target: &Bytes, members: Vec<Bytes>, event: &'static str) -> CommandResult {
-    let deleted = call.store.delete(target)?;
-    let size = members.len() as i64;
-    if members.is_empty() {
-        if deleted {
-            call.notify(GENERIC, "del", target);
-        }
-        return Ok(Reply::Integer(0));
-    }
     let mut fields = members.into_iter().map(|member| (member, Bytes::new())).collect();
     order_like_an_intset(&mut fields);
-    save(call, OpenHash::with_distinct_fields(target, Collection::Set, fields))?;
-    call.notify(SET, event, target);
-    Ok(Reply::Integer(size))
+    store_fields(call, target, Collection::Set, fields, SET, event)
 }
 
 pub fn sinter(call: &mut Call<'_>) -> CommandResult {

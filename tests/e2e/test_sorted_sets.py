@@ -1,0 +1,159 @@
+"""Sorted sets, small (one record) and big (a root record plus buckets, as big hashes): the
+sorted-set commands against hybridkv and redis-server give the same answers whatever the sets'
+sizes, scores are written as Redis 7.0 writes them byte for byte, BZPOPMIN waits for a ZADD,
+WATCH sees sorted-set writes, and a sorted set survives restarts and crashes whole. Replies and
+errors of small sets are compared one by one in test_compare_redis.py ("sorted sets"), their
+keyspace events in test_keyspace_events.py."""
+
+import threading
+import time
+
+import pytest
+import redis
+
+from conftest import RawClient, assert_same, assert_same_replies, assert_watch_sees, both, in_pipelined_batches, run_script, whole_scan
+
+MEMBERS = 20_000
+
+
+def fill(client, key, scored):
+    in_pipelined_batches(client, scored, lambda pipe, pair: pipe.zadd(key, {pair[0]: pair[1]}))
+
+
+def test_big_sorted_sets_answer_as_redis_through_growth_ranges_and_shrinking(pair):
+    # Scores repeat (every 7th member shares one): ties are ordered by member.
+    both(pair, lambda client: fill(client, "big", ((f"member:{number}", number // 7) for number in range(MEMBERS))))
+    both(pair, lambda client: fill(client, "odd", ((f"member:{number}", -number) for number in range(1, MEMBERS + 5000, 2))))
+    both(pair, lambda client: client.zadd("small", {"member:4": 0.5, "member:5": 1.5, "other": 3}))
+    assert_same(pair, lambda client: (client.zcard("big"), client.type("big"), client.object("encoding", "big")))
+    assert_same(pair, lambda client: client.zrange("big", 0, -1, withscores=True))
+    assert_same(pair, lambda client: client.zrange("big", 100, 120, desc=True, withscores=True))
+    assert_same(pair, lambda client: client.zrangebyscore("big", 50, "(60", start=3, num=20, withscores=True))
+    assert_same(pair, lambda client: client.zrevrangebyscore("odd", "-100", "-inf", start=0, num=5))
+    assert_same(pair, lambda client: [client.zrank("big", "member:12345"), client.zrevrank("big", "member:12345"), client.zrank("big", "nope")])
+    assert_same(pair, lambda client: (client.zcount("big", 10, 100), client.zscore("big", "member:19999"), client.zmscore("odd", ["member:1", "x"])))
+    assert_same(pair, lambda client: client.zunion(["big", "odd", "small"], withscores=True, aggregate="MAX")[:500])
+    assert_same(pair, lambda client: client.zinter(["big", "odd"], withscores=True)[:500])
+    assert_same(pair, lambda client: (client.zinterstore("both", ["odd", "big"], aggregate="MIN"), client.zrange("both", 0, 20, withscores=True)))
+    assert_same(pair, lambda client: (client.zdiffstore("diff", ["big", "odd"]), client.zrange("diff", -20, -1, withscores=True)))
+    assert_same(pair, lambda client: sorted(whole_scan(client.zscan, "big")))
+    assert_same(pair, lambda client: client.zpopmin("big", 25))
+    assert_same(pair, lambda client: client.zpopmax("odd", 3))
+    assert_same(pair, lambda client: client.zremrangebyrank("big", 100, 5000))
+    assert_same(pair, lambda client: client.zremrangebyscore("big", 1000, 2000))
+    assert_same(pair, lambda client: client.zrangestore("copy", "big", 0, 99))
+    assert_same(pair, lambda client: client.zrem("big", *[f"member:{number}" for number in range(0, MEMBERS, 2)]))
+    assert_same(pair, lambda client: (client.zcard("big"), client.zrange("big", 0, -1, withscores=True), client.object("encoding", "copy")))
+    assert_same(pair, lambda client: sorted(client.scan_iter(_type="zset")))
+
+
+def test_scores_are_written_as_redis_7_0_writes_them(shared_server, reference_redis):
+    scores = ["1.1", "-0", "1e20", "0.0001", "1e-5", "123456789012345678", "+inf", "-inf", "3", "0.1", "2.5e-300", "-12.75"]
+    script = [("c", ["HELLO", "2"]), ("c", ["ZADD", "f"] + [word for at, score in enumerate(scores) for word in (score, f"m{at}")])]
+    for protocol in ("2", "3"):
+        script += [
+            ("c", ["HELLO", protocol]), ("c", ["ZRANGE", "f", "0", "-1", "WITHSCORES"]), ("c", ["ZSCORE", "f", "m0"]),
+            ("c", ["ZMSCORE", "f", "m1", "nope"]), ("c", ["ZSCAN", "f", "0"]), ("c", ["ZINCRBY", "f", "0.2", "m9"]),
+            ("c", ["ZADD", "f", "INCR", "1", "m4"]), ("c", ["ZRANDMEMBER", "f", "20", "WITHSCORES"]), ("c", ["ZPOPMIN", "f"]),
+            ("c", ["ZPOPMAX", "f", "2"]), ("c", ["ZMPOP", "1", "f", "MIN", "COUNT", "2"]), ("c", ["BZPOPMIN", "f", "0"]),
+            ("c", ["ZUNION", "2", "f", "f", "WITHSCORES"]), ("c", ["ZRANGEBYSCORE", "f", "-inf", "+inf", "WITHSCORES", "LIMIT", "0", "3"]),
+        ]
+    replies = []
+    for port in (shared_server.port, reference_redis):
+        client = RawClient(port)
+        client.exchange("FLUSHALL")
+        replies.append(run_script({"c": client}, script))
+    assert_same_replies(*replies)
+
+
+def test_bzpopmin_waits_for_a_zadd_and_each_member_goes_to_one_client(shared_server):
+    client = shared_server.client(decode_responses=True)
+    client.delete("queue")
+    results, waiting = [], []
+
+    def wait():
+        waiter = shared_server.client(decode_responses=True)
+        waiting.append(True)
+        results.append(waiter.bzpopmin("queue", timeout=10))
+        waiter.close()
+
+    threads = [threading.Thread(target=wait) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    while len(waiting) < 4 or int(client.info("clients")["blocked_clients"]) < 4:
+        time.sleep(0.01)
+    client.zadd("queue", {"c": 3, "a": 1, "b": 2, "d": 4})
+    for thread in threads:
+        thread.join(timeout=15)
+    assert sorted(results) == [("queue", "a", 1.0), ("queue", "b", 2.0), ("queue", "c", 3.0), ("queue", "d", 4.0)]
+    assert client.exists("queue") == 0
+    started = time.monotonic()
+    assert client.bzpopmax(["queue", "other"], timeout=0.2) is None
+    assert time.monotonic() - started >= 0.19
+    client.close()
+
+
+def test_watch_sees_sorted_set_writes_but_not_a_zadd_that_changes_nothing(shared_server):
+    client = shared_server.client(decode_responses=True)
+    other = shared_server.client(decode_responses=True)
+    client.delete("watched")
+    fill(client, "watched", ((f"m{number}", number) for number in range(3000)))
+    writes = [
+        (lambda: other.zadd("watched", {"m7": 7}), False),
+        (lambda: other.zadd("watched", {"m8": 0}, gt=True), False),
+        (lambda: other.zrem("watched", "absent"), False),
+        (lambda: other.zremrangebyscore("watched", 5000, 6000), False),
+        (lambda: other.zadd("watched", {"new": 1}), True),
+        (lambda: other.zincrby("watched", 2, "m9"), True),
+        (lambda: other.zpopmin("watched"), True),
+        (lambda: other.zremrangebyrank("watched", 0, 0), True),
+    ]
+    assert_watch_sees(client, other, "watched", writes, lambda pipe, key: pipe.zcard(key))
+    client.close()
+    other.close()
+
+
+def test_a_big_sorted_set_survives_restart_and_crash(make_server):
+    server = make_server()
+    client = server.client(decode_responses=True)
+    fill(client, "big", ((f"member:{number}", number * 0.5) for number in range(MEMBERS)))
+    client.zadd("small", {"x": 1, "y": -1})
+    expected = client.zrange("big", 0, -1, withscores=True)
+    server.restart()
+    client = server.client(decode_responses=True)
+    assert client.zrange("big", 0, -1, withscores=True) == expected and client.zrange("small", 0, -1) == ["y", "x"]
+    client.zadd("big", {"after": -5})
+    client.zincrby("big", 100_000, "member:0")
+    client.zunionstore("copy", ["big"])
+    expected = client.zrange("big", 0, -1, withscores=True)
+    server.kill9()
+    server.start()
+    client = server.client(decode_responses=True)
+    assert client.zrange("big", 0, -1, withscores=True) == expected == client.zrange("copy", 0, -1, withscores=True)
+    assert client.zrange("big", 0, 0) == ["after"] and client.zrevrange("big", 0, 0) == ["member:0"]
+    assert sorted(client.keys("*")) == ["big", "copy", "small"] and client.type("big") == "zset"
+
+
+def test_dump_and_restore_move_sorted_sets_between_hybridkv_and_redis(pair):
+    ours, theirs = pair
+    for client in (ours, theirs):
+        client.zadd("small", {"a": 1.5, "b": -0.0, "c": float("inf")})
+        fill(client, "big", ((f"member:{number}", number / 3) for number in range(300)))
+    for source, target in ((ours, theirs), (theirs, ours)):
+        for key in ("small", "big"):
+            target.restore(f"{key}-restored", 0, source.dump(key))
+            assert target.zrange(f"{key}-restored", 0, -1, withscores=True) == source.zrange(key, 0, -1, withscores=True)
+    assert_same(pair, lambda client: client.object("encoding", "big-restored"))
+
+
+def test_sorted_set_size_limit_is_a_clear_error(small_blocks_server):
+    # 64 KiB write blocks allow 255 parts per key: about 1 MiB of members in one sorted set.
+    server = small_blocks_server
+    client = server.client(decode_responses=True)
+    padding = "x" * 1000
+    with pytest.raises(redis.ResponseError, match="^zset would hold [0-9]+ bytes of fields, over the limit of 1044480 bytes for one zset$"):
+        for number in range(5000):
+            client.zadd("huge", {f"{number}:{padding}": number})
+    assert 900 < client.zcard("huge") < 1100
+    assert client.zpopmin("huge") == [(f"0:{padding}", 0.0)]
+    assert client.delete("huge") == 1 and client.dbsize() == 0
