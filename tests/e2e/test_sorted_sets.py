@@ -5,6 +5,7 @@ WATCH sees sorted-set writes, and a sorted set survives restarts and crashes who
 errors of small sets are compared one by one in test_compare_redis.py ("sorted sets"), their
 keyspace events in test_keyspace_events.py."""
 
+import random
 import threading
 import time
 
@@ -157,3 +158,54 @@ def test_sorted_set_size_limit_is_a_clear_error(small_blocks_server):
     assert 900 < client.zcard("huge") < 1100
     assert client.zpopmin("huge") == [(f"0:{padding}", 0.0)]
     assert client.delete("huge") == 1 and client.dbsize() == 0
+
+
+def big_sorted_set_command(rng: random.Random) -> list:
+    """A command on "mixed" (3,000 members, scores that tie) or "flat" (every score 0, where
+    lexicographic ranges are defined), both bucketed with an order index."""
+    member = f"m{rng.randrange(3500):04d}"
+    score, bound = str(rng.randrange(-5, 60)), rng.choice(["-inf", "+inf", "(10", "10", "25", "(25", "55"])
+    lex = rng.choice(["-", "+", "[m1", "(m1", "[m2500", "(m0300", "[m3499"])
+    choices = [
+        lambda: ["ZADD", "mixed", score, member],
+        lambda: ["ZADD", "mixed"] + rng.choice([["GT"], ["LT"], ["XX"], ["NX"]]) + ["CH", score, member],
+        lambda: ["ZINCRBY", "mixed", rng.choice(["1", "-2.5"]), member],
+        lambda: ["ZREM", "mixed", member, f"m{rng.randrange(3500):04d}"],
+        lambda: [rng.choice(["ZSCORE", "ZRANK", "ZREVRANK"]), "mixed", member],
+        lambda: ["ZRANGE", "mixed", str(rng.randrange(-3100, 3100)), str(rng.randrange(-3100, 3100))] + rng.choice([[], ["REV"], ["WITHSCORES"]]),
+        lambda: ["ZRANGE", "mixed", bound, rng.choice(["-inf", "+inf", "(30", "30", "59"]), "BYSCORE", "LIMIT", str(rng.randrange(-1, 40)), str(rng.randrange(-1, 20))],
+        lambda: ["ZRANGE", "mixed", rng.choice(["+inf", "(40", "40"]), bound, "BYSCORE", "REV", "LIMIT", str(rng.randrange(0, 40)), str(rng.randrange(-1, 20))],
+        lambda: ["ZCOUNT", "mixed", bound, rng.choice(["+inf", "(30", "59"])],
+        lambda: [rng.choice(["ZPOPMIN", "ZPOPMAX"]), "mixed", str(rng.randrange(1, 4))],
+        lambda: ["ZREMRANGEBYRANK", "mixed", str(rng.randrange(0, 3000)), str(rng.randrange(0, 3000))] if rng.random() < 0.2 else ["ZCARD", "mixed"],
+        lambda: ["ZREMRANGEBYSCORE", "mixed", score, score],
+        lambda: ["ZADD", "flat", "0", member],
+        lambda: ["ZRANGEBYLEX", "flat", lex, rng.choice(["+", "[m2000", "(m0500"]), "LIMIT", str(rng.randrange(0, 30)), str(rng.randrange(1, 10))],
+        lambda: ["ZREVRANGEBYLEX", "flat", rng.choice(["+", "[m2000", "(m0500"]), lex, "LIMIT", "0", "5"],
+        lambda: ["ZLEXCOUNT", "flat", lex, rng.choice(["+", "[m2000", "(m0500"])],
+        lambda: ["ZREMRANGEBYLEX", "flat", f"[{member}", f"({member}a"],
+    ]
+    return rng.choice(choices)()
+
+
+@pytest.mark.parametrize("seed", [5, 6, 7])
+def test_random_commands_on_big_sorted_sets_answer_as_redis(pair, seed):
+    rng = random.Random(seed)
+    for client in pair:
+        fill(client, "mixed", ((f"m{number:04d}", number % 50) for number in range(3000)))
+        fill(client, "flat", ((f"m{number:04d}", 0) for number in range(0, 3000, 2)))
+    raw = [redis.Redis(port=client.connection_pool.connection_kwargs["port"], decode_responses=True) for client in pair]
+    for client in raw:
+        client.response_callbacks.clear()
+    assert raw[0].object("encoding", "mixed") == "skiplist"
+    for step in range(1500):
+        command = big_sorted_set_command(rng)
+        replies = []
+        for client in raw:
+            try:
+                replies.append(client.execute_command(*command))
+            except redis.ResponseError as error:
+                replies.append(("error", str(error)))
+        assert replies[0] == replies[1], f"step {step}: {command}"
+    for key in ("mixed", "flat"):
+        assert raw[0].zrange(key, 0, -1, withscores=True) == raw[1].zrange(key, 0, -1, withscores=True)

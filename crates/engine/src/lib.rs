@@ -32,7 +32,7 @@ pub use database::Database;
 pub use error::{EngineError, Result};
 pub use index::EXPIRY_UNIX_MS_MAX;
 pub use hybridkv_media::{DurabilityPath, Tier};
-pub use namespace::{BatchOp, CacheLoad, CommitTicket, DurableCallback, ExpiryListener, FullScanReport, KeySnapshot, Namespace, ScanPage, SubmitReads, Transaction, Value, LOAD_AHEAD_WINDOW_READS};
+pub use namespace::{BatchOp, CacheLoad, CommitTicket, DurableCallback, ExpiryListener, FullScanReport, KeySnapshot, Namespace, ScanPage, SubmitReads, Transaction, Value, LOAD_AHEAD_WINDOW_READS, SECOND_PART_SPACE};
 pub use recovery::{RestartKind, RestartReport};
 pub use stats::{CacheStats, NamespaceStats, TierUsage};
 pub use striped_counter::{thread_stripe, StripedCounter, COUNTER_STRIPES};

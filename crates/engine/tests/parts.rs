@@ -2,7 +2,7 @@
 //! themselves (not counted, listed, scanned or picked at random), go when the key is deleted,
 //! replaced, expired or flushed, move with RENAME, survive restarts and crashes with every index
 //! placement (the dram index is rebuilt from the records at every start), and are written
-//! atomically with their key across power cuts.
+//! atomically with their key across power cuts; a key's second part space goes with it too.
 
 mod common;
 
@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use common::workload::env_number;
 use common::*;
-use hybridkv_engine::{now_unix_ms, Database, Durability, EngineError, Namespace, RestartKind, Tier};
+use hybridkv_engine::{now_unix_ms, Database, Durability, EngineError, Namespace, RestartKind, Tier, SECOND_PART_SPACE};
 use hybridkv_media::sim::SimStore;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -151,6 +151,59 @@ fn parts_per_key_are_limited_with_a_typed_error() {
     assert!(namespace.delete(b"k").unwrap());
     assert_eq!(namespace.part_count(b"k").unwrap(), 0);
     assert_eq!(namespace.key_count(), 0);
+}
+
+fn write_in_both_spaces(namespace: &Namespace, key: &[u8], first: u32, second: u32) {
+    namespace
+        .transaction(&[key], |transaction| {
+            transaction.put(key, b"root", 0)?;
+            for number in 0..first {
+                transaction.put_part(key, number, &version_value(1, number))?;
+            }
+            for number in SECOND_PART_SPACE..SECOND_PART_SPACE + second {
+                transaction.put_part(key, number, &version_value(2, number))?;
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
+fn second_space_parts_of(namespace: &Namespace, key: &[u8]) -> Vec<Vec<u8>> {
+    namespace
+        .transaction(&[key], |transaction| {
+            let mut parts = Vec::new();
+            while let Some(part) = transaction.get_part(key, SECOND_PART_SPACE + parts.len() as u32)? {
+                parts.push(part);
+            }
+            Ok(parts)
+        })
+        .unwrap()
+}
+
+#[test]
+fn parts_of_the_second_space_go_with_their_key_as_the_first_spaces_do() {
+    let database = simulated_dram_database(7);
+    let namespace = database.namespace(0).unwrap();
+    write_in_both_spaces(namespace, b"k", 3, 2);
+    assert_eq!(namespace.part_count(b"k").unwrap(), 5);
+    assert_eq!(second_space_parts_of(namespace, b"k"), vec![version_value(2, SECOND_PART_SPACE), version_value(2, SECOND_PART_SPACE + 1)]);
+    namespace.transaction(&[b"k", b"moved"], |t| t.rename(b"k", b"moved")).unwrap();
+    namespace.transaction(&[b"moved", b"copy"], |t| t.copy(b"moved", b"copy")).unwrap();
+    for key in [&b"moved"[..], b"copy"] {
+        assert_eq!((parts_of(namespace, key).len(), second_space_parts_of(namespace, key).len()), (3, 2));
+    }
+    assert_eq!(namespace.part_count(b"k").unwrap(), 0);
+    namespace.put(b"copy", b"plain", 0).unwrap();
+    assert_eq!(namespace.part_count(b"copy").unwrap(), 0, "put drops both spaces");
+    // Each space holds as many parts as a key may have; the key still goes in one batch.
+    let limit = namespace.parts_per_key_max();
+    write_in_both_spaces(namespace, b"full", limit, limit);
+    let result = namespace.transaction(&[b"full"], |t| t.put_part(b"full", SECOND_PART_SPACE + limit, b"one too many"));
+    assert!(matches!(result, Err(EngineError::TooManyParts { .. })), "{result:?}");
+    assert!(namespace.delete(b"full").unwrap());
+    assert!(namespace.delete(b"moved").unwrap());
+    assert_eq!((namespace.part_count(b"full").unwrap(), namespace.part_count(b"moved").unwrap()), (0, 0));
+    assert_eq!(namespace.key_count(), 1);
 }
 
 /// Replacing a key deletes its parts while they are still pending (not yet flushed into the

@@ -171,6 +171,11 @@ impl OpenHash {
         }
     }
 
+    /// Whether the hash was stored as a root and buckets when opened.
+    pub fn is_stored_bucketed(&self) -> bool {
+        matches!(self.layout, Layout::Bucketed { stored_root: Some(_), .. })
+    }
+
     /// The fields of a hash or set kept in one record, in their order (None once bucketed).
     pub fn small_fields_mut(&mut self) -> Option<&mut Vec<(Bytes, Bytes)>> {
         match &mut self.layout {
@@ -359,13 +364,13 @@ impl OpenHash {
     /// before the first write (a Redis error never follows a buffered write). A bucketed
     /// hash's root is written only when it changed, or when `versions_watched` (some client
     /// watches keys: WATCH sees a key's changes through its root's version).
-    pub fn save(mut self, store: &mut dyn KeyStore, limits: &HashLimits, versions_watched: bool) -> Result<(), CommandError> {
+    pub fn save(mut self, store: &mut dyn KeyStore, limits: &HashLimits, versions_watched: bool) -> Result<Saved, CommandError> {
         if !self.changed {
-            return Ok(());
+            return Ok(Saved::Unchanged);
         }
         if self.len() == 0 {
             store.delete(&self.key)?;
-            return Ok(());
+            return Ok(Saved::Deleted);
         }
         self.join_buckets_made_in_memory();
         if matches!(&self.layout, Layout::Bucketed { root, .. } if root.field_bytes < limits.bucketed_bytes_min()) {
@@ -373,13 +378,13 @@ impl OpenHash {
             let small = HashRecord { fields: self.into_fields(store)? };
             // `put` drops the buckets: the key is one record again.
             store.put(&key, &small.encode(collection), expiry_unix_ms)?;
-            return Ok(());
+            return Ok(Saved::OneRecord);
         }
         if let Layout::Small(fields) = &mut self.layout {
             let encoded = fields.encode(self.collection);
             if encoded.len() as u64 <= limits.small_bytes_max {
                 store.put(&self.key, &encoded, self.expiry_unix_ms)?;
-                return Ok(());
+                return Ok(Saved::OneRecord);
             }
             self.layout = bucketed_from(&self.key, std::mem::take(fields));
         }
@@ -416,8 +421,21 @@ impl OpenHash {
         if versions_watched || *stored_root != Some(*root) {
             store.put_keeping_parts(&self.key, &root.encode(self.collection), self.expiry_unix_ms)?;
         }
-        Ok(())
+        Ok(Saved::Bucketed)
     }
+}
+
+/// What `OpenHash::save` left stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Saved {
+    /// Nothing changed: nothing was written.
+    Unchanged,
+    /// No field was left: the key is gone, parts and all.
+    Deleted,
+    /// One record, without parts (`put` dropped any).
+    OneRecord,
+    /// A root and buckets.
+    Bucketed,
 }
 
 /// One HSCAN reply: the fields found and the cursor to continue from (0: done).

@@ -28,6 +28,7 @@ mod server;
 mod session;
 mod shared;
 mod slowlog;
+mod sorted_set_layout;
 mod tracking;
 mod values;
 mod watch;

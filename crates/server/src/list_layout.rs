@@ -45,15 +45,24 @@ pub struct ListLimits {
     pub value_bytes_max: u64,
     /// Chunks one list may have (the engine's parts per key).
     pub chunks_max: u32,
+    /// Chunks the list aims at before its chunks grow past `CHUNK_BYTES_TARGET_MIN`:
+    /// `CHUNKS_TARGET` for a list; fewer for a sorted set's order index, which must hold what
+    /// its hash holds within `chunks_max`.
+    pub chunks_target: u64,
 }
 
 impl ListLimits {
+    /// A list's limits in a namespace.
+    pub fn new(value_bytes_max: u64, chunks_max: u32) -> ListLimits {
+        ListLimits { value_bytes_max, chunks_max, chunks_target: CHUNKS_TARGET }
+    }
+
     fn small_bytes_max(&self) -> u64 {
         SMALL_LIST_BYTES_MAX.min(self.value_bytes_max / 2)
     }
 
     fn chunk_bytes_target(&self, list_bytes: u64) -> u64 {
-        (list_bytes / CHUNKS_TARGET).clamp(CHUNK_BYTES_TARGET_MIN, CHUNK_BYTES_TARGET_MAX).min(self.value_bytes_max / 2).max(1)
+        (list_bytes / self.chunks_target.max(1)).clamp(CHUNK_BYTES_TARGET_MIN, CHUNK_BYTES_TARGET_MAX).min(self.value_bytes_max / 2).max(1)
     }
 }
 
@@ -341,6 +350,26 @@ impl OpenList {
         Ok(removed)
     }
 
+    /// Inserts `element` at `index` (≤ len): it becomes element `index`.
+    pub fn insert(&mut self, store: &mut dyn KeyStore, index: u64, element: Bytes) -> Result<(), CommandError> {
+        assert!(index <= self.len, "index {index} past a list of {}", self.len);
+        if index == self.len {
+            return self.push(store, End::Tail, element);
+        }
+        let (at, offset) = self.locate(index);
+        self.edit_chunk(store, at, |elements| elements.insert(offset, element))
+    }
+
+    /// Removes and answers element `index` (< len).
+    pub fn remove(&mut self, store: &mut dyn KeyStore, index: u64) -> Result<Bytes, CommandError> {
+        let (at, offset) = self.locate(index);
+        let removed = self.edit_chunk(store, at, |elements| elements.remove(offset))?;
+        if self.chunks[at].len == 0 {
+            self.chunks.remove(at);
+        }
+        Ok(removed.ok_or(CorruptValue("list chunk shorter than its root says"))?)
+    }
+
     /// Inserts `element` before or after the first element equal to `pivot`; false when there
     /// is none.
     pub fn insert_at_pivot(&mut self, store: &mut dyn KeyStore, pivot: &[u8], element: Bytes, after: bool) -> Result<bool, CommandError> {
@@ -528,7 +557,7 @@ mod tests {
     use super::*;
     use crate::memory_store::MemoryStore;
 
-    const LIMITS: ListLimits = ListLimits { value_bytes_max: 1 << 20, chunks_max: 4096 };
+    const LIMITS: ListLimits = ListLimits { value_bytes_max: 1 << 20, chunks_max: 4096, chunks_target: CHUNKS_TARGET };
 
     fn key() -> Bytes {
         Bytes::from_static(b"list")
@@ -581,7 +610,7 @@ mod tests {
             let mut list = open(&mut store);
             let element = Bytes::from(vec![b'a' + random.gen_range(0..4u8); random.gen_range(0..600)]);
             let end = if random.gen_bool(0.5) { End::Head } else { End::Tail };
-            match random.gen_range(0..10) {
+            match random.gen_range(0..12) {
                 0..=3 => {
                     for _ in 0..random.gen_range(1..40) {
                         list.push(&mut store, end, element.clone()).unwrap();
@@ -626,6 +655,15 @@ mod tests {
                     }
                     assert_eq!(removed as usize, model.len() - kept.len());
                     model = kept.into();
+                }
+                9 => {
+                    let index = random.gen_range(0..=model.len());
+                    list.insert(&mut store, index as u64, element.clone()).unwrap();
+                    model.insert(index, element);
+                }
+                10 if !model.is_empty() => {
+                    let index = random.gen_range(0..model.len());
+                    assert_eq!(Some(list.remove(&mut store, index as u64).unwrap()), model.remove(index));
                 }
                 _ => {
                     let pivot = model.get(random.gen_range(0..model.len().max(1))).cloned().unwrap_or_default();
@@ -672,7 +710,7 @@ mod tests {
 
     #[test]
     fn removing_elements_never_needs_more_chunks_than_the_list_has() {
-        let limits = ListLimits { value_bytes_max: 1 << 20, chunks_max: 20 };
+        let limits = ListLimits::new(1 << 20, 20);
         let mut store = MemoryStore::default();
         let element = Bytes::from(vec![b'x'; 1000]);
         // One push per command, as clients fill a list: small, then chunked.

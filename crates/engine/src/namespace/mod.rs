@@ -35,6 +35,12 @@ pub use commit::{CommitTicket, DurableCallback};
 pub use full_scan::FullScanReport;
 pub use load_ahead::{CacheLoad, SubmitReads, LOAD_AHEAD_WINDOW_READS};
 pub use write::{KeySnapshot, Transaction};
+
+/// The first part number of a key's second part space: parts 0, 1, 2… and
+/// SECOND_PART_SPACE, SECOND_PART_SPACE + 1… are two dense sequences of one key's parts.
+pub const SECOND_PART_SPACE: u32 = 1 << 31;
+/// Where each part space starts.
+pub(crate) const PART_SPACE_STARTS: [u32; 2] = [0, SECOND_PART_SPACE];
 pub(crate) use maintenance::OpenCheckpoint;
 pub(crate) use write::Publication;
 
@@ -302,21 +308,25 @@ impl Namespace {
         Digest::of_part_key(self.seed, &part_key(owner, number))
     }
 
-    /// Parts one key may have: the tombstones of all of them (and of the key) must fit in a
-    /// quarter of a write block, so that deleting the key stays one batch.
+    /// Parts one key may have in each of its two part spaces (`SECOND_PART_SPACE`): the
+    /// tombstones of a quarter of a write block's worth per space, so that deleting the key and
+    /// all its parts stays one batch (half a block at most).
     pub fn parts_per_key_max(&self) -> u32 {
         let tombstone_bytes = record_bytes(crate::digest::PART_KEY_BYTES, 0) as u64;
-        (self.config.write_block_bytes / 4 / tombstone_bytes - 1).min(u64::from(u32::MAX)) as u32
+        (self.config.write_block_bytes / 4 / tombstone_bytes - 1).min(u64::from(SECOND_PART_SPACE - 1)) as u32
     }
 
-    /// How many parts the key has (they are numbered densely from 0).
+    /// How many parts the key has, in both part spaces (each numbered densely from its start).
     pub fn part_count(&self, key: &[u8]) -> Result<u32> {
         Self::check_key(key)?;
         let owner = self.digest(key);
         let partition = self.index.partition(self.index.partition_of(owner)).read();
         let mut count = 0;
-        while self.index.lookup(&partition, self.part_digest(owner, count))?.is_some() {
-            count += 1;
+        for first in PART_SPACE_STARTS {
+            let mut number = first;
+            while self.index.lookup(&partition, self.part_digest(owner, number))?.is_some() {
+                (number, count) = (number + 1, count + 1);
+            }
         }
         Ok(count)
     }

@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use std::sync::RwLockWriteGuard;
 
 use super::commit::CommitTicket;
-use super::{Namespace, Value};
+use super::{Namespace, Value, PART_SPACE_STARTS, SECOND_PART_SPACE};
 use crate::background_pace;
 use crate::config::Durability;
 use crate::digest::Digest;
@@ -246,8 +246,10 @@ impl Transaction<'_> {
 
     /// Part `number` of the key's value, if it exists. Parts belong to their key: they are not
     /// keys (not counted, listed or scanned), they never expire on their own, and they go when
-    /// the key is deleted, expires or is replaced by `put`. The caller keeps them numbered
-    /// densely from 0 (`part_count` and deletion stop at the first missing number).
+    /// the key is deleted, expires or is replaced by `put`. A key has two part spaces, numbered
+    /// from 0 and from `SECOND_PART_SPACE` (two structures of one value keep their parts apart);
+    /// the caller keeps each numbered densely from its start (`part_count` and deletion stop at
+    /// the first missing number).
     pub fn get_part(&mut self, key: &[u8], number: u32) -> Result<Option<Vec<u8>>> {
         Namespace::check_key(key)?;
         let part = part_key(self.namespace.digest(key), number);
@@ -260,7 +262,7 @@ impl Transaction<'_> {
         Namespace::check_key(key)?;
         self.check_value(value)?;
         let limit = self.namespace.parts_per_key_max();
-        if number >= limit {
+        if number & !SECOND_PART_SPACE >= limit {
             return Err(EngineError::TooManyParts { limit });
         }
         let owner = self.namespace.digest(key);
@@ -284,12 +286,14 @@ impl Transaction<'_> {
         self.writes.push(BufferedWrite { key: part_key(owner, number).to_vec(), digest, value: None, part: true, visible: true });
     }
 
-    /// Deletes every part of the key whose digest is `owner`.
+    /// Deletes every part of the key whose digest is `owner`, in both part spaces.
     fn delete_parts_of(&mut self, owner: Digest) -> Result<()> {
-        let mut number = 0;
-        while self.part_exists(owner, number)? {
-            self.push_part_deletion(owner, number);
-            number += 1;
+        for first in PART_SPACE_STARTS {
+            let mut number = first;
+            while self.part_exists(owner, number)? {
+                self.push_part_deletion(owner, number);
+                number += 1;
+            }
         }
         Ok(())
     }
@@ -331,10 +335,14 @@ impl Transaction<'_> {
     pub fn snapshot(&mut self, key: &[u8], operation: &'static str) -> Result<Option<KeySnapshot>> {
         let Some(value) = self.current(key)? else { return Ok(None) };
         let mut parts = Vec::new();
-        while let Some(part) = self.get_part(key, parts.len() as u32)? {
-            parts.push(part);
+        for first in PART_SPACE_STARTS {
+            let mut number = first;
+            while let Some(part) = self.get_part(key, number)? {
+                parts.push((number, part));
+                number += 1;
+            }
         }
-        let part_bytes: usize = parts.iter().map(|part| record_bytes(PART_KEY_BYTES, part.len())).sum();
+        let part_bytes: usize = parts.iter().map(|(_, part)| record_bytes(PART_KEY_BYTES, part.len())).sum();
         let limit_bytes = self.namespace.log.batch_bytes_max();
         if part_bytes > limit_bytes {
             return Err(EngineError::PartsTooLarge { operation, parts: parts.len() as u32, len_bytes: part_bytes, limit_bytes });
@@ -346,8 +354,8 @@ impl Transaction<'_> {
     pub fn put_snapshot(&mut self, key: &[u8], snapshot: &KeySnapshot) -> Result<()> {
         Namespace::check_key(key)?;
         self.put(key, &snapshot.value.bytes, snapshot.value.expiry_unix_ms)?;
-        for (number, part) in snapshot.parts.iter().enumerate() {
-            self.put_part(key, number as u32, part)?;
+        for (number, part) in &snapshot.parts {
+            self.put_part(key, *number, part)?;
         }
         Ok(())
     }
@@ -424,7 +432,8 @@ impl Transaction<'_> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeySnapshot {
     pub value: Value,
-    pub parts: Vec<Vec<u8>>,
+    /// Each part with its number.
+    pub parts: Vec<(u32, Vec<u8>)>,
 }
 
 /// `writes` without those a later write of the same key (or part) supersedes, in their order.

@@ -90,7 +90,7 @@ pub fn restore(call: &mut Call<'_>) -> CommandResult {
             restore_fields(call, &key, Collection::Set, fields)?
         }
         DumpValue::List(elements) => restore_list(call, &key, elements)?,
-        DumpValue::SortedSet(members) => restore_fields(call, &key, Collection::SortedSet, sorted_sets::ordered_fields(members))?,
+        DumpValue::SortedSet(members) => restore_sorted_set(call, &key, members)?,
     }
     if expiry_unix_ms != 0 {
         // A hash, set or list was written without expiry: its record takes it, keeping its parts.
@@ -139,7 +139,18 @@ fn restore_fields(call: &mut Call<'_>, key: &Bytes, collection: Collection, fiel
     if !fields.iter().all(|(field, _)| distinct.insert(field)) {
         return fail("ERR Bad data format");
     }
-    hashes::save(call, OpenHash::with_distinct_fields(key, collection, fields))
+    hashes::save(call, OpenHash::with_distinct_fields(key, collection, fields))?;
+    Ok(())
+}
+
+/// Writes a restored sorted set under `key` (absent now), without expiry; a member twice is a
+/// bad format, as in Redis.
+fn restore_sorted_set(call: &mut Call<'_>, key: &Bytes, members: Vec<(Bytes, f64)>) -> Result<(), CommandError> {
+    let mut distinct = std::collections::HashSet::with_capacity(members.len());
+    if !members.iter().all(|(member, _)| distinct.insert(member)) {
+        return fail("ERR Bad data format");
+    }
+    sorted_sets::restore(call, key, members)
 }
 
 /// Writes a restored list under `key` (absent now) through the list layout, without expiry.

@@ -10,12 +10,12 @@ use super::sorted_sets;
 use super::{is, parse_float, parse_integer, NOT_FINITE, SYNTAX_ERROR};
 use crate::command::{fail, wrong_arity, Call, CommandError, CommandResult};
 use crate::glob::glob_match;
-use crate::hash_layout::{HashLimits, OpenHash};
+use crate::hash_layout::{HashLimits, OpenHash, Saved};
 use crate::values::{decode_score, Collection};
 use crate::keyspace_events::{GENERIC, HASH};
 use crate::long_double::LongDouble;
 
-fn limits(call: &Call<'_>) -> HashLimits {
+pub(super) fn limits(call: &Call<'_>) -> HashLimits {
     HashLimits::new(call.namespace.config().value_bytes_max, call.store.parts_per_key_max())
 }
 
@@ -23,7 +23,7 @@ fn open_or_new(call: &mut Call<'_>) -> Result<OpenHash, CommandError> {
     OpenHash::open_or_new(call.store, &call.args[1], Collection::Hash)
 }
 
-pub(super) fn save(call: &mut Call<'_>, hash: OpenHash) -> Result<(), CommandError> {
+pub(super) fn save(call: &mut Call<'_>, hash: OpenHash) -> Result<Saved, CommandError> {
     let limits = limits(call);
     hash.save(call.store, &limits, call.shared.watches.any())
 }
@@ -294,20 +294,32 @@ pub(super) fn scan_fields(call: &mut Call<'_>, collection: Collection) -> Comman
     Ok(Reply::Array(vec![Reply::bulk_text(&page.next_cursor.to_string()), Reply::Array(items)]))
 }
 
-/// Writes `fields` (distinct, in the order the record keeps) as the hash, set or sorted set at
-/// `target` in place of whatever it held (expiry included), or deletes it when there are none;
-/// answers how many. Events: `event` of `class` for a value written, `del` for a key deleted
-/// (the STORE commands).
+/// Writes `fields` (distinct, in the order the record keeps) as the hash or set at `target` in
+/// place of whatever it held (`replace_key`).
 pub(super) fn store_fields(call: &mut Call<'_>, target: &Bytes, collection: Collection, fields: Vec<(Bytes, Bytes)>, class: u32, event: &'static str) -> CommandResult {
+    let size = fields.len();
+    replace_key(call, target, size, class, event, |call| save(call, OpenHash::with_distinct_fields(target, collection, fields)).map(drop))
+}
+
+/// The STORE commands' end: deletes `target` (its parts and expiry with it), then, for a result
+/// of `size` members, `write`s it as a new value and announces `event` of `class`; an empty
+/// result leaves the key deleted (`del` announced if it existed). Answers the size.
+pub(super) fn replace_key(
+    call: &mut Call<'_>,
+    target: &Bytes,
+    size: usize,
+    class: u32,
+    event: &'static str,
+    write: impl FnOnce(&mut Call<'_>) -> Result<(), CommandError>,
+) -> CommandResult {
     let deleted = call.store.delete(target)?;
-    let size = fields.len() as i64;
-    if fields.is_empty() {
+    if size == 0 {
         if deleted {
             call.notify(GENERIC, "del", target);
         }
         return Ok(Reply::Integer(0));
     }
-    save(call, OpenHash::with_distinct_fields(target, collection, fields))?;
+    write(call)?;
     call.notify(class, event, target);
-    Ok(Reply::Integer(size))
+    Ok(Reply::Integer(size as i64))
 }

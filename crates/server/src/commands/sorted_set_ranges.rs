@@ -7,7 +7,7 @@ use std::cmp::Ordering;
 use bytes::Bytes;
 
 use super::parse_integer;
-use super::sorted_sets::Scored;
+use crate::sorted_set_layout::Scored;
 use crate::command::{fail, CommandError};
 
 const NOT_FLOAT_RANGE: &str = "ERR min or max is not a float";
@@ -99,7 +99,7 @@ pub(super) enum Range {
 
 impl Range {
     /// Redis's test for a range no member can be in (min above max, or equal and one excluded).
-    fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         match self {
             Range::Rank(..) => false,
             Range::Score(min, max) => min.value > max.value || (min.value == max.value && (min.exclusive || max.exclusive)),
@@ -200,7 +200,7 @@ pub(super) fn select(members: &[Scored], range: &Range, reverse: bool, limit: Li
 
 /// Ranks `start..=stop` (negative from the end) within a set of `len`, as Redis clamps them;
 /// None when they select nothing.
-fn clamp_ranks(start: i64, stop: i64, len: i64) -> Option<(i64, i64)> {
+pub(super) fn clamp_ranks(start: i64, stop: i64, len: i64) -> Option<(i64, i64)> {
     let start = if start < 0 { (len + start).max(0) } else { start };
     let stop = if stop < 0 { len + stop } else { stop };
     if start > stop || start >= len {

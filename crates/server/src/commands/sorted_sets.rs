@@ -4,14 +4,11 @@
 //! ZINTER ZDIFF ZUNIONSTORE ZINTERSTORE ZDIFFSTORE ZINTERCARD and the blocking BZPOPMIN BZPOPMAX
 //! BZMPOP, with Redis 7.0's replies, errors (checked in its order) and keyspace events.
 //!
-//! A sorted set is laid out as a hash whose members are fields and whose values are the scores
-//! (`crate::hash_layout`, `values::encode_score`): adding, removing, scoring a member costs one
-//! bucket whatever the set's size. Commands that need the order (ranges, ranks, pops) read the
-//! whole set and sort it by (score, member), as Redis orders it: O(n log n) where Redis's skiplist
-//! is O(log n + m), a known cost of this layout (docs/design/server.md, "Sorted sets"). A small
-//! set's record keeps its members in that order, so ZSCAN and ZRANDMEMBER of it answer as
-//! Redis's listpack does. Writes keep the key's expiry; the STORE commands replace the
-//! destination, expiry included.
+//! A sorted set is a hash of member → score plus, once bucketed, an order index
+//! (`crate::sorted_set_layout`): a write, a rank or the ends of a range cost about log2(n)
+//! chunk reads, and a range reads only the members it answers. A small set's record keeps its
+//! members in Redis's order, so ZSCAN and ZRANDMEMBER of it answer as Redis's listpack does.
+//! Writes keep the key's expiry; the STORE commands replace the destination, expiry included.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -19,46 +16,33 @@ use std::collections::HashMap;
 use bytes::Bytes;
 use hybridkv_resp::{format_double, ProtocolVersion, Reply};
 
-use super::hashes::{random_command, remove_fields, save, scan_fields, store_fields};
+use super::hashes::{limits as hash_limits, random_command, replace_key, scan_fields};
 use super::lists::{block, parse_multi_pop, parse_timeout, MultiPop};
-use super::sorted_set_ranges::{is_c_space, parse_range, select, Limit, Range, RangeKind, NO_LIMIT};
+use super::sorted_set_ranges::{clamp_ranks, is_c_space, parse_range, select, Limit, Range, RangeKind, NO_LIMIT};
 use super::{is, parse_integer, NOT_FLOAT, SYNTAX_ERROR};
 use crate::command::{fail, Call, CommandError, CommandResult};
 use crate::hash_layout::OpenHash;
 use crate::keyspace_events::{GENERIC, ZSET};
+use crate::list_layout::ListLimits;
+use crate::sorted_set_layout::{by_score_then_member, order_index_limits, OpenSortedSet, Scored};
 use crate::values::{decode_score, encode_score, type_name_of, Collection, CorruptValue};
 
-/// A member and its score.
-pub(super) type Scored = (Bytes, f64);
-
-
-fn open(call: &mut Call<'_>, key: &Bytes) -> Result<Option<OpenHash>, CommandError> {
-    OpenHash::open(call.store, key, Collection::SortedSet)
+fn order_limits(call: &Call<'_>) -> ListLimits {
+    order_index_limits(call.namespace.config().value_bytes_max, call.store.parts_per_key_max())
 }
 
-/// Redis's order: by score, then by member bytes.
-fn by_score_then_member(a: &Scored, b: &Scored) -> Ordering {
-    a.1.partial_cmp(&b.1).expect("scores are never NaN").then_with(|| a.0.cmp(&b.0))
+fn open(call: &mut Call<'_>, key: &Bytes) -> Result<Option<OpenSortedSet>, CommandError> {
+    let limits = order_limits(call);
+    OpenSortedSet::open(call.store, key, limits)
 }
 
 pub(super) fn scored(fields: Vec<(Bytes, Bytes)>) -> Result<Vec<Scored>, CorruptValue> {
     fields.into_iter().map(|(member, score)| Ok((member, decode_score(&score)?))).collect()
 }
 
-/// Every member with its score, in Redis's order.
-fn sorted_members(call: &mut Call<'_>, set: OpenHash) -> Result<Vec<Scored>, CommandError> {
-    let mut members = scored(set.into_fields(call.store)?)?;
-    members.sort_unstable_by(by_score_then_member);
-    Ok(members)
-}
-
-/// Writes the set back; a set kept in one record keeps its members in Redis's order.
-fn save_sorted(call: &mut Call<'_>, mut set: OpenHash) -> Result<(), CommandError> {
-    set.join_buckets_made_in_memory();
-    if let Some(fields) = set.small_fields_mut() {
-        *fields = ordered_fields(scored(std::mem::take(fields))?);
-    }
-    save(call, set)
+fn save_sorted(call: &mut Call<'_>, set: OpenSortedSet) -> Result<(), CommandError> {
+    let limits = hash_limits(call);
+    set.save(call.store, &limits, call.shared.watches.any())
 }
 
 /// A score as Redis's getDoubleFromObject reads it: the whole text is a float (no leading space),
@@ -179,7 +163,7 @@ fn add_members(call: &mut Call<'_>, zincrby: bool) -> CommandResult {
     let set = match open(call, &key)? {
         Some(set) => Some(set),
         None if options.only_existing => None,
-        None => Some(OpenHash::with_distinct_fields(&key, Collection::SortedSet, Vec::new())),
+        None => Some(OpenSortedSet::with_members(&key, Vec::new(), order_limits(call))),
     };
     if let Some(mut set) = set {
         for (pair, score) in pairs.chunks(2).zip(scores) {
@@ -198,11 +182,10 @@ fn add_members(call: &mut Call<'_>, zincrby: bool) -> CommandResult {
 }
 
 /// Redis's zsetAdd for one member.
-fn add_member(call: &mut Call<'_>, set: &mut OpenHash, options: &AddOptions, member: Bytes, score: f64, counts: &mut AddCounts) -> Result<(), CommandError> {
-    let current = set.get(call.store, &member)?.map(|value| decode_score(&value)).transpose()?;
-    let Some(current) = current else {
+fn add_member(call: &mut Call<'_>, set: &mut OpenSortedSet, options: &AddOptions, member: Bytes, score: f64, counts: &mut AddCounts) -> Result<(), CommandError> {
+    let Some(current) = set.score(call.store, &member)? else {
         if !options.only_existing {
-            set.set(call.store, member, stored_score(score))?;
+            set.set_score(call.store, member, score)?;
             (counts.added, counts.processed, counts.score) = (counts.added + 1, counts.processed + 1, score);
         }
         return Ok(());
@@ -219,7 +202,7 @@ fn add_member(call: &mut Call<'_>, set: &mut OpenHash, options: &AddOptions, mem
     }
     (counts.processed, counts.score) = (counts.processed + 1, score);
     if score != current {
-        set.set(call.store, member, stored_score(score))?;
+        set.set_score(call.store, member, score)?;
         counts.updated += 1;
     }
     Ok(())
@@ -233,8 +216,22 @@ pub fn zincrby(call: &mut Call<'_>) -> CommandResult {
     add_members(call, true)
 }
 
+/// ZREM key member [member ...]: how many were removed; events `zrem`, then `del` when the set
+/// emptied.
 pub fn zrem(call: &mut Call<'_>) -> CommandResult {
-    remove_fields(call, Collection::SortedSet, ZSET, "zrem").map(Reply::Integer)
+    let key = call.args[1].clone();
+    let Some(mut set) = open(call, &key)? else { return Ok(Reply::Integer(0)) };
+    let mut removed = Vec::new();
+    for member in &call.args[2..] {
+        if set.remove(call.store, member)? {
+            removed.push(member.clone());
+        }
+    }
+    if removed.is_empty() {
+        return Ok(Reply::Integer(0));
+    }
+    save_and_announce(call, &key, set, "zrem")?;
+    Ok(Reply::Integer(removed.len() as i64))
 }
 
 pub fn zcard(call: &mut Call<'_>) -> CommandResult {
@@ -242,9 +239,11 @@ pub fn zcard(call: &mut Call<'_>) -> CommandResult {
     Ok(Reply::Integer(open(call, &key)?.map_or(0, |set| set.len() as i64)))
 }
 
-fn score_of(call: &mut Call<'_>, set: &mut Option<OpenHash>, member: &[u8]) -> Result<Option<f64>, CommandError> {
-    let Some(set) = set else { return Ok(None) };
-    Ok(set.get(call.store, member)?.map(|value| decode_score(&value)).transpose()?)
+fn score_of(call: &mut Call<'_>, set: &mut Option<OpenSortedSet>, member: &[u8]) -> Result<Option<f64>, CommandError> {
+    match set {
+        Some(set) => set.score(call.store, member),
+        None => Ok(None),
+    }
 }
 
 pub fn zscore(call: &mut Call<'_>) -> CommandResult {
@@ -266,17 +265,16 @@ pub fn zmscore(call: &mut Call<'_>) -> CommandResult {
 }
 
 /// ZRANK and ZREVRANK key member: the member's place in Redis's order (from the highest for
-/// REV), nil when the key or the member is missing. Counts the members before it, unsorted.
+/// REV), nil when the key or the member is missing.
 fn rank(call: &mut Call<'_>, reverse: bool) -> CommandResult {
     let key = call.args[1].clone();
     let mut set = open(call, &key)?;
     let member = call.args[2].clone();
     let Some(score) = score_of(call, &mut set, &member)? else { return Ok(Reply::Null) };
-    let set = set.expect("a score was found in it");
-    let len = set.len() as i64;
+    let mut set = set.expect("a score was found in it");
     let target = (member, score);
-    let before = scored(set.into_fields(call.store)?)?.iter().filter(|other| by_score_then_member(other, &target) == Ordering::Less).count() as i64;
-    Ok(Reply::Integer(if reverse { len - 1 - before } else { before }))
+    let before = set.partition_point(call.store, |other| by_score_then_member(other, &target) != Ordering::Less)? as i64;
+    Ok(Reply::Integer(if reverse { set.len() as i64 - 1 - before } else { before }))
 }
 
 pub fn zrank(call: &mut Call<'_>) -> CommandResult {
@@ -332,10 +330,49 @@ fn parse_range_query(args: &[Bytes], mut kind: Option<RangeKind>, mut reverse: O
 
 /// The members a range query selects from the set at `key` (none when it is missing).
 fn range_members(call: &mut Call<'_>, key: &Bytes, query: &RangeQuery) -> Result<Vec<Scored>, CommandError> {
-    let Some(set) = open(call, key)? else { return Ok(Vec::new()) };
-    let mut members = sorted_members(call, set)?;
-    let selected = select(&members, &query.range, query.reverse, query.limit);
-    Ok(selected.into_iter().map(|at| std::mem::take(&mut members[at])).collect())
+    let Some(mut set) = open(call, key)? else { return Ok(Vec::new()) };
+    selected(call, &mut set, &query.range, query.reverse, query.limit)
+}
+
+/// The members a range selects, in reply order. A set in one record is walked as Redis walks a
+/// listpack (`select`); a bucketed set's range ends are found by binary search over its order
+/// index (as Redis's skiplist finds them), then only the members between are read.
+fn selected(call: &mut Call<'_>, set: &mut OpenSortedSet, range: &Range, reverse: bool, limit: Limit) -> Result<Vec<Scored>, CommandError> {
+    if set.is_one_record() {
+        let members = set.members_at(call.store, 0..set.len())?;
+        return Ok(select(&members, range, reverse, limit).into_iter().map(|at| members[at].clone()).collect());
+    }
+    let Some(ranks) = searched_ranks(call, set, range, reverse, limit)? else { return Ok(Vec::new()) };
+    let mut members = set.members_at(call.store, ranks)?;
+    if reverse {
+        members.reverse();
+    }
+    Ok(members)
+}
+
+/// The ranks (ascending) a range selects from a bucketed set; None when none.
+fn searched_ranks(call: &mut Call<'_>, set: &mut OpenSortedSet, range: &Range, reverse: bool, limit: Limit) -> Result<Option<std::ops::Range<u64>>, CommandError> {
+    let len = set.len();
+    if let Range::Rank(start, stop) = *range {
+        let Some((start, stop)) = clamp_ranks(start, stop, len as i64) else { return Ok(None) };
+        let (start, end) = (start as u64, stop as u64 + 1);
+        return Ok(Some(if reverse { len - end..len - start } else { start..end }));
+    }
+    if range.is_empty() || limit.offset < 0 {
+        return Ok(None);
+    }
+    let (low, high) = range_ends(call, set, range)?;
+    let offset = limit.offset as u64;
+    let Some(span) = high.checked_sub(low).filter(|&span| offset < span) else { return Ok(None) };
+    let count = u64::try_from(limit.count).unwrap_or(u64::MAX).min(span - offset);
+    Ok(Some(if reverse { high - offset - count..high - offset } else { low + offset..low + offset + count }))
+}
+
+/// The first rank at or past a score or lex range's low end, and the first past its high end.
+fn range_ends(call: &mut Call<'_>, set: &mut OpenSortedSet, range: &Range) -> Result<(u64, u64), CommandError> {
+    let low = set.partition_point(call.store, |member| range.past_min(member))?;
+    let high = set.partition_point(call.store, |member| !range.before_max(member))?;
+    Ok((low, high))
 }
 
 /// The reading ZRANGE forms: key, the two ends, then options (`kind` and `reverse` fixed by the
@@ -380,39 +417,40 @@ pub fn zrangestore(call: &mut Call<'_>) -> CommandResult {
     store_members(call, &target, members, "zrangestore")
 }
 
-/// Writes `members` (distinct) as the sorted set at `target` in place of whatever it held.
+/// Writes `members` (distinct) as the sorted set at `target` in place of whatever it held
+/// (`replace_key`).
 fn store_members(call: &mut Call<'_>, target: &Bytes, members: Vec<Scored>, event: &'static str) -> CommandResult {
-    store_fields(call, target, Collection::SortedSet, ordered_fields(members), ZSET, event)
+    replace_key(call, target, members.len(), ZSET, event, |call| restore(call, target, members))
 }
 
-/// Members as a sorted set's fields, in Redis's order (the order its record keeps).
-pub(super) fn ordered_fields(mut members: Vec<Scored>) -> Vec<(Bytes, Bytes)> {
-    members.sort_unstable_by(by_score_then_member);
-    members.into_iter().map(|(member, score)| (member, stored_score(score))).collect()
-}
-
-/// A score as stored: -0 becomes 0, as in Redis's listpack, which reads its "-0" back as the
-/// integer 0 (a Redis skiplist of more than 128 members keeps -0).
-fn stored_score(score: f64) -> Bytes {
-    encode_score(if score == 0.0 { 0.0 } else { score })
+/// Writes `members` (distinct, at least one) as a new sorted set at `target`, which is absent,
+/// without expiry (RESTORE and the STORE commands).
+pub(super) fn restore(call: &mut Call<'_>, target: &Bytes, members: Vec<Scored>) -> Result<(), CommandError> {
+    let set = OpenSortedSet::with_members(target, members, order_limits(call));
+    save_sorted(call, set)
 }
 
 /// ZCOUNT key min max: the members with scores in the range.
 pub fn zcount(call: &mut Call<'_>) -> CommandResult {
-    let range = parse_range(RangeKind::Score, &call.args[2], &call.args[3])?;
-    let key = call.args[1].clone();
-    let Some(set) = open(call, &key)? else { return Ok(Reply::Integer(0)) };
-    let members = scored(set.into_fields(call.store)?)?;
-    Ok(Reply::Integer(members.iter().filter(|member| range.past_min(member) && range.before_max(member)).count() as i64))
+    count_in_range(call, RangeKind::Score)
 }
 
 /// ZLEXCOUNT key min max: the members a BYLEX range selects.
 pub fn zlexcount(call: &mut Call<'_>) -> CommandResult {
-    let range = parse_range(RangeKind::Lex, &call.args[2], &call.args[3])?;
+    count_in_range(call, RangeKind::Lex)
+}
+
+/// ZCOUNT and ZLEXCOUNT: a set in one record counts what `select` walks; a bucketed one the
+/// ranks between the range's ends.
+fn count_in_range(call: &mut Call<'_>, kind: RangeKind) -> CommandResult {
+    let range = parse_range(kind, &call.args[2], &call.args[3])?;
     let key = call.args[1].clone();
-    let Some(set) = open(call, &key)? else { return Ok(Reply::Integer(0)) };
-    let members = sorted_members(call, set)?;
-    Ok(Reply::Integer(select(&members, &range, false, NO_LIMIT).len() as i64))
+    let Some(mut set) = open(call, &key)? else { return Ok(Reply::Integer(0)) };
+    if set.is_one_record() || range.is_empty() {
+        return Ok(Reply::Integer(selected(call, &mut set, &range, false, NO_LIMIT)?.len() as i64));
+    }
+    let (low, high) = range_ends(call, &mut set, &range)?;
+    Ok(Reply::Integer(high.saturating_sub(low) as i64))
 }
 
 /// ZREMRANGEBYRANK, ZREMRANGEBYSCORE and ZREMRANGEBYLEX key min max: removes what the range
@@ -420,24 +458,20 @@ pub fn zlexcount(call: &mut Call<'_>) -> CommandResult {
 fn remove_range(call: &mut Call<'_>, kind: RangeKind, event: &'static str) -> CommandResult {
     let range = parse_range(kind, &call.args[2], &call.args[3])?;
     let key = call.args[1].clone();
-    let Some(set) = open(call, &key)? else { return Ok(Reply::Integer(0)) };
-    let members = sorted_members(call, set)?;
-    let selected = select(&members, &range, false, NO_LIMIT);
-    if selected.is_empty() {
+    let Some(mut set) = open(call, &key)? else { return Ok(Reply::Integer(0)) };
+    let doomed = selected(call, &mut set, &range, false, NO_LIMIT)?;
+    if doomed.is_empty() {
         return Ok(Reply::Integer(0));
     }
-    let doomed: Vec<Bytes> = selected.iter().map(|&at| members[at].0.clone()).collect();
-    remove_members(call, &key, &doomed, event)?;
+    for (member, _) in &doomed {
+        set.remove(call.store, member)?;
+    }
+    save_and_announce(call, &key, set, event)?;
     Ok(Reply::Integer(doomed.len() as i64))
 }
 
-/// Removes `members` (all present) from the set at `key` and saves it, announcing `event` and,
-/// when the set emptied, `del`.
-fn remove_members(call: &mut Call<'_>, key: &Bytes, members: &[Bytes], event: &'static str) -> Result<(), CommandError> {
-    let mut set = open(call, key)?.expect("the set was just read");
-    for member in members {
-        set.remove(call.store, member)?;
-    }
+/// Saves a set that lost members, announcing `event` and, when it emptied, `del`.
+fn save_and_announce(call: &mut Call<'_>, key: &Bytes, set: OpenSortedSet, event: &'static str) -> Result<(), CommandError> {
     let emptied = set.len() == 0;
     save_sorted(call, set)?;
     call.notify(ZSET, event, key);
@@ -476,15 +510,17 @@ fn parse_extreme(word: &[u8]) -> Result<Extreme, CommandError> {
 
 /// Pops up to `count` members from `extreme` of the set at `key` (which exists), lowest first
 /// for MIN, highest first for MAX.
-fn pop_members(call: &mut Call<'_>, key: &Bytes, set: OpenHash, extreme: Extreme, count: u64) -> Result<Vec<Scored>, CommandError> {
-    let mut members = sorted_members(call, set)?;
+fn pop_members(call: &mut Call<'_>, key: &Bytes, mut set: OpenSortedSet, extreme: Extreme, count: u64) -> Result<Vec<Scored>, CommandError> {
+    let (len, count) = (set.len(), count.min(set.len()));
+    let ranks = if extreme == Extreme::Min { 0..count } else { len - count..len };
+    let mut members = set.members_at(call.store, ranks)?;
     if extreme == Extreme::Max {
         members.reverse();
     }
-    members.truncate(usize::try_from(count).unwrap_or(usize::MAX));
-    let doomed: Vec<Bytes> = members.iter().map(|(member, _)| member.clone()).collect();
-    let event = if extreme == Extreme::Min { "zpopmin" } else { "zpopmax" };
-    remove_members(call, key, &doomed, event)?;
+    for (member, _) in &members {
+        set.remove(call.store, member)?;
+    }
+    save_and_announce(call, key, set, if extreme == Extreme::Min { "zpopmin" } else { "zpopmax" })?;
     Ok(members)
 }
 
