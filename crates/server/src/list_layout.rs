@@ -512,25 +512,36 @@ impl OpenList {
     }
 }
 
-/// A loaded chunk that grew past `target` cut into chunks of at most `target` element bytes (at
-/// least one element each).
+/// A loaded chunk that grew past `target` cut into as few chunks of equal size as keep each
+/// within `target` element bytes (at least one element each). Equal pieces leave room on both
+/// sides: a chunk that grows by one element at a time in its middle (a sorted set's order
+/// index) is split in halves, not into a full chunk and a one-element one at every growth.
 fn split_chunk(chunk: Chunk, target: u64) -> Vec<Chunk> {
     if chunk.element_bytes <= target || chunk.element_bytes <= chunk.stored_bytes {
         return vec![chunk];
     }
+    let piece_bytes = chunk.element_bytes.div_ceil(chunk.element_bytes.div_ceil(target));
     let mut pieces = Vec::new();
     let mut current = VecDeque::new();
     let mut current_bytes = 0;
     for element in chunk.elements.expect("loaded before splitting") {
         let entry_bytes = element_entry_bytes(&element);
-        if !current.is_empty() && current_bytes + entry_bytes > target {
+        if !current.is_empty() && current_bytes + entry_bytes > piece_bytes {
             pieces.push(Chunk::in_memory(std::mem::take(&mut current)));
             current_bytes = 0;
         }
         current_bytes += entry_bytes;
         current.push_back(element);
     }
-    pieces.push(Chunk::in_memory(current));
+    // Pieces cut at element boundaries may leave a small remainder: it joins the piece before
+    // it when both fit in the target.
+    match pieces.last_mut() {
+        Some(previous) if previous.element_bytes + current_bytes <= target => {
+            let elements = previous.elements.take().expect("made in memory").into_iter().chain(current).collect();
+            *previous = Chunk::in_memory(elements);
+        }
+        _ => pieces.push(Chunk::in_memory(current)),
+    }
     // The first piece may stay in the chunk's part.
     pieces[0].part = chunk.part;
     pieces

@@ -411,6 +411,21 @@ mod tests {
     }
 
     #[test]
+    fn members_added_one_command_at_a_time_in_random_places_keep_the_index_in_half_full_chunks() {
+        let mut random = rand::rngs::StdRng::seed_from_u64(3);
+        let mut store = MemoryStore::default();
+        for number in 0..6_000 {
+            let mut set = OpenSortedSet::open(&mut store, &key(), ORDER_LIMITS).unwrap().unwrap_or_else(|| OpenSortedSet::with_members(&key(), Vec::new(), ORDER_LIMITS));
+            set.set_score(&mut store, Bytes::from(format!("element:{number}")), f64::from(random.gen_range(0..100_000))).unwrap();
+            set.save(&mut store, &hash_limits(), false).unwrap();
+        }
+        let index_bytes: usize = store.parts.iter().filter(|((_, number), _)| *number > SECOND_PART_SPACE).map(|(_, bytes)| bytes.len()).sum();
+        let chunks = store.parts.keys().filter(|(_, number)| *number > SECOND_PART_SPACE).count();
+        assert!(chunks <= index_bytes / 2048 + 2, "{chunks} chunks for {index_bytes} bytes");
+        assert_eq!(stored(&mut store).len(), 6_000);
+    }
+
+    #[test]
     fn a_write_to_a_big_set_rewrites_a_bounded_number_of_records() {
         let mut store = MemoryStore::default();
         let members = (0..20_000).map(|number| (Bytes::from(format!("member:{number}")), f64::from(number % 100))).collect();
