@@ -552,7 +552,7 @@ fn load<'a>(store: &mut dyn KeyStore, key: &[u8], chunk: &'a mut Chunk) -> Resul
     if chunk.elements.is_none() {
         let part = chunk.part.expect("a chunk not in memory is stored");
         let bytes = store.get_part(key, part)?.ok_or(CorruptValue("list chunk missing"))?;
-        let elements = decode_list_chunk(&bytes)?;
+        let elements = decode_list_chunk(bytes)?;
         if elements.len() != chunk.len as usize {
             return Err(CorruptValue("list chunk disagrees with its root").into());
         }
@@ -603,7 +603,7 @@ mod tests {
                 let parts: Vec<u32> = store.parts.keys().map(|(_, part)| *part).collect();
                 assert_eq!(parts, (0..root.chunks.len() as u32).collect::<Vec<_>>(), "parts are dense");
                 for entry in &root.chunks {
-                    let elements = decode_list_chunk(&store.parts[&(b"list".to_vec(), entry.part)]).unwrap();
+                    let elements = decode_list_chunk(store.parts[&(b"list".to_vec(), entry.part)].clone()).unwrap();
                     assert_eq!(elements.len() as u32, entry.elements);
                     assert_eq!(elements.iter().map(|element| element_entry_bytes(element)).sum::<u64>(), u64::from(entry.element_bytes));
                 }

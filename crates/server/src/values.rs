@@ -107,7 +107,7 @@ impl Stored {
             Some(&TAG_SET_ROOT) => HashRoot::decode(&bytes[1..]).map(|root| Stored::Bucketed(Collection::Set, root)),
             Some(&TAG_ZSET) => HashRecord::decode(&bytes[1..]).map(|record| Stored::Small(Collection::SortedSet, record)),
             Some(&TAG_ZSET_ROOT) => HashRoot::decode(&bytes[1..]).map(|root| Stored::Bucketed(Collection::SortedSet, root)),
-            Some(&TAG_LIST) => decode_list_body(&bytes[1..]).map(Stored::List),
+            Some(&TAG_LIST) => decode_list_body(&bytes).map(Stored::List),
             Some(&TAG_LIST_ROOT) => ListRoot::decode(&bytes[1..]).map(Stored::ChunkedList),
             Some(_) => Err(CorruptValue("unknown type tag")),
             None => Err(CorruptValue("empty value")),
@@ -266,20 +266,31 @@ pub fn encode_list<'a>(elements: impl ExactSizeIterator<Item = &'a Bytes> + Clon
     bytes
 }
 
-/// Decodes a chunk of a chunked list (a tag-5 record stored as an engine part).
-pub fn decode_list_chunk(bytes: &[u8]) -> Result<Vec<Bytes>, CorruptValue> {
-    match bytes.split_first() {
-        Some((&TAG_LIST, body)) => decode_list_body(body),
+/// Decodes a chunk of a chunked list (a tag-5 record stored as an engine part); the elements
+/// share the record's buffer.
+pub fn decode_list_chunk(bytes: Vec<u8>) -> Result<Vec<Bytes>, CorruptValue> {
+    let record = Bytes::from(bytes);
+    match record.first() {
+        Some(&TAG_LIST) => decode_list_body(&record),
         _ => Err(CorruptValue("list chunk without the list tag")),
     }
 }
 
-fn decode_list_body(mut body: &[u8]) -> Result<Vec<Bytes>, CorruptValue> {
+/// The elements of a tag-5 record (`record` with its tag), as slices of it: one buffer for the
+/// chunk, not one per element (a sorted set's index reads a chunk at every probe of a search).
+fn decode_list_body(record: &Bytes) -> Result<Vec<Bytes>, CorruptValue> {
+    let mut body = &record[1..];
     let count = read_length(&mut body)?;
     // Each element takes at least its length byte: a corrupt count cannot make us allocate more.
     let mut elements = Vec::with_capacity(count.min(body.len()));
     for _ in 0..count {
-        elements.push(read_bytes(&mut body)?);
+        let length = read_length(&mut body)?;
+        if length > body.len() {
+            return Err(CorruptValue("truncated list element"));
+        }
+        let start = record.len() - body.len();
+        elements.push(record.slice(start..start + length));
+        body = &body[length..];
     }
     if !body.is_empty() {
         return Err(CorruptValue("bytes after the last list element"));
@@ -473,7 +484,7 @@ mod tests {
         let elements = vec![Bytes::from_static(b""), Bytes::from(vec![7u8; 300]), Bytes::from_static(b"x")];
         let Stored::List(decoded) = Stored::decode(encode_list(elements.iter())).unwrap() else { panic!("not a list") };
         assert_eq!(decoded, elements);
-        assert_eq!(decode_list_chunk(&encode_list(elements.iter())).unwrap(), elements);
+        assert_eq!(decode_list_chunk(encode_list(elements.iter())).unwrap(), elements);
         let body_bytes: u64 = elements.iter().map(|element| element_entry_bytes(element)).sum();
         assert_eq!(encode_list(elements.iter()).len() as u64, 2 + body_bytes);
         let root = ListRoot { len: 5, chunks: vec![ChunkEntry { part: 1, elements: 2, element_bytes: 9 }, ChunkEntry { part: 0, elements: 3, element_bytes: 4 }] };
