@@ -34,6 +34,18 @@ pub type Scored = (Bytes, f64);
 /// Bytes of an order entry before its member: the score.
 const ORDER_SCORE_BYTES: usize = 8;
 
+/// A sorted set's fields (member → 8-byte score) as members and scores.
+pub fn scored(fields: Vec<(Bytes, Bytes)>) -> Result<Vec<Scored>, CorruptValue> {
+    fields.into_iter().map(|(member, score)| Ok((member, decode_score(&score)?))).collect()
+}
+
+/// A sorted set's fields as members and scores in Redis's order.
+fn scored_in_order(fields: Vec<(Bytes, Bytes)>) -> Result<Vec<Scored>, CorruptValue> {
+    let mut members = scored(fields)?;
+    members.sort_unstable_by(by_score_then_member);
+    Ok(members)
+}
+
 /// Redis's order: by score, then by member bytes.
 pub fn by_score_then_member(a: &Scored, b: &Scored) -> std::cmp::Ordering {
     a.1.partial_cmp(&b.1).expect("scores are never NaN").then_with(|| a.0.cmp(&b.0))
@@ -251,9 +263,7 @@ impl OpenSortedSet {
     /// necessarily after this command's changes).
     fn small_members(&mut self) -> Result<Vec<Scored>, CommandError> {
         let fields = self.members.small_fields_mut().expect("a set without an order index is one record").clone();
-        let mut members: Vec<Scored> = fields.into_iter().map(|(member, score)| Ok((member, decode_score(&score)?))).collect::<Result<_, CorruptValue>>()?;
-        members.sort_unstable_by(by_score_then_member);
-        Ok(members)
+        Ok(scored_in_order(fields)?)
     }
 
     /// The first rank whose member `reached` holds for (len when none), `reached` being false
@@ -272,8 +282,7 @@ impl OpenSortedSet {
         self.members.join_buckets_made_in_memory();
         let in_one_record = match self.members.small_fields_mut() {
             Some(fields) => {
-                let mut members: Vec<Scored> = std::mem::take(fields).into_iter().map(|(member, score)| Ok((member, decode_score(&score)?))).collect::<Result<_, CorruptValue>>()?;
-                members.sort_unstable_by(by_score_then_member);
+                let members = scored_in_order(std::mem::take(fields))?;
                 *fields = members.iter().map(|(member, score)| (member.clone(), encode_score(*score))).collect();
                 Some(members)
             }

@@ -39,7 +39,7 @@ pub fn dump(call: &mut Call<'_>) -> CommandResult {
     let value = match collection {
         Collection::Hash => DumpValue::Hash(fields),
         Collection::Set => DumpValue::Set(fields.into_iter().map(|(member, _)| member).collect()),
-        Collection::SortedSet => DumpValue::SortedSet(sorted_sets::scored(fields)?),
+        Collection::SortedSet => DumpValue::SortedSet(crate::sorted_set_layout::scored(fields)?),
     };
     Ok(Reply::Bulk(Bytes::from(encode_dump(&value))))
 }

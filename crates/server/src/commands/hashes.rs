@@ -276,14 +276,14 @@ pub(super) fn scan_fields(call: &mut Call<'_>, collection: Collection) -> Comman
     let Some(hash) = OpenHash::open(call.store, &call.args[1], collection)? else {
         return Ok(Reply::Array(vec![Reply::bulk_text("0"), Reply::Array(Vec::new())]));
     };
-    let listpack_sized = hash.len() <= sorted_sets::LISTPACK_MEMBERS_MAX as u64;
+    let len = hash.len();
     let page = hash.scan(call.store, cursor, options.count)?;
     let mut items = Vec::new();
     for (field, value) in page.fields {
         if options.pattern.as_ref().is_some_and(|pattern| !glob_match(pattern, &field)) {
             continue;
         }
-        let in_listpack = listpack_sized && field.len() <= sorted_sets::LISTPACK_MEMBER_BYTES_MAX;
+        let in_listpack = sorted_sets::fits_listpack(len, field.len());
         items.push(Reply::Bulk(field));
         match collection {
             Collection::Hash if !options.no_values => items.push(Reply::Bulk(value)),

@@ -108,8 +108,8 @@ fn fields_encoding(collection: Collection, fields: &[(Bytes, Bytes)]) -> &'stati
 
 /// "listpack" for at most 128 members of at most 64 bytes, else "skiplist".
 fn sorted_set_encoding(members: &[(Bytes, Bytes)]) -> &'static str {
-    let small = members.len() <= sorted_sets::LISTPACK_MEMBERS_MAX && members.iter().all(|(member, _)| member.len() <= sorted_sets::LISTPACK_MEMBER_BYTES_MAX);
-    if small { "listpack" } else { "skiplist" }
+    let longest = members.iter().map(|(member, _)| member.len()).max().unwrap_or(0);
+    if sorted_sets::fits_listpack(members.len() as u64, longest) { "listpack" } else { "skiplist" }
 }
 
 /// "intset" for at most 512 members that are all integers as Redis parses them, else "hashtable"

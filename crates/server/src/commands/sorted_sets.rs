@@ -24,8 +24,8 @@ use crate::command::{fail, Call, CommandError, CommandResult};
 use crate::hash_layout::OpenHash;
 use crate::keyspace_events::{GENERIC, ZSET};
 use crate::list_layout::ListLimits;
-use crate::sorted_set_layout::{by_score_then_member, order_index_limits, OpenSortedSet, Scored};
-use crate::values::{decode_score, encode_score, type_name_of, Collection, CorruptValue};
+use crate::sorted_set_layout::{by_score_then_member, order_index_limits, scored, OpenSortedSet, Scored};
+use crate::values::{decode_score, encode_score, type_name_of, Collection};
 
 fn order_limits(call: &Call<'_>) -> ListLimits {
     order_index_limits(call.namespace.config().value_bytes_max, call.store.parts_per_key_max())
@@ -34,10 +34,6 @@ fn order_limits(call: &Call<'_>) -> ListLimits {
 fn open(call: &mut Call<'_>, key: &Bytes) -> Result<Option<OpenSortedSet>, CommandError> {
     let limits = order_limits(call);
     OpenSortedSet::open(call.store, key, limits)
-}
-
-pub(super) fn scored(fields: Vec<(Bytes, Bytes)>) -> Result<Vec<Scored>, CorruptValue> {
-    fields.into_iter().map(|(member, score)| Ok((member, decode_score(&score)?))).collect()
 }
 
 fn save_sorted(call: &mut Call<'_>, set: OpenSortedSet) -> Result<(), CommandError> {
@@ -65,9 +61,9 @@ fn parse_score_or_reply(text: &[u8], error: &'static str) -> Result<f64, Command
 
 /// A sorted set stays a listpack in Redis 7.0 while it has at most this many members
 /// (zset-max-listpack-entries)…
-pub const LISTPACK_MEMBERS_MAX: usize = 128;
+const LISTPACK_MEMBERS_MAX: usize = 128;
 /// …of at most this many bytes each (zset-max-listpack-value).
-pub const LISTPACK_MEMBER_BYTES_MAX: usize = 64;
+const LISTPACK_MEMBER_BYTES_MAX: usize = 64;
 /// Integral scores up to this magnitude a listpack stores as integers (Redis's double2ll).
 const LISTPACK_INTEGER_SCORE_MAX: f64 = (i64::MAX / 2) as f64;
 
@@ -80,17 +76,33 @@ pub(super) fn scanned_score_text(score: f64, in_listpack: bool) -> String {
     format_double(score)
 }
 
+/// Whether Redis 7.0 keeps a sorted set of `members` members, the longest of `member_bytes`, as
+/// a listpack (OBJECT ENCODING, ZSCAN's score texts).
+pub(super) fn fits_listpack(members: u64, member_bytes: usize) -> bool {
+    members <= LISTPACK_MEMBERS_MAX as u64 && member_bytes <= LISTPACK_MEMBER_BYTES_MAX
+}
+
 fn score_reply(score: f64) -> Reply {
     Reply::Double(score)
 }
 
 /// Members, with their scores when asked: flat pairs in RESP2, [member, score] arrays in RESP3.
 fn members_reply(call: &Call<'_>, members: Vec<Scored>, with_scores: bool) -> Reply {
-    Reply::Array(match (with_scores, call.session.protocol) {
-        (false, _) => members.into_iter().map(|(member, _)| Reply::Bulk(member)).collect(),
-        (true, ProtocolVersion::Resp2) => members.into_iter().flat_map(|(member, score)| [Reply::Bulk(member), score_reply(score)]).collect(),
-        (true, _) => members.into_iter().map(|(member, score)| Reply::Array(vec![Reply::Bulk(member), score_reply(score)])).collect(),
-    })
+    match (with_scores, call.session.protocol) {
+        (false, _) => Reply::Array(members.into_iter().map(|(member, _)| Reply::Bulk(member)).collect()),
+        (true, ProtocolVersion::Resp2) => flat_pairs(members),
+        (true, _) => nested_pairs(members),
+    }
+}
+
+/// [member, score, member, score, ...]
+fn flat_pairs(members: Vec<Scored>) -> Reply {
+    Reply::Array(members.into_iter().flat_map(|(member, score)| [Reply::Bulk(member), score_reply(score)]).collect())
+}
+
+/// [[member, score], ...]
+fn nested_pairs(members: Vec<Scored>) -> Reply {
+    Reply::Array(members.into_iter().map(|(member, score)| Reply::Array(vec![Reply::Bulk(member), score_reply(score)])).collect())
 }
 
 /// ZADD's options.
@@ -221,17 +233,15 @@ pub fn zincrby(call: &mut Call<'_>) -> CommandResult {
 pub fn zrem(call: &mut Call<'_>) -> CommandResult {
     let key = call.args[1].clone();
     let Some(mut set) = open(call, &key)? else { return Ok(Reply::Integer(0)) };
-    let mut removed = Vec::new();
+    let mut removed = 0;
     for member in &call.args[2..] {
-        if set.remove(call.store, member)? {
-            removed.push(member.clone());
-        }
+        removed += i64::from(set.remove(call.store, member)?);
     }
-    if removed.is_empty() {
+    if removed == 0 {
         return Ok(Reply::Integer(0));
     }
     save_and_announce(call, &key, set, "zrem")?;
-    Ok(Reply::Integer(removed.len() as i64))
+    Ok(Reply::Integer(removed))
 }
 
 pub fn zcard(call: &mut Call<'_>) -> CommandResult {
@@ -284,7 +294,6 @@ pub fn zrank(call: &mut Call<'_>) -> CommandResult {
 pub fn zrevrank(call: &mut Call<'_>) -> CommandResult {
     rank(call, true)
 }
-
 
 /// What a ZRANGE-family command asks for.
 struct RangeQuery {
@@ -541,11 +550,7 @@ fn pop_command(call: &mut Call<'_>, extreme: Extreme) -> CommandResult {
     }
     let popped = pop_members(call, &key, set, extreme, count.unwrap_or(1))?;
     let nested = count.is_some() && call.session.protocol != ProtocolVersion::Resp2;
-    Ok(if nested { members_reply(call, popped, true) } else { flat_pairs(popped) })
-}
-
-fn flat_pairs(members: Vec<Scored>) -> Reply {
-    Reply::Array(members.into_iter().flat_map(|(member, score)| [Reply::Bulk(member), score_reply(score)]).collect())
+    Ok(if nested { nested_pairs(popped) } else { flat_pairs(popped) })
 }
 
 pub fn zpopmin(call: &mut Call<'_>) -> CommandResult {
@@ -569,8 +574,7 @@ fn multi_pop(call: &mut Call<'_>, pop: &MultiPop<Extreme>) -> Result<Option<(Byt
 
 /// ZMPOP's and BZMPOP's reply: [key, [[member, score], ...]].
 fn key_and_members((key, members): (Bytes, Vec<Scored>)) -> Reply {
-    let pairs = members.into_iter().map(|(member, score)| Reply::Array(vec![Reply::Bulk(member), score_reply(score)])).collect();
-    Reply::Array(vec![Reply::Bulk(key), Reply::Array(pairs)])
+    Reply::Array(vec![Reply::Bulk(key), nested_pairs(members)])
 }
 
 /// ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]: a null array when every key is missing.
@@ -661,7 +665,7 @@ enum SetOperation {
 
 /// What ZUNION, ZINTER, ZDIFF, their STORE forms and ZINTERCARD were asked.
 struct Combination {
-    keys: Vec<Bytes>,
+    /// One per input key (1 unless WEIGHTS).
     weights: Vec<f64>,
     aggregate: Aggregate,
     with_scores: bool,
@@ -697,19 +701,19 @@ fn parse_combination(call: &mut Call<'_>, args: &[Bytes], operation: SetOperatio
     if key_count > args.len() as i64 - 1 {
         return fail(SYNTAX_ERROR);
     }
-    let keys = args[1..=key_count as usize].to_vec();
+    let keys = &args[1..=key_count as usize];
     let inputs = keys.iter().map(|key| read_input(call, key)).collect::<Result<Vec<_>, _>>()?;
-    let mut combination = Combination { weights: vec![1.0; keys.len()], keys, aggregate: Aggregate::Sum, with_scores: false, limit: 0 };
+    let mut combination = Combination { weights: vec![1.0; keys.len()], aggregate: Aggregate::Sum, with_scores: false, limit: 0 };
     let options = &args[1 + key_count as usize..];
     let combines = operation != SetOperation::Diff && !cardinality;
     let mut at = 0;
     while let Some(word) = options.get(at) {
         let left = options.len() - at;
-        if combines && left > combination.keys.len() && is(word, "WEIGHTS") {
+        if combines && left > keys.len() && is(word, "WEIGHTS") {
             for (weight, text) in combination.weights.iter_mut().zip(&options[at + 1..]) {
                 *weight = parse_score_or_reply(text, "ERR weight value is not a float")?;
             }
-            at += 1 + combination.keys.len();
+            at += 1 + keys.len();
         } else if combines && left >= 2 && is(word, "AGGREGATE") {
             combination.aggregate = match &options[at + 1] {
                 name if is(name, "SUM") => Aggregate::Sum,
