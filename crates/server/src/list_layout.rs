@@ -27,7 +27,7 @@ use bytes::Bytes;
 
 use crate::command::{fail, CommandError, KeyStore};
 use crate::commands::WRONGTYPE;
-use crate::values::{decode_list_chunk, element_entry_bytes, encode_list, ChunkEntry, CorruptValue, ListRoot, Stored};
+use crate::values::{decode_list_chunk, element_entry_bytes, encode_list, list_chunk_last, ChunkEntry, CorruptValue, ListRoot, Stored};
 
 /// A list whose elements would pass this many bytes (or half the namespace's value limit, if
 /// lower) is stored as a root and chunks.
@@ -83,13 +83,16 @@ struct Chunk {
     stored_bytes: u64,
     /// Read from its part the first time it is needed.
     elements: Option<VecDeque<Bytes>>,
+    /// Its record as read but not decoded yet: a search compares only a chunk's last element
+    /// (`last_element`) until it has found the one chunk it decodes.
+    record: Option<Bytes>,
     dirty: bool,
 }
 
 impl Chunk {
     fn in_memory(elements: VecDeque<Bytes>) -> Chunk {
         let element_bytes = elements.iter().map(|element| element_entry_bytes(element)).sum();
-        Chunk { part: None, len: elements.len() as u32, element_bytes, stored_bytes: 0, elements: Some(elements), dirty: true }
+        Chunk { part: None, len: elements.len() as u32, element_bytes, stored_bytes: 0, elements: Some(elements), record: None, dirty: true }
     }
 }
 
@@ -122,6 +125,7 @@ impl OpenList {
                     element_bytes: u64::from(entry.element_bytes),
                     stored_bytes: u64::from(entry.element_bytes),
                     elements: None,
+                    record: None,
                     dirty: false,
                 });
                 (chunks.collect(), parts)
@@ -234,6 +238,35 @@ impl OpenList {
         let (at, offset) = self.locate(index);
         let elements = load(store, &self.key, &mut self.chunks[at])?;
         Ok(elements.get(offset).cloned().ok_or(CorruptValue("list chunk shorter than its root says"))?)
+    }
+
+    /// The first index whose element `reached` holds for (len when none), `reached` being
+    /// false then true along the list: a binary search over the chunks by their last
+    /// elements, then within one chunk, so it reads about log2(chunks) chunks and decodes no
+    /// element's position twice.
+    pub fn partition_point(&mut self, store: &mut dyn KeyStore, reached: impl Fn(&Bytes) -> Result<bool, CommandError>) -> Result<u64, CommandError> {
+        let (mut low, mut high) = (0, self.chunks.len());
+        while low < high {
+            let middle = low + (high - low) / 2;
+            if reached(&last_element(store, &self.key, &mut self.chunks[middle])?)? {
+                high = middle;
+            } else {
+                low = middle + 1;
+            }
+        }
+        let Some(chunk) = self.chunks.get_mut(low) else { return Ok(self.len) };
+        let elements = load(store, &self.key, chunk)?;
+        let (mut offset, mut end) = (0, elements.len());
+        while offset < end {
+            let middle = offset + (end - offset) / 2;
+            if reached(&elements[middle])? {
+                end = middle;
+            } else {
+                offset = middle + 1;
+            }
+        }
+        let before: u64 = self.chunks.iter().take(low).map(|chunk| u64::from(chunk.len)).sum();
+        Ok(before + offset as u64)
     }
 
     /// Replaces element `index` (< len).
@@ -418,7 +451,7 @@ impl OpenList {
             store.put(&self.key, &encode_list(elements.iter()), self.expiry_unix_ms)?;
             return Ok(());
         }
-        self.resize_chunks(store)?;
+        self.resize_chunks();
         self.number_parts(store)?;
         let mut writes = Vec::new();
         for chunk in self.chunks.iter().filter(|chunk| chunk.dirty) {
@@ -450,27 +483,29 @@ impl OpenList {
         Ok(all)
     }
 
-    /// Splits the chunks that grew past the target and merges changed neighbours that fit in one.
-    fn resize_chunks(&mut self, store: &mut dyn KeyStore) -> Result<(), CommandError> {
+    /// Splits the chunks that grew past the target and merges changed neighbours that fit in
+    /// one; chunks not changed stay where they are (a write to a big list changes one or two).
+    fn resize_chunks(&mut self) {
         let target = self.limits.chunk_bytes_target(self.element_bytes);
-        let mut resized: VecDeque<Chunk> = VecDeque::with_capacity(self.chunks.len());
-        for mut chunk in std::mem::take(&mut self.chunks) {
-            if !chunk.dirty {
-                resized.push_back(chunk);
+        let mut at = 0;
+        while at < self.chunks.len() {
+            if !self.chunks[at].dirty {
+                at += 1;
                 continue;
             }
-            if let Some(previous) = resized.back_mut().filter(|previous| previous.dirty && previous.element_bytes + chunk.element_bytes <= target) {
-                let moved = chunk.elements.take().expect("a dirty chunk is loaded");
-                let elements = previous.elements.as_mut().expect("a dirty chunk is loaded");
-                elements.extend(moved);
+            let fits_previous = at > 0 && self.chunks[at - 1].dirty && self.chunks[at - 1].element_bytes + self.chunks[at].element_bytes <= target;
+            let chunk = self.chunks.remove(at).expect("at is in range");
+            if fits_previous {
+                let previous = &mut self.chunks[at - 1];
+                previous.elements.as_mut().expect("a dirty chunk is loaded").extend(chunk.elements.expect("a dirty chunk is loaded"));
                 (previous.len, previous.element_bytes) = (previous.len + chunk.len, previous.element_bytes + chunk.element_bytes);
                 continue;
             }
-            load(store, &self.key, &mut chunk)?;
-            resized.extend(split_chunk(chunk, target));
+            for piece in split_chunk(chunk, target) {
+                self.chunks.insert(at, piece);
+                at += 1;
+            }
         }
-        self.chunks = resized;
-        Ok(())
     }
 
     /// Gives every chunk a part in 0..chunk count: chunks already stored there keep theirs;
@@ -550,15 +585,38 @@ fn split_chunk(chunk: Chunk, target: u64) -> Vec<Chunk> {
 /// The chunk's elements, read from its part the first time.
 fn load<'a>(store: &mut dyn KeyStore, key: &[u8], chunk: &'a mut Chunk) -> Result<&'a mut VecDeque<Bytes>, CommandError> {
     if chunk.elements.is_none() {
-        let part = chunk.part.expect("a chunk not in memory is stored");
-        let bytes = store.get_part(key, part)?.ok_or(CorruptValue("list chunk missing"))?;
-        let elements = decode_list_chunk(bytes)?;
+        let record = match chunk.record.take() {
+            Some(record) => record,
+            None => read_record(store, key, chunk)?,
+        };
+        let elements = decode_list_chunk(&record)?;
         if elements.len() != chunk.len as usize {
             return Err(CorruptValue("list chunk disagrees with its root").into());
         }
         chunk.elements = Some(elements.into());
     }
     Ok(chunk.elements.as_mut().expect("loaded above"))
+}
+
+/// The chunk's last element, decoding no other when the chunk is not loaded yet (its record
+/// is kept for `load`).
+fn last_element(store: &mut dyn KeyStore, key: &[u8], chunk: &mut Chunk) -> Result<Bytes, CommandError> {
+    if let Some(elements) = &chunk.elements {
+        return Ok(elements.back().expect("no chunk is empty outside a method").clone());
+    }
+    if chunk.record.is_none() {
+        chunk.record = Some(read_record(store, key, chunk)?);
+    }
+    let (count, last) = list_chunk_last(chunk.record.as_ref().expect("read above"))?;
+    match last {
+        Some(last) if count == chunk.len as usize => Ok(last),
+        _ => Err(CorruptValue("list chunk disagrees with its root").into()),
+    }
+}
+
+fn read_record(store: &mut dyn KeyStore, key: &[u8], chunk: &Chunk) -> Result<Bytes, CommandError> {
+    let part = chunk.part.expect("a chunk not in memory is stored");
+    Ok(Bytes::from(store.get_part(key, part)?.ok_or(CorruptValue("list chunk missing"))?))
 }
 
 #[cfg(test)]
@@ -603,13 +661,37 @@ mod tests {
                 let parts: Vec<u32> = store.parts.keys().map(|(_, part)| *part).collect();
                 assert_eq!(parts, (0..root.chunks.len() as u32).collect::<Vec<_>>(), "parts are dense");
                 for entry in &root.chunks {
-                    let elements = decode_list_chunk(store.parts[&(b"list".to_vec(), entry.part)].clone()).unwrap();
+                    let elements = decode_list_chunk(&Bytes::from(store.parts[&(b"list".to_vec(), entry.part)].clone())).unwrap();
                     assert_eq!(elements.len() as u32, entry.elements);
                     assert_eq!(elements.iter().map(|element| element_entry_bytes(element)).sum::<u64>(), u64::from(entry.element_bytes));
                 }
             }
             _ => panic!("not a list"),
         }
+    }
+
+    #[test]
+    fn partition_point_finds_the_first_reached_index_across_chunks_loaded_or_not() {
+        let mut store = MemoryStore::default();
+        let mut list = open(&mut store);
+        let elements: Vec<Bytes> = (0..3000u32).map(|number| Bytes::from(format!("{:08}", number * 2))).collect();
+        for element in &elements {
+            list.push(&mut store, End::Tail, element.clone()).unwrap();
+        }
+        list.save(&mut store).unwrap();
+        for probe in [0u32, 1, 2, 777, 1999, 3000, 5997, 5998, 5999, 6000, 9000] {
+            let target = format!("{probe:08}");
+            let expected = elements.partition_point(|element| element.as_ref() < target.as_bytes()) as u64;
+            // Freshly opened (chunks read by their last element only) and after a full read.
+            let mut list = open(&mut store);
+            assert!(list.chunks.len() > 4, "the list is chunked");
+            assert_eq!(list.partition_point(&mut store, |element| Ok(element.as_ref() >= target.as_bytes())).unwrap(), expected, "probe {probe}");
+            assert_eq!(list.range(&mut store, 0, list.len() - 1).unwrap(), elements);
+            assert_eq!(list.partition_point(&mut store, |element| Ok(element.as_ref() >= target.as_bytes())).unwrap(), expected, "probe {probe}");
+        }
+        let mut list = open(&mut store);
+        let refused = list.partition_point(&mut store, |_| Err(CorruptValue("refused").into()));
+        assert!(refused.is_err(), "the predicate's error is the search's");
     }
 
     #[test]

@@ -10,10 +10,11 @@
 //! list (`crate::list_layout`) of entries in Redis's order, each the score as 8 bytes that sort
 //! as the scores do (`order_entry`) followed by the member, stored in the key's second part space
 //! (`SECOND_PART_SPACE`): the list's root (or its one record) at the space's first part, its
-//! chunks after it (`OrderSpace`). A rank or a range end is found by binary search over the
-//! list's positions (each probe reads at most one chunk, and the chunks read are kept for the
-//! command); a write removes the member's old entry and inserts the new one, rewriting one chunk
-//! and the list's root besides the hash's bucket and root.
+//! chunks after it (`OrderSpace`). A rank or a range end is found by binary search
+//! (`OpenList::partition_point`: over the chunks by their last entries, then within one chunk;
+//! the chunks read are kept for the command); a write removes the member's old entry and
+//! inserts the new one, rewriting one chunk and the list's root besides the hash's bucket and
+//! root.
 //!
 //! Invariants: a bucketed sorted set's order index holds exactly its members with their
 //! scores, in Redis's order, with no score -0 (stored as 0, which sorts the same); a sorted set
@@ -306,23 +307,16 @@ impl OpenSortedSet {
     }
 }
 
-/// The rank `entry` has, or would have, in the order index.
+/// The rank `entry` has, or would have, in the order index: order entries compare as bytes in
+/// Redis's order, so the probes compare without decoding.
 fn entry_rank(order: &mut OpenList, space: &mut OrderSpace<'_>, entry: &Scored) -> Result<u64, CommandError> {
-    search(order, space, |other| by_score_then_member(other, entry) != std::cmp::Ordering::Less)
+    let target = order_entry(&entry.0, entry.1);
+    order.partition_point(space, |other| Ok(other.as_ref() >= target.as_ref()))
 }
 
-/// Binary search over the order index's positions: the first whose entry `reached` holds for.
+/// Binary search over the order index: the first rank whose entry `reached` holds for.
 fn search(order: &mut OpenList, space: &mut OrderSpace<'_>, reached: impl Fn(&Scored) -> bool) -> Result<u64, CommandError> {
-    let (mut low, mut high) = (0, order.len());
-    while low < high {
-        let middle = low + (high - low) / 2;
-        if reached(&decode_order_entry(&order.get(space, middle)?)?) {
-            high = middle;
-        } else {
-            low = middle + 1;
-        }
-    }
-    Ok(low)
+    order.partition_point(space, |entry| Ok(reached(&decode_order_entry(entry)?)))
 }
 
 #[cfg(test)]

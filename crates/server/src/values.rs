@@ -268,10 +268,24 @@ pub fn encode_list<'a>(elements: impl ExactSizeIterator<Item = &'a Bytes> + Clon
 
 /// Decodes a chunk of a chunked list (a tag-5 record stored as an engine part); the elements
 /// share the record's buffer.
-pub fn decode_list_chunk(bytes: Vec<u8>) -> Result<Vec<Bytes>, CorruptValue> {
-    let record = Bytes::from(bytes);
+pub fn decode_list_chunk(record: &Bytes) -> Result<Vec<Bytes>, CorruptValue> {
+    check_list_chunk_tag(record)?;
+    decode_list_body(record)
+}
+
+/// A chunk's element count and its last element (None when it has none), read without
+/// decoding the others: a search over a sorted set's order index compares only chunks' last
+/// entries until it has found the one chunk it decodes.
+pub fn list_chunk_last(record: &Bytes) -> Result<(usize, Option<Bytes>), CorruptValue> {
+    check_list_chunk_tag(record)?;
+    let mut last = None;
+    let count = walk_list_body(record, |element| last = Some(element))?;
+    Ok((count, last.map(|element| record.slice(element))))
+}
+
+fn check_list_chunk_tag(record: &Bytes) -> Result<(), CorruptValue> {
     match record.first() {
-        Some(&TAG_LIST) => decode_list_body(&record),
+        Some(&TAG_LIST) => Ok(()),
         _ => Err(CorruptValue("list chunk without the list tag")),
     }
 }
@@ -279,23 +293,28 @@ pub fn decode_list_chunk(bytes: Vec<u8>) -> Result<Vec<Bytes>, CorruptValue> {
 /// The elements of a tag-5 record (`record` with its tag), as slices of it: one buffer for the
 /// chunk, not one per element (a sorted set's index reads a chunk at every probe of a search).
 fn decode_list_body(record: &Bytes) -> Result<Vec<Bytes>, CorruptValue> {
+    let mut elements = Vec::new();
+    walk_list_body(record, |element| elements.push(record.slice(element)))?;
+    Ok(elements)
+}
+
+/// Visits the byte range of each element of a tag-5 record in order; answers their count.
+fn walk_list_body(record: &[u8], mut visit: impl FnMut(std::ops::Range<usize>)) -> Result<usize, CorruptValue> {
     let mut body = &record[1..];
     let count = read_length(&mut body)?;
-    // Each element takes at least its length byte: a corrupt count cannot make us allocate more.
-    let mut elements = Vec::with_capacity(count.min(body.len()));
     for _ in 0..count {
         let length = read_length(&mut body)?;
         if length > body.len() {
             return Err(CorruptValue("truncated list element"));
         }
         let start = record.len() - body.len();
-        elements.push(record.slice(start..start + length));
+        visit(start..start + length);
         body = &body[length..];
     }
     if !body.is_empty() {
         return Err(CorruptValue("bytes after the last list element"));
     }
-    Ok(elements)
+    Ok(count)
 }
 
 /// Bytes one element takes in an encoded list record: its length prefix and its bytes.
@@ -484,7 +503,9 @@ mod tests {
         let elements = vec![Bytes::from_static(b""), Bytes::from(vec![7u8; 300]), Bytes::from_static(b"x")];
         let Stored::List(decoded) = Stored::decode(encode_list(elements.iter())).unwrap() else { panic!("not a list") };
         assert_eq!(decoded, elements);
-        assert_eq!(decode_list_chunk(encode_list(elements.iter())).unwrap(), elements);
+        let record = Bytes::from(encode_list(elements.iter()));
+        assert_eq!(decode_list_chunk(&record).unwrap(), elements);
+        assert_eq!(list_chunk_last(&record).unwrap(), (elements.len(), elements.last().cloned()));
         let body_bytes: u64 = elements.iter().map(|element| element_entry_bytes(element)).sum();
         assert_eq!(encode_list(elements.iter()).len() as u64, 2 + body_bytes);
         let root = ListRoot { len: 5, chunks: vec![ChunkEntry { part: 1, elements: 2, element_bytes: 9 }, ChunkEntry { part: 0, elements: 3, element_bytes: 4 }] };
