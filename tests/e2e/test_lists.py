@@ -168,6 +168,41 @@ def test_each_element_pushed_goes_to_exactly_one_of_many_blocked_clients(shared_
     pusher.close()
 
 
+def served_in_turn(client, block, push):
+    """Three raw clients run `block` one after the other (each blocked before the next starts);
+    one element is pushed, then two: what each client received after each push."""
+    port = client.connection_pool.connection_kwargs["port"]
+    waiters = []
+    for number in range(3):
+        waiters.append(RawClient(port))
+        waiters[-1].send(*block)
+        wait_until(lambda: blocked_clients(client) == number + 1)
+    push(client, ["first"])
+    after_one = [waiter.read() for waiter in waiters]
+    push(client, ["second", "third"])
+    after_three = [waiter.read() for waiter in waiters]
+    for waiter in waiters:
+        waiter.close()
+    return after_one, after_three, blocked_clients(client)
+
+
+@pytest.mark.parametrize(
+    "block, push",
+    [
+        (["BLPOP", "fifo", "0"], lambda client, elements: client.rpush("fifo", *elements)),
+        (["BLMOVE", "fifo", "moved", "LEFT", "RIGHT", "0"], lambda client, elements: client.rpush("fifo", *elements)),
+        (["BZPOPMIN", "fifo", "0"], lambda client, elements: client.zadd("fifo", {element: number for number, element in enumerate(elements)})),
+    ],
+    ids=["blpop", "blmove", "bzpopmin"],
+)
+def test_blocked_clients_are_served_in_the_order_they_blocked_as_in_redis(pair, block, push):
+    ours, theirs = both(pair, lambda client: served_in_turn(client, block, push))
+    assert ours == theirs
+    after_one, after_three, still_blocked = ours
+    assert after_one[0] and not after_one[1] and not after_one[2], "the first to block is served first"
+    assert not after_three[0] and after_three[1] and after_three[2] and still_blocked == 0
+
+
 def test_a_blocked_client_that_leaves_or_is_unblocked_frees_its_wait(shared_server):
     watcher = shared_server.client(decode_responses=True)
     watcher.delete("never")

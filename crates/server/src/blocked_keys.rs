@@ -4,10 +4,16 @@
 //! still holds the keys' partition locks, then its connection waits (`Connection::wait_for_keys`)
 //! until a write to one of them wakes it, and runs the command again. Every write reaches
 //! `wake` through `Shared::keys_written`, under the same partition locks, so a write either ran
-//! before the pop looked at the lists or finds the registration: no wake is lost. A wake only
-//! makes the command look again (it may find the list emptied by another client and block
-//! anew), as in Redis, where the first client blocked on a key is served first; here every
-//! client blocked on the key looks, and the first to take the key's lock is served.
+//! before the pop looked at the lists or finds the registration: no wake is lost.
+//!
+//! The clients waiting for a key are served first come, first served, as in Redis: a write wakes
+//! only the first client in the key's queue, which runs its command again still registered (it
+//! may find the list emptied by another client and block anew, keeping its place). A client that
+//! leaves a queue, served or not (the pop done, a timeout, CLIENT UNBLOCK, a closed connection),
+//! wakes the client now first, which looks in its turn: elements pushed together go to the
+//! waiting clients one after the other in the order they blocked, and a wake is never lost with
+//! a client that left. Unlike Redis, a client served through another of its keys may take an
+//! element before the first client in that key's queue has looked.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,6 +25,7 @@ use parking_lot::Mutex;
 use crate::shared::ClientHandle;
 
 /// The clients waiting for each key of one database.
+/// The clients waiting for each key of one database, in the order they blocked.
 type WaitersByKey = HashMap<Bytes, Vec<Arc<ClientHandle>>>;
 
 #[derive(Default)]
@@ -30,30 +37,39 @@ pub struct BlockedKeys {
 }
 
 impl BlockedKeys {
+    /// Puts the client at the end of each key's queue, or leaves it where it is when it is
+    /// already there (a pop run again after a wake that blocks again).
     pub fn register(&self, database: usize, keys: &[Bytes], client: &Arc<ClientHandle>) {
         let mut by_key = self.by_key.lock();
         let keys_of_database = by_key.entry(database).or_default();
         for key in keys {
-            keys_of_database.entry(key.clone()).or_default().push(Arc::clone(client));
-            self.registered.fetch_add(1, Ordering::Relaxed);
+            let waiting = keys_of_database.entry(key.clone()).or_default();
+            if !waiting.iter().any(|waiter| waiter.id == client.id) {
+                waiting.push(Arc::clone(client));
+                self.registered.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
 
+    /// Takes the client off its keys' queues; where it was first, the client now first is
+    /// woken to look in its turn.
     pub fn unregister(&self, database: usize, keys: &[Bytes], client_id: u64) {
         let mut by_key = self.by_key.lock();
         let Some(keys_of_database) = by_key.get_mut(&database) else { return };
         for key in keys {
             let Some(waiting) = keys_of_database.get_mut(key) else { continue };
-            let before = waiting.len();
-            waiting.retain(|client| client.id != client_id);
-            self.registered.fetch_sub(before - waiting.len(), Ordering::Relaxed);
-            if waiting.is_empty() {
-                keys_of_database.remove(key);
+            let Some(place) = waiting.iter().position(|client| client.id == client_id) else { continue };
+            waiting.remove(place);
+            self.registered.fetch_sub(1, Ordering::Relaxed);
+            match waiting.first() {
+                Some(next) if place == 0 => next.unblocked.notify_one(),
+                Some(_) => {}
+                None => drop(keys_of_database.remove(key)),
             }
         }
     }
 
-    /// Wakes the clients waiting for any of `keys` of `database` (they look again).
+    /// Wakes the first client waiting for each of `keys` of `database` (it looks again).
     pub fn wake<'k>(&self, database: usize, keys: impl Iterator<Item = &'k [u8]>) {
         if self.registered.load(Ordering::Relaxed) == 0 {
             return;
@@ -61,8 +77,8 @@ impl BlockedKeys {
         let by_key = self.by_key.lock();
         let Some(keys_of_database) = by_key.get(&database) else { return };
         for key in keys {
-            for client in keys_of_database.get(key).into_iter().flatten() {
-                client.unblocked.notify_one();
+            if let Some(first) = keys_of_database.get(key).and_then(|waiting| waiting.first()) {
+                first.unblocked.notify_one();
             }
         }
     }
@@ -94,22 +110,31 @@ mod tests {
     }
 
     #[test]
-    fn a_write_wakes_the_clients_of_its_keys_and_database_only_while_they_are_registered() {
+    fn a_write_wakes_the_first_client_of_its_keys_and_the_first_leaving_wakes_the_next() {
         let blocked = BlockedKeys::default();
-        let (first, second) = (Arc::new(ClientHandle::for_tests(1)), Arc::new(ClientHandle::for_tests(2)));
-        blocked.register(0, &keys(&["a", "b"]), &first);
-        blocked.register(0, &keys(&["b"]), &second);
+        let clients: Vec<Arc<ClientHandle>> = (1..=3).map(|id| Arc::new(ClientHandle::for_tests(id))).collect();
+        let notified = |expected: [bool; 3]| assert_eq!(clients.iter().map(|client| notified_now(client)).collect::<Vec<_>>(), expected);
+        blocked.register(0, &keys(&["a", "b"]), &clients[0]);
+        blocked.register(0, &keys(&["b"]), &clients[1]);
+        blocked.register(0, &keys(&["b"]), &clients[2]);
         blocked.wake(1, [&b"a"[..]].into_iter());
         blocked.wake(0, [&b"c"[..]].into_iter());
-        assert!(!notified_now(&first) && !notified_now(&second), "another database, another key");
+        notified([false, false, false]);
         blocked.wake(0, [&b"b"[..]].into_iter());
-        assert!(notified_now(&first) && notified_now(&second));
+        notified([true, false, false]);
+        // Registered again after a wake (the pop blocks again), a client keeps its place.
+        blocked.register(0, &keys(&["a", "b"]), &clients[0]);
+        assert_eq!(blocked.registered.load(Ordering::Relaxed), 4);
         // A wake before the wait starts is kept (no lost wake-up between registering and waiting).
-        blocked.wake(0, [&b"a"[..]].into_iter());
-        assert!(notified_now(&first) && !notified_now(&second));
+        blocked.wake(0, [&b"b"[..]].into_iter());
+        notified([true, false, false]);
+        // Leaving from behind wakes nobody; leaving from the front wakes the next in line.
+        blocked.unregister(0, &keys(&["b"]), 3);
+        notified([false, false, false]);
         blocked.unregister(0, &keys(&["a", "b"]), 1);
+        notified([false, true, false]);
         blocked.wake_all();
-        assert!(!notified_now(&first) && notified_now(&second));
+        notified([false, true, false]);
         blocked.unregister(0, &keys(&["b"]), 2);
         assert_eq!(blocked.registered.load(Ordering::Relaxed), 0);
         assert!(blocked.by_key.lock().get(&0).is_none_or(HashMap::is_empty));

@@ -95,6 +95,9 @@ pub struct SessionState {
     /// The deadline of a blocking pop run again after a wake: its timeout counts from the first
     /// run, not from each.
     pub retry_delay: Option<ReplyDelay>,
+    /// The registration of a blocking pop run again after a wake, kept through that run: a pop
+    /// that blocks again keeps its place in its keys' queues; one that ends takes it off them.
+    kept_registration: Option<KeysRegistration>,
     /// EXEC is running its queued commands (nothing blocks there, as in Redis).
     pub in_exec: bool,
     /// Pub/Sub: the channels and patterns the client listens to and its mailbox, from its first
@@ -159,6 +162,7 @@ impl SessionState {
             reply_delay: None,
             key_wait: None,
             retry_delay: None,
+            kept_registration: None,
             in_exec: false,
             pubsub: None,
             reply_in_mailbox: false,
@@ -514,8 +518,16 @@ struct Connection {
     delayed_reply: Option<DelayedReply>,
     /// CLIENT PAUSE holds the first pending request back (`wait_out_pause`).
     pause_hold: Option<PauseHold>,
-    /// A blocking list pop waiting for its keys, and its arguments to run it again.
-    key_wait: Option<(KeyWait, Vec<Bytes>)>,
+    /// A blocking list pop waiting for its keys.
+    key_wait: Option<BlockedPop>,
+}
+
+/// A blocking pop whose keys were all empty: what it waits for, its arguments to run it again,
+/// and its registration when it was kept from the wait before.
+struct BlockedPop {
+    wait: KeyWait,
+    arguments: Vec<Bytes>,
+    registration: Option<KeysRegistration>,
 }
 
 struct DelayedReply {
@@ -561,21 +573,23 @@ enum WaitEnd {
 
 /// How a blocking pop's wait for its keys ended.
 enum KeyWaitEnd {
-    /// One of the keys was written: the pop runs again.
-    Written,
+    /// One of the keys was written: the pop runs again, still registered.
+    Written(KeysRegistration),
     Wait(WaitEnd),
 }
 
-/// Takes a blocked client off `Shared::blocked_keys` when its wait ends, however it ends.
-struct KeysRegistration<'a> {
-    shared: &'a Shared,
-    wait: &'a KeyWait,
+/// A blocked client's place on `Shared::blocked_keys`, taken off when dropped however its wait
+/// ends (which wakes the client next in line for each key: `BlockedKeys::unregister`).
+struct KeysRegistration {
+    shared: Arc<Shared>,
+    database: usize,
+    keys: Vec<Bytes>,
     client_id: u64,
 }
 
-impl Drop for KeysRegistration<'_> {
+impl Drop for KeysRegistration {
     fn drop(&mut self) {
-        self.shared.blocked_keys.unregister(self.wait.database, &self.wait.keys, self.client_id);
+        self.shared.blocked_keys.unregister(self.database, &self.keys, self.client_id);
     }
 }
 
@@ -654,10 +668,17 @@ impl Connection {
                         self.flush().await?;
                     }
                 }
-                if let Some((wait, arguments)) = self.key_wait.take() {
-                    let reply = match self.wait_for_keys(&wait, stop.as_mut(), &mut stop_signalled).await? {
-                        KeyWaitEnd::Written => {
+                if let Some(BlockedPop { wait, arguments, registration }) = self.key_wait.take() {
+                    let registration = registration.unwrap_or_else(|| KeysRegistration {
+                        shared: Arc::clone(&self.shared),
+                        database: wait.database,
+                        keys: wait.keys.clone(),
+                        client_id: self.state.client.id,
+                    });
+                    let reply = match self.wait_for_keys(&wait, registration, stop.as_mut(), &mut stop_signalled).await? {
+                        KeyWaitEnd::Written(registration) => {
                             self.state.retry_delay = Some(wait.delay);
+                            self.state.kept_registration = Some(registration);
                             self.pending.push_front(arguments);
                             continue;
                         }
@@ -810,11 +831,15 @@ impl Connection {
                         let retry = blocks_on_keys(&arguments).then(|| arguments.clone());
                         let reply = execute(arguments, state, shared);
                         state.retry_delay = None;
+                        // Registered again under the same keys, a pop that blocks again keeps the
+                        // registration (and its place); one that ended drops it here.
+                        let registration = state.kept_registration.take();
                         if let Some(wait) = state.key_wait.take() {
                             state.take_notices(output);
-                            *key_wait = Some((wait, retry.expect("only a blocking pop waits for keys")));
+                            *key_wait = Some(BlockedPop { wait, arguments: retry.expect("only a blocking pop waits for keys"), registration });
                             break;
                         }
+                        drop(registration);
                         let sent = state.takes_reply() && !std::mem::take(&mut state.reply_in_mailbox);
                         // Notices before the reply: a message a command published to its own
                         // client, the confirmations it sent itself.
@@ -1011,17 +1036,17 @@ impl Connection {
         Ok(self.read_while(ended, stop, stop_signalled).await?.unwrap_or(WaitEnd::ConnectionEnds))
     }
 
-    /// Waits until a write to one of a blocking pop's keys (the pop runs again: Written), its
-    /// timeout, CLIENT UNBLOCK, or the end of the connection; the client stays registered for
-    /// the keys only while it waits.
+    /// Waits until a write to one of a blocking pop's keys wakes it (the pop runs again, still
+    /// registered: Written), its timeout, CLIENT UNBLOCK, or the end of the connection (the
+    /// registration is dropped).
     async fn wait_for_keys(
         &mut self,
         wait: &KeyWait,
+        registration: KeysRegistration,
         stop: std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
         stop_signalled: &mut bool,
     ) -> std::io::Result<KeyWaitEnd> {
         let (shared, client) = (Arc::clone(&self.shared), Arc::clone(&self.state.client));
-        let _registered = KeysRegistration { shared: &shared, wait, client_id: client.id };
         let _blocked = BlockedClient::new(&client, &shared.stats.blocked_clients, Blocking::Blocked);
         let delay_over = sleep_until(match wait.delay {
             ReplyDelay::Until(deadline) => Some(deadline),
@@ -1034,7 +1059,7 @@ impl Connection {
                 _ = client.unblocked.notified() => match client.blocking() {
                     Blocking::UnblockedAsTimeout => KeyWaitEnd::Wait(WaitEnd::ReplyDue),
                     Blocking::UnblockedWithError => KeyWaitEnd::Wait(WaitEnd::UnblockedWithError),
-                    Blocking::Blocked | Blocking::Postponed | Blocking::NotBlocked => KeyWaitEnd::Written,
+                    Blocking::Blocked | Blocking::Postponed | Blocking::NotBlocked => KeyWaitEnd::Written(registration),
                 },
             }
         };
