@@ -292,29 +292,33 @@ impl OpenList {
 
     /// Keeps elements `start..end` (end ≤ len) only: whole chunks outside are dropped unread.
     pub fn keep_range(&mut self, store: &mut dyn KeyStore, start: u64, end: u64) -> Result<(), CommandError> {
-        self.drop_from(store, End::Head, start)?;
-        let after = self.len - (end - start);
-        self.drop_from(store, End::Tail, after)
+        self.remove_range(store, end, self.len)?;
+        self.remove_range(store, 0, start)
     }
 
-    fn drop_from(&mut self, store: &mut dyn KeyStore, end: End, mut count: u64) -> Result<(), CommandError> {
-        while count > 0 {
-            let at = self.end_index(end).expect("count ≤ len");
+    /// Removes elements `start..end` (start ≤ end ≤ len): whole chunks inside are dropped
+    /// unread, and at most the two chunks at the ends are rewritten.
+    pub fn remove_range(&mut self, store: &mut dyn KeyStore, start: u64, end: u64) -> Result<(), CommandError> {
+        assert!(start <= end && end <= self.len, "range {start}..{end} past a list of {}", self.len);
+        let mut remaining = end - start;
+        if remaining == 0 {
+            return Ok(());
+        }
+        let (mut at, mut offset) = self.locate(start);
+        while remaining > 0 {
             let chunk_len = u64::from(self.chunks[at].len);
-            if chunk_len <= count {
+            if offset == 0 && chunk_len <= remaining {
                 let chunk = self.chunks.remove(at).expect("at is in range");
                 self.len -= chunk_len;
                 self.element_bytes -= chunk.element_bytes;
                 self.changed = true;
-                count -= chunk_len;
+                remaining -= chunk_len;
                 continue;
             }
-            let dropped = count as usize;
-            self.edit_chunk(store, at, |elements| match end {
-                End::Head => drop(elements.drain(..dropped)),
-                End::Tail => elements.truncate(elements.len() - dropped),
-            })?;
-            count = 0;
+            let taken = (chunk_len - offset as u64).min(remaining);
+            self.edit_chunk(store, at, |elements| drop(elements.drain(offset..offset + taken as usize)))?;
+            remaining -= taken;
+            (at, offset) = (at + 1, 0);
         }
         Ok(())
     }
@@ -727,8 +731,13 @@ mod tests {
                 7 if !model.is_empty() => {
                     let (start, end) = (random.gen_range(0..model.len()), random.gen_range(0..=model.len()));
                     let end = end.max(start);
-                    list.keep_range(&mut store, start as u64, end as u64).unwrap();
-                    model = model.range(start..end).cloned().collect();
+                    if random.gen_bool(0.5) {
+                        list.keep_range(&mut store, start as u64, end as u64).unwrap();
+                        model = model.range(start..end).cloned().collect();
+                    } else {
+                        list.remove_range(&mut store, start as u64, end as u64).unwrap();
+                        model.drain(start..end);
+                    }
                 }
                 8 => {
                     let limit = random.gen_range(0..3);

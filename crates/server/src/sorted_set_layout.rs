@@ -260,6 +260,22 @@ impl OpenSortedSet {
         }
     }
 
+    /// Removes and answers the members at ranks `ranks` (within 0..len), in Redis's order: the
+    /// order index loses them in one pass (`OpenList::remove_range`: the chunks wholly inside
+    /// are dropped unread), the hash one by one.
+    pub fn remove_ranks(&mut self, store: &mut dyn KeyStore, ranks: std::ops::Range<u64>) -> Result<Vec<Scored>, CommandError> {
+        let members = self.members_at(store, ranks.clone())?;
+        for (member, _) in &members {
+            if !self.members.remove(store, member)? {
+                return Err(CorruptValue("order index names a member its sorted set lacks").into());
+            }
+        }
+        if let Some(order) = &mut self.order {
+            order.remove_range(&mut OrderSpace { store }, ranks.start, ranks.end)?;
+        }
+        Ok(members)
+    }
+
     /// A set in one record: its members sorted (the record is in order when stored, not
     /// necessarily after this command's changes).
     fn small_members(&mut self) -> Result<Vec<Scored>, CommandError> {
@@ -393,6 +409,16 @@ mod tests {
                     let score = f64::from(random.gen_range(-20..20)) / 4.0;
                     set.set_score(&mut store, member.clone(), score).unwrap();
                     model.insert(member, stored_score(score));
+                } else if random.gen_bool(0.1) {
+                    let start = random.gen_range(0..=set.len());
+                    let end = random.gen_range(start..=set.len().min(start + 200));
+                    let mut in_order: Vec<Scored> = model.iter().map(|(member, score)| (member.clone(), *score)).collect();
+                    in_order.sort_by(by_score_then_member);
+                    let removed = set.remove_ranks(&mut store, start..end).unwrap();
+                    assert_eq!(removed, in_order[start as usize..end as usize], "step {step}");
+                    for (member, _) in removed {
+                        model.remove(&member);
+                    }
                 } else if let Some(existing) = model.keys().nth(random.gen_range(0..model.len().max(1))).cloned() {
                     assert!(set.remove(&mut store, &existing).unwrap());
                     model.remove(&existing);

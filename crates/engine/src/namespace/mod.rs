@@ -40,7 +40,19 @@ pub use write::{KeySnapshot, Transaction};
 /// SECOND_PART_SPACE, SECOND_PART_SPACE + 1… are two dense sequences of one key's parts.
 pub const SECOND_PART_SPACE: u32 = 1 << 31;
 /// Where each part space starts.
-pub(crate) const PART_SPACE_STARTS: [u32; 2] = [0, SECOND_PART_SPACE];
+const PART_SPACE_STARTS: [u32; 2] = [0, SECOND_PART_SPACE];
+
+/// Probes a key's part numbers, each space from its start until `exists` answers false there
+/// (a key's parts are numbered densely in each space).
+pub(crate) fn probe_part_numbers(mut exists: impl FnMut(u32) -> Result<bool>) -> Result<()> {
+    for first in PART_SPACE_STARTS {
+        let mut number = first;
+        while exists(number)? {
+            number += 1;
+        }
+    }
+    Ok(())
+}
 pub(crate) use maintenance::OpenCheckpoint;
 pub(crate) use write::Publication;
 
@@ -322,12 +334,11 @@ impl Namespace {
         let owner = self.digest(key);
         let partition = self.index.partition(self.index.partition_of(owner)).read();
         let mut count = 0;
-        for first in PART_SPACE_STARTS {
-            let mut number = first;
-            while self.index.lookup(&partition, self.part_digest(owner, number))?.is_some() {
-                (number, count) = (number + 1, count + 1);
-            }
-        }
+        probe_part_numbers(|number| {
+            let exists = self.index.lookup(&partition, self.part_digest(owner, number))?.is_some();
+            count += u32::from(exists);
+            Ok(exists)
+        })?;
         Ok(count)
     }
     pub(crate) fn check_key(key: &[u8]) -> Result<()> {

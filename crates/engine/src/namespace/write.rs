@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use std::sync::RwLockWriteGuard;
 
 use super::commit::CommitTicket;
-use super::{Namespace, Value, PART_SPACE_STARTS, SECOND_PART_SPACE};
+use super::{probe_part_numbers, Namespace, Value, SECOND_PART_SPACE};
 use crate::background_pace;
 use crate::config::Durability;
 use crate::digest::Digest;
@@ -288,14 +288,13 @@ impl Transaction<'_> {
 
     /// Deletes every part of the key whose digest is `owner`, in both part spaces.
     fn delete_parts_of(&mut self, owner: Digest) -> Result<()> {
-        for first in PART_SPACE_STARTS {
-            let mut number = first;
-            while self.part_exists(owner, number)? {
+        probe_part_numbers(|number| {
+            let exists = self.part_exists(owner, number)?;
+            if exists {
                 self.push_part_deletion(owner, number);
-                number += 1;
             }
-        }
-        Ok(())
+            Ok(exists)
+        })
     }
 
     /// Moves the key's value, expiry and parts to `target` (replacing what `target` held); false
@@ -335,13 +334,12 @@ impl Transaction<'_> {
     pub fn snapshot(&mut self, key: &[u8], operation: &'static str) -> Result<Option<KeySnapshot>> {
         let Some(value) = self.current(key)? else { return Ok(None) };
         let mut parts = Vec::new();
-        for first in PART_SPACE_STARTS {
-            let mut number = first;
-            while let Some(part) = self.get_part(key, number)? {
-                parts.push((number, part));
-                number += 1;
-            }
-        }
+        probe_part_numbers(|number| {
+            let part = self.get_part(key, number)?;
+            let exists = part.is_some();
+            parts.extend(part.map(|part| (number, part)));
+            Ok(exists)
+        })?;
         let part_bytes: usize = parts.iter().map(|(_, part)| record_bytes(PART_KEY_BYTES, part.len())).sum();
         let limit_bytes = self.namespace.log.batch_bytes_max();
         if part_bytes > limit_bytes {

@@ -468,15 +468,23 @@ fn remove_range(call: &mut Call<'_>, kind: RangeKind, event: &'static str) -> Co
     let range = parse_range(kind, &call.args[2], &call.args[3])?;
     let key = call.args[1].clone();
     let Some(mut set) = open(call, &key)? else { return Ok(Reply::Integer(0)) };
-    let doomed = selected(call, &mut set, &range, false, NO_LIMIT)?;
-    if doomed.is_empty() {
+    let removed = if set.is_one_record() {
+        let doomed = selected(call, &mut set, &range, false, NO_LIMIT)?;
+        for (member, _) in &doomed {
+            set.remove(call.store, member)?;
+        }
+        doomed.len()
+    } else {
+        match searched_ranks(call, &mut set, &range, false, NO_LIMIT)? {
+            Some(ranks) => set.remove_ranks(call.store, ranks)?.len(),
+            None => 0,
+        }
+    };
+    if removed == 0 {
         return Ok(Reply::Integer(0));
     }
-    for (member, _) in &doomed {
-        set.remove(call.store, member)?;
-    }
     save_and_announce(call, &key, set, event)?;
-    Ok(Reply::Integer(doomed.len() as i64))
+    Ok(Reply::Integer(removed as i64))
 }
 
 /// Saves a set that lost members, announcing `event` and, when it emptied, `del`.
@@ -522,12 +530,9 @@ fn parse_extreme(word: &[u8]) -> Result<Extreme, CommandError> {
 fn pop_members(call: &mut Call<'_>, key: &Bytes, mut set: OpenSortedSet, extreme: Extreme, count: u64) -> Result<Vec<Scored>, CommandError> {
     let (len, count) = (set.len(), count.min(set.len()));
     let ranks = if extreme == Extreme::Min { 0..count } else { len - count..len };
-    let mut members = set.members_at(call.store, ranks)?;
+    let mut members = set.remove_ranks(call.store, ranks)?;
     if extreme == Extreme::Max {
         members.reverse();
-    }
-    for (member, _) in &members {
-        set.remove(call.store, member)?;
     }
     save_and_announce(call, key, set, if extreme == Extreme::Min { "zpopmin" } else { "zpopmax" })?;
     Ok(members)
