@@ -363,7 +363,7 @@ CASES = {
     "blocking lists": [
         ["RPUSH", "bl", "a", "b", "c", "d", "e", "f"], ["SET", "str", "v"], ["BLPOP", "nokey", "bl", "0"], ["BRPOP", "bl", "nokey", "0"],
         ["BLPOP", "bl", "x"], ["BLPOP", "bl", "-1"], ["BLPOP", "str", "bl", "0"], ["BLPOP", "bl", "str", "0"], ["BLPOP", "nokey", "0.01"],
-        ["BRPOP", "nokey", "0.02"], ["BLMOVE", "bl", "dst", "LEFT", "RIGHT", "0"], ["BLMOVE", "nokey", "dst", "LEFT", "RIGHT", "0.01"],
+        ["BRPOP", "nokey", "0.02"], ["BLPOP", "nokey", "0x1p-7"], ["BLPOP", "nokey", "0x"], ["BLMOVE", "bl", "dst", "LEFT", "RIGHT", "0"], ["BLMOVE", "nokey", "dst", "LEFT", "RIGHT", "0.01"],
         ["BLMOVE", "bl", "dst", "UP", "RIGHT", "0"], ["BLMOVE", "dst", "str", "LEFT", "RIGHT", "0"], ["BLMOVE", "dst", "d2", "LEFT", "LEFT", "x"],
         ["BRPOPLPUSH", "dst", "d2", "0"], ["BRPOPLPUSH", "nokey", "d2", "0.01"], ["BRPOPLPUSH", "str", "d2", "0"], ["LRANGE", "d2", "0", "-1"],
         ["RPUSH", "bm", "1", "2", "3"], ["BLMPOP", "0", "2", "nokey", "bm", "RIGHT", "COUNT", "2"], ["BLMPOP", "0.01", "1", "nokey", "LEFT"],
@@ -439,6 +439,9 @@ CASES = {
         ["OBJECT", "ENCODING", "r"], ["DUMP", "nokey"], ["ZADD", "ttl", "1", "a", "2", "b"], ["EXPIRE", "ttl", "100"], ["ZADD", "ttl", "3", "c"], ["ZREM", "ttl", "a"],
         ["ZPOPMIN", "ttl"], ["TTL", "ttl"], ["RENAME", "ttl", "ttl2"], ["ZRANGE", "ttl2", "0", "-1"], ["COPY", "ttl2", "ttl3"], ["ZRANGE", "ttl3", "0", "-1"],
         ["TYPE", "r"], ["MULTI"], ["ZADD", "m", "1", "a"], ["ZRANGE", "m", "0", "-1", "WITHSCORES"], ["ZPOPMIN", "m"], ["EXEC"],
+        ["ZADD", "hx", "0x10", "a", "0X1.8p1", "b", "-0x.8", "c", "0x1e5", "d"], ["ZRANGE", "hx", "0", "-1", "WITHSCORES"], ["ZINCRBY", "hx", "0x10", "a"],
+        ["ZRANGEBYSCORE", "hx", "0x2", "(0x20", "WITHSCORES"], ["ZCOUNT", "hx", " 0x1p1", "+inf"], ["ZADD", "hx", "0x1p99999", "e"], ["ZADD", "hx", "0x", "e"],
+        ["ZADD", "hx", "0x1p", "e"], ["ZUNION", "1", "hx", "WEIGHTS", "0x2", "WITHSCORES"], ["ZADD", "hx", "0x1p-99999", "e"],
     ],
     "blocking sorted sets": [
         ["ZADD", "bz", "1", "a", "2", "b", "3", "c", "4", "d"], ["SET", "str", "v"], ["BZPOPMIN", "nokey", "bz", "0"], ["BZPOPMAX", "bz", "nokey", "0"],

@@ -6,7 +6,7 @@
 //! 1.23456789012345678 keeps its 18 digits there. The arithmetic is rustc_apfloat's software
 //! x87 type; the text in and out is checked and written here.
 
-use rustc_apfloat::ieee::X87DoubleExtended;
+use rustc_apfloat::ieee::{Double, X87DoubleExtended};
 use rustc_apfloat::{Float, Round, Status};
 
 /// Redis refuses a float text this long or longer (`MAX_LONG_DOUBLE_CHARS`, the buffer its
@@ -94,6 +94,34 @@ impl LongDouble {
         }
         text
     }
+}
+
+/// A double read from a whole text as C's `strtod` reads it (Redis's scores and range ends):
+/// its value rounded to nearest, and strtod's range error (ERANGE: it overflowed to an
+/// infinity, or underflowed to zero, from digits that were not all zeros).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CDouble {
+    pub value: f64,
+    pub out_of_range: bool,
+}
+
+/// `text` as strtod reads it when the whole text is a number: an optional sign, then decimal
+/// digits with an optional exponent, a hexadecimal float after `0x` (binary exponent optional),
+/// an infinity or NaN; None for anything else (no spaces: callers strip what they allow).
+pub fn parse_c_double(text: &str) -> Option<CDouble> {
+    let body = text.strip_prefix(['-', '+']).unwrap_or(text);
+    let Some(hex) = body.strip_prefix("0x").or_else(|| body.strip_prefix("0X")) else {
+        let value: f64 = text.parse().ok()?;
+        let mantissa = body.split(['e', 'E']).next().unwrap_or_default();
+        let overflowed = value.is_infinite() && !body.to_ascii_lowercase().starts_with("inf");
+        let underflowed = value == 0.0 && mantissa.bytes().any(|byte| (b'1'..=b'9').contains(&byte));
+        return Some(CDouble { value, out_of_range: overflowed || underflowed });
+    };
+    let sign = if text.starts_with('-') { "-" } else { "" };
+    let parsed = Double::from_str_r(&format!("{sign}{}", hex_float(hex)?), Round::NearestTiesToEven).ok()?;
+    let value = f64::from_bits(parsed.value.to_bits() as u64);
+    let out_of_range = parsed.status.contains(Status::OVERFLOW) || (value == 0.0 && parsed.status.contains(Status::UNDERFLOW));
+    Some(CDouble { value, out_of_range })
 }
 
 /// `digits` of a decimal float as strtold reads one: digits with at most one point and at least

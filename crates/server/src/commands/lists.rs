@@ -10,7 +10,7 @@ use super::{is, parse_integer, parse_integer_at_least, NUMKEYS_NOT_POSITIVE, SYN
 use crate::command::{fail, Call, CommandError, CommandResult};
 use crate::keyspace_events::{GENERIC, LIST};
 use crate::list_layout::{End, ListLimits, OpenList};
-use crate::long_double::LongDouble;
+use crate::long_double::{parse_c_double, LongDouble};
 use crate::session::{KeyWait, ReplyDelay};
 
 const MUST_BE_POSITIVE: &str = "ERR value is out of range, must be positive";
@@ -387,7 +387,7 @@ pub fn lmpop(call: &mut Call<'_>) -> CommandResult {
 /// A blocking pop's timeout in seconds (a float, 0: none) as Redis parses it. Run again after a
 /// wake, the command keeps its first deadline.
 pub(super) fn parse_timeout(call: &mut Call<'_>, text: &[u8]) -> Result<ReplyDelay, CommandError> {
-    let seconds = LongDouble::parse(text).and_then(|_| std::str::from_utf8(text).ok()?.parse::<f64>().ok());
+    let seconds = LongDouble::parse(text).and_then(|_| Some(parse_c_double(std::str::from_utf8(text).ok()?)?.value));
     let Some(seconds) = seconds.filter(|seconds| !seconds.is_nan()) else { return fail("ERR timeout is not a float or out of range") };
     let milliseconds = seconds * 1000.0;
     if milliseconds < 0.0 {

@@ -7,6 +7,7 @@ use std::cmp::Ordering;
 use bytes::Bytes;
 
 use super::parse_integer;
+use crate::long_double::parse_c_double;
 use crate::sorted_set_layout::Scored;
 use crate::command::{fail, CommandError};
 
@@ -35,7 +36,7 @@ fn parse_score_bound(text: &[u8]) -> Option<ScoreBound> {
     if text.is_empty() {
         return Some(ScoreBound { value: 0.0, exclusive });
     }
-    let value: f64 = std::str::from_utf8(text).ok()?.trim_start_matches(is_c_space).parse().ok()?;
+    let value = parse_c_double(std::str::from_utf8(text).ok()?.trim_start_matches(is_c_space))?.value;
     (!value.is_nan()).then_some(ScoreBound { value, exclusive })
 }
 

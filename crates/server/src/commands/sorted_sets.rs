@@ -22,6 +22,7 @@ use super::sorted_set_ranges::{clamp_ranks, is_c_space, parse_range, select, Lim
 use super::{is, parse_integer, NOT_FLOAT, SYNTAX_ERROR};
 use crate::command::{fail, Call, CommandError, CommandResult};
 use crate::hash_layout::OpenHash;
+use crate::long_double::parse_c_double;
 use crate::keyspace_events::{GENERIC, ZSET};
 use crate::list_layout::ListLimits;
 use crate::sorted_set_layout::{by_score_then_member, order_index_limits, scored, OpenSortedSet, Scored};
@@ -48,11 +49,8 @@ pub(super) fn parse_score(text: &[u8]) -> Option<f64> {
     if text.starts_with(is_c_space) {
         return None;
     }
-    let value: f64 = text.parse().ok()?;
-    let mantissa = text.split(['e', 'E']).next().unwrap_or_default();
-    let overflowed = value.is_infinite() && !text.to_ascii_lowercase().contains("inf");
-    let underflowed = value == 0.0 && mantissa.bytes().any(|byte| (b'1'..=b'9').contains(&byte));
-    (!value.is_nan() && !overflowed && !underflowed).then_some(value)
+    let parsed = parse_c_double(text)?;
+    (!parsed.value.is_nan() && !parsed.out_of_range).then_some(parsed.value)
 }
 
 fn parse_score_or_reply(text: &[u8], error: &'static str) -> Result<f64, CommandError> {
@@ -856,10 +854,11 @@ mod tests {
 
     #[test]
     fn scores_parse_as_redis_reads_a_double() {
-        for (text, value) in [("1.5", 1.5), ("-3", -3.0), ("+inf", f64::INFINITY), ("-INF", f64::NEG_INFINITY), ("1e308", 1e308), (".5", 0.5), ("0e500", 0.0)] {
+        let hex = [("0x10", 16.0), ("-0X1.8p1", -3.0), ("0x1e5", 485.0), ("0x.8", 0.5), ("+0x1p-1074", f64::from_bits(1)), ("0x1p1023", 2f64.powi(1023))];
+        for (text, value) in [("1.5", 1.5), ("-3", -3.0), ("+inf", f64::INFINITY), ("-INF", f64::NEG_INFINITY), ("1e308", 1e308), (".5", 0.5), ("0e500", 0.0)].into_iter().chain(hex) {
             assert_eq!(parse_score(text.as_bytes()), Some(value), "{text}");
         }
-        for text in ["", " 1", "1 ", "nan", "1e400", "1e-400", "abc", "1e", "-"] {
+        for text in ["", " 1", "1 ", "nan", "1e400", "1e-400", "abc", "1e", "-", "0x", "0xg", "0x1p", "0x1p99999", "0x1p-99999", "0x 1", "0x1.8p1 "] {
             assert_eq!(parse_score(text.as_bytes()), None, "{text:?}");
         }
     }
