@@ -341,6 +341,15 @@ def test_client_commands(r, shared_server):
     assert listed[str(own_id)]["lib-name"] == "mylib"
     # redis-py 8 speaks RESP3 unless told otherwise.
     assert (listed[str(own_id)]["flags"], listed[str(own_id)]["multi"], listed[str(own_id)]["resp"]) == ("N", "-1", "3")
+    # A command with subcommands is named with its subcommand, as in Redis 7.
+    assert listed[str(own_id)]["cmd"] == "client|list"
+    assert " cmd=client|info " in r.execute_command("CLIENT", "INFO")
+    r.config_get("maxclients")
+    observer = shared_server.client(decode_responses=True)
+    assert observer.client_list(client_id=[own_id])[0]["cmd"] == "config|get"
+    r.get("any")
+    assert observer.client_list(client_id=[own_id])[0]["cmd"] == "get"
+    observer.close()
     assert [client["id"] for client in r.client_list(client_id=[own_id, 999999, own_id])] == [str(own_id)] * 2
     assert r.client_list(_type="normal") == r.client_list() and r.client_list(_type="pubsub") == []
     for arguments, error in [(["TYPE", "bogus"], "Unknown client type 'bogus'"), (["ID", "x"], "Invalid client ID"), (["ID"], "syntax error"),

@@ -260,7 +260,8 @@ fn check_and_run(args: Vec<Bytes>, session: &mut SessionState, shared: &Shared) 
         shared.command_stats.record_error_reply(error_text(&reply));
         return reply;
     };
-    *session.client.last_command.lock() = spec.name;
+    // CLIENT LIST's cmd=: `command|subcommand` for a command with subcommands, as in Redis 7.
+    *session.client.last_command.lock() = commands::stat_row(spec, &args).map_or(spec.name, |row| commands::stat_row_names()[row].as_str());
     if let Some(refusal) = refusal(spec, &args, session).or_else(|| refusal_while_subscribed(spec, &args, session)) {
         shared.command_stats.record_rejection(commands::stat_row(spec, &args), error_text(&refusal));
         return refusal;
