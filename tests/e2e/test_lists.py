@@ -203,6 +203,33 @@ def test_blocked_clients_are_served_in_the_order_they_blocked_as_in_redis(pair, 
     assert not after_three[0] and after_three[1] and after_three[2] and still_blocked == 0
 
 
+def test_a_blocked_pop_is_counted_and_monitored_once_however_often_it_looks_again(shared_server):
+    r = shared_server.client(decode_responses=True)
+    r.delete("once")
+    r.config_resetstat()
+    monitor = RawClient(shared_server.port)
+    assert monitor.exchange("MONITOR") == b"+OK\r\n"
+    waiter = RawClient(shared_server.port)
+    waiter.send("BLPOP", "once", "0")
+    wait_until(lambda: blocked_clients(r) == 1)
+    processed_before = r.info("stats")["total_commands_processed"]
+    for _ in range(3):
+        # A write to the key wakes the waiter, which finds the list empty again and waits on.
+        pipe = r.pipeline(transaction=True)
+        pipe.rpush("once", "taken").lpop("once").execute()
+        time.sleep(0.1)
+        assert blocked_clients(r) == 1
+    r.rpush("once", "served")
+    assert waiter.read() == b"*2\r\n$4\r\nonce\r\n$6\r\nserved\r\n"
+    assert r.info("commandstats")["cmdstat_blpop"]["calls"] == 1
+    # MULTI, RPUSH, LPOP, EXEC and INFO three times, then RPUSH and two INFOs (this one counts
+    # itself): nothing for BLPOP's looks.
+    assert r.info("stats")["total_commands_processed"] - processed_before == 3 * 5 + 3
+    assert monitor.read().count(b'"BLPOP"') == 1
+    waiter.close()
+    monitor.close()
+
+
 def test_a_blocked_client_that_leaves_or_is_unblocked_frees_its_wait(shared_server):
     watcher = shared_server.client(decode_responses=True)
     watcher.delete("never")

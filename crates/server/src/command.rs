@@ -373,8 +373,11 @@ pub fn run_measured(spec: &'static CommandSpec, args: &[Bytes], session: &mut Se
 
 /// Counts a command that ran for `elapsed` and answered `reply` in INFO commandstats (and
 /// errorstats), logs it when slow and shows it to monitors. EXEC is never logged, its commands
-/// are (as in Redis).
+/// are (as in Redis). A blocking pop run again after a wake was accounted for when it first ran.
 pub fn account(spec: &'static CommandSpec, args: &[Bytes], elapsed: Duration, reply: &Reply, session: &SessionState, shared: &Shared) {
+    if session.is_rerun_after_wake() {
+        return;
+    }
     let error = match reply {
         Reply::Error(text) => Some(text.as_ref()),
         _ => None,

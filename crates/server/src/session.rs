@@ -222,6 +222,13 @@ impl SessionState {
         self.client.database.store(number, Ordering::Relaxed);
     }
 
+    /// Whether the command running is a blocking pop run again after a wake: it was counted
+    /// (INFO commandstats, total_commands_processed), logged (SLOWLOG) and shown (MONITOR) when it
+    /// first ran, as Redis counts a blocked command once.
+    pub fn is_rerun_after_wake(&self) -> bool {
+        self.kept_registration.is_some()
+    }
+
     /// Whether the reply of the command that just ran is sent (CLIENT REPLY, SHUTDOWN); counts
     /// a skipped reply off.
     fn takes_reply(&mut self) -> bool {
@@ -253,7 +260,9 @@ pub fn execute(args: Vec<Bytes>, session: &mut SessionState, shared: &Shared) ->
 }
 
 fn check_and_run(args: Vec<Bytes>, session: &mut SessionState, shared: &Shared) -> Reply {
-    shared.stats.commands_processed.add(1);
+    if !session.is_rerun_after_wake() {
+        shared.stats.commands_processed.add(1);
+    }
     let Some(spec) = commands::lookup(&args[0]) else {
         session.fail_multi();
         let reply = unknown_command(&args);
