@@ -194,8 +194,18 @@ def reference_redis(tmp_path_factory):
 @pytest.fixture
 def pair(shared_server, reference_redis):
     """(hybridkv client, redis-server client), both decoding text, both databases emptied."""
-    ours = shared_server.client(decode_responses=True)
-    theirs = redis.Redis(port=reference_redis, decode_responses=True)
+    yield from emptied_pair(shared_server, reference_redis, decode_responses=True)
+
+
+@pytest.fixture
+def binary_pair(shared_server, reference_redis):
+    """(hybridkv client, redis-server client), both answering bytes, both databases emptied."""
+    yield from emptied_pair(shared_server, reference_redis, decode_responses=False)
+
+
+def emptied_pair(shared_server, reference_redis, decode_responses):
+    ours = shared_server.client(decode_responses=decode_responses)
+    theirs = redis.Redis(port=reference_redis, decode_responses=decode_responses)
     for client in (ours, theirs):
         client.flushall()
     yield ours, theirs

@@ -15,6 +15,7 @@ mod commands;
 mod config;
 mod glob;
 mod hash_layout;
+mod hyperloglog;
 mod info;
 mod keyspace_events;
 mod list_layout;
