@@ -392,6 +392,15 @@ def test_command_introspection(r):
     assert "set" in str(docs)
     assert r.command_getkeys("MSET", "a", "1", "b", "2") == ["a", "b"]
     assert len(r.command()) == count
+    # Subcommands are listed, described and documented as `container|sub`, as in Redis 7.
+    listed = raw_command(r, "COMMAND", "LIST")
+    assert len(listed) > count and "get" in listed and "client|list" in listed and "config|get" in listed
+    assert raw_command(r, "COMMAND", "LIST", "FILTERBY", "PATTERN", "CLIENT|LIS*") == ["client|list"]
+    assert raw_command(r, "COMMAND", "LIST", "FILTERBY", "ACLCAT", "hyperloglog") == ["pfadd", "pfcount", "pfmerge"]
+    assert raw_command(r, "COMMAND", "LIST", "FILTERBY", "MODULE", "any") == []
+    info = raw_command(r, "COMMAND", "INFO", "client|list", "CLIENT|nosuch", "nosuch|list")
+    assert info[0][:2] == ["client|list", -2] and info[1] is None and info[2] is None
+    assert "client|list" in str(raw_command(r, "COMMAND", "DOCS", "client|list"))
 
 
 def test_help_lists_the_subcommands_that_the_unknown_subcommand_error_points_to(r):

@@ -407,60 +407,105 @@ fn setting(call: &Call<'_>, name: &str, value: &[u8]) -> Result<Setting, Command
     }
 }
 
-/// One command's COMMAND INFO entry (the 10 fields of Redis 7).
-fn command_info(spec: &CommandSpec) -> Reply {
-    let mut flags = Vec::new();
-    if spec.has(WRITE) {
-        flags.push(Reply::simple("write"));
-    } else if spec.has(READONLY) {
-        flags.push(Reply::simple("readonly"));
-    }
-    if spec.has(ADMIN) {
-        flags.push(Reply::simple("admin"));
-    }
-    Reply::Array(vec![
-        Reply::bulk_text(spec.name),
-        Reply::Integer(i64::from(spec.arity)),
-        Reply::Set(flags),
-        Reply::Integer(spec.keys.first as i64),
-        Reply::Integer(spec.keys.last as i64),
-        Reply::Integer(spec.keys.step as i64),
-        Reply::Set(vec![Reply::bulk_text(&format!("@{}", spec.group))]),
-        Reply::Array(Vec::new()),
-        Reply::Array(Vec::new()),
-        Reply::Array(Vec::new()),
-    ])
+/// A command or a subcommand (`container|sub`) as COMMAND INFO and DOCS describe it.
+struct Described {
+    name: String,
+    arity: i32,
+    summary: &'static str,
+    /// The command's spec (a subcommand's container's): flags, keys, group.
+    spec: &'static CommandSpec,
 }
 
-fn command_docs(spec: &CommandSpec) -> Reply {
-    Reply::Map(vec![
-        (Reply::bulk_text("summary"), Reply::bulk_text(spec.summary)),
-        (Reply::bulk_text("since"), Reply::bulk_text("1.0.0")),
-        (Reply::bulk_text("group"), Reply::bulk_text(spec.group)),
-    ])
+impl Described {
+    fn of_command(spec: &'static CommandSpec) -> Described {
+        Described { name: spec.name.to_string(), arity: spec.arity, summary: spec.summary, spec }
+    }
+
+    /// The command or `container|sub` subcommand `name` names (any case), if it is one.
+    fn named(name: &[u8]) -> Option<Described> {
+        let text = String::from_utf8_lossy(name).to_ascii_lowercase();
+        let Some((container, sub)) = text.split_once('|') else { return super::lookup(name).map(Described::of_command) };
+        let spec = super::lookup(container.as_bytes())?;
+        let known = super::subcommands_of(spec.name).iter().find(|known| known.name == sub)?;
+        Some(Described { name: format!("{}|{}", spec.name, known.name), arity: known.arity, summary: known.summary, spec })
+    }
+
+    /// One COMMAND INFO entry (the 10 fields of Redis 7).
+    fn info(&self) -> Reply {
+        let spec = self.spec;
+        let mut flags = Vec::new();
+        if spec.has(WRITE) {
+            flags.push(Reply::simple("write"));
+        } else if spec.has(READONLY) {
+            flags.push(Reply::simple("readonly"));
+        }
+        if spec.has(ADMIN) {
+            flags.push(Reply::simple("admin"));
+        }
+        Reply::Array(vec![
+            Reply::bulk_text(&self.name),
+            Reply::Integer(i64::from(self.arity)),
+            Reply::Set(flags),
+            Reply::Integer(spec.keys.first as i64),
+            Reply::Integer(spec.keys.last as i64),
+            Reply::Integer(spec.keys.step as i64),
+            Reply::Set(vec![Reply::bulk_text(&format!("@{}", spec.group))]),
+            Reply::Array(Vec::new()),
+            Reply::Array(Vec::new()),
+            Reply::Array(Vec::new()),
+        ])
+    }
+
+    fn docs(&self) -> Reply {
+        Reply::Map(vec![
+            (Reply::bulk_text("summary"), Reply::bulk_text(self.summary)),
+            (Reply::bulk_text("since"), Reply::bulk_text("1.0.0")),
+            (Reply::bulk_text("group"), Reply::bulk_text(self.spec.group)),
+        ])
+    }
 }
 
-/// The specs named in `names`, or all of them when none are named.
-fn named_specs(names: &[Bytes]) -> Vec<(Bytes, Option<&'static CommandSpec>)> {
+/// What `names` name (None for an unknown name), or every command when none are named.
+fn named_commands(names: &[Bytes]) -> Vec<(Bytes, Option<Described>)> {
     if names.is_empty() {
-        return TABLE.iter().map(|spec| (Bytes::from_static(spec.name.as_bytes()), Some(spec))).collect();
+        return TABLE.iter().map(|spec| (Bytes::from_static(spec.name.as_bytes()), Some(Described::of_command(spec)))).collect();
     }
-    names.iter().map(|name| (name.clone(), super::lookup(name))).collect()
+    names.iter().map(|name| (name.clone(), Described::named(name))).collect()
+}
+
+/// COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN pattern]: every command and
+/// `container|sub` subcommand, as Redis 7 lists them; PATTERN matches the names in any case,
+/// ACLCAT the category COMMAND INFO gives (the command's group), MODULE nothing (no modules).
+fn command_list(filter: &[Bytes]) -> CommandResult {
+    let names = super::stat_row_names().iter().map(String::as_str);
+    let listed: Vec<&str> = match filter {
+        [] => names.collect(),
+        [by, kind, _] if is(by, "FILTERBY") && is(kind, "MODULE") => Vec::new(),
+        [by, kind, category] if is(by, "FILTERBY") && is(kind, "ACLCAT") => {
+            names.filter(|name| Described::named(name.as_bytes()).is_some_and(|described| is(category, described.spec.group))).collect()
+        }
+        [by, kind, pattern] if is(by, "FILTERBY") && is(kind, "PATTERN") => {
+            let pattern = pattern.to_ascii_lowercase();
+            names.filter(|name| glob_match(&pattern, name.as_bytes())).collect()
+        }
+        _ => return fail(SYNTAX_ERROR),
+    };
+    Ok(Reply::Array(listed.into_iter().map(Reply::bulk_text).collect()))
 }
 
 pub fn command(call: &mut Call<'_>) -> CommandResult {
     let Some(subcommand) = call.args.get(1) else {
-        return Ok(Reply::Array(TABLE.iter().map(command_info).collect()));
+        return Ok(Reply::Array(TABLE.iter().map(|spec| Described::of_command(spec).info()).collect()));
     };
     let subcommand = String::from_utf8_lossy(subcommand).to_ascii_lowercase();
     match subcommand.as_str() {
         "count" => Ok(Reply::Integer(TABLE.len() as i64)),
-        "list" => Ok(Reply::Array(TABLE.iter().map(|spec| Reply::bulk_text(spec.name)).collect())),
-        "info" => Ok(Reply::Array(named_specs(&call.args[2..]).into_iter().map(|(_, spec)| spec.map_or(Reply::Null, command_info)).collect())),
+        "list" => command_list(&call.args[2..]),
+        "info" => Ok(Reply::Array(named_commands(&call.args[2..]).into_iter().map(|(_, described)| described.map_or(Reply::Null, |described| described.info())).collect())),
         "docs" => Ok(Reply::Map(
-            named_specs(&call.args[2..])
+            named_commands(&call.args[2..])
                 .into_iter()
-                .filter_map(|(name, spec)| spec.map(|spec| (Reply::Bulk(name), command_docs(spec))))
+                .filter_map(|(name, described)| described.map(|described| (Reply::Bulk(name), described.docs())))
                 .collect(),
         )),
         "getkeys" => {

@@ -304,7 +304,7 @@ static SUBCOMMANDS: &[(&str, &[Subcommand])] = &[
     ]),
     ("command", &[
         subcommand("count", 2, "", "Return the number of commands in this server."),
-        subcommand("list", -2, "", "Return the names of all commands."),
+        subcommand("list", -2, "[FILTERBY (MODULE <module-name>|ACLCAT <category>|PATTERN <pattern>)]", "Return the names of all commands and subcommands, or those of a category (the group COMMAND INFO gives) or matching a pattern."),
         subcommand("info", -2, "[<command-name> ...]", "Return details about the named commands, or all of them."),
         subcommand("docs", -2, "[<command-name> ...]", "Return documentation about the named commands, or all of them."),
         subcommand("getkeys", -4, "<full-command>", "Return the keys in a full command."),
