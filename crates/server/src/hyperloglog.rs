@@ -148,10 +148,6 @@ impl Hll {
         (cache[7] & STALE_CACHE_BIT == 0).then(|| u64::from_le_bytes(cache))
     }
 
-    pub fn cache_cardinality(&mut self, cardinality: u64) {
-        self.bytes[CARDINALITY_AT..HEADER_BYTES].copy_from_slice(&cardinality.to_le_bytes());
-    }
-
     pub fn mark_cache_stale(&mut self) {
         self.bytes[HEADER_BYTES - 1] |= STALE_CACHE_BIT;
     }

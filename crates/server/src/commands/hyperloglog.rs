@@ -60,22 +60,20 @@ pub fn pfadd(call: &mut Call<'_>) -> CommandResult {
 }
 
 /// PFCOUNT key [key ...]: the estimated cardinality of the union. Of one key, the cached
-/// cardinality when it is valid, else computed and cached in the value (a write, as in Redis,
-/// though no event).
+/// cardinality when it is valid. Unlike Redis, a cardinality computed is not written back into
+/// the value: PFCOUNT stays a read (it keeps working when the namespace is out of space, and
+/// does not log a 12 KiB record per count); the value keeps its stale mark instead.
 pub fn pfcount(call: &mut Call<'_>) -> CommandResult {
-    if call.args.len() > 2 {
-        let (registers, _) = merged_registers(call, &call.args[1..])?;
-        return Ok(Reply::Integer(cardinality(&registers) as i64));
+    if let [key] = &call.args[1..] {
+        let Some((hll, _)) = read_hll(call.store, key)? else { return Ok(Reply::Integer(0)) };
+        let count = match hll.cached_cardinality() {
+            Some(cached) => cached,
+            None => cardinality(&hll.registers().or_else(refused)?),
+        };
+        return Ok(Reply::Integer(count as i64));
     }
-    let key = call.args[1].clone();
-    let Some((mut hll, expiry)) = read_hll(call.store, &key)? else { return Ok(Reply::Integer(0)) };
-    if let Some(cached) = hll.cached_cardinality() {
-        return Ok(Reply::Integer(cached as i64));
-    }
-    let count = cardinality(&hll.registers().or_else(refused)?);
-    hll.cache_cardinality(count);
-    write_hll(call, &key, hll, expiry)?;
-    Ok(Reply::Integer(count as i64))
+    let (registers, _) = merged_registers(call, &call.args[1..])?;
+    Ok(Reply::Integer(cardinality(&registers) as i64))
 }
 
 /// PFMERGE destkey [sourcekey ...]: the destination (one of the inputs) becomes the union,

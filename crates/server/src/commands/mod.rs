@@ -112,7 +112,7 @@ pub static TABLE: &[CommandSpec] = &[
     command!("substr", 4, KeySpec::ONE, READ, "string", "Returns a substring (GETRANGE's old name).", strings::getrange),
     command!("setrange", 4, KeySpec::ONE, WRITES, "string", "Overwrites part of a string at an offset.", strings::setrange),
     command!("pfadd", -2, KeySpec::ONE, WRITES, "hyperloglog", "Adds elements to a HyperLogLog key, creating it if needed.", hyperloglog::pfadd),
-    command!("pfcount", -2, KeySpec::ALL, WRITES, "hyperloglog", "Returns the approximated cardinality of the union of HyperLogLog keys (caches one key's in its value).", hyperloglog::pfcount),
+    command!("pfcount", -2, KeySpec::ALL, READ, "hyperloglog", "Returns the approximated cardinality of the union of HyperLogLog keys.", hyperloglog::pfcount),
     command!("pfmerge", -2, KeySpec::ALL, WRITES, "hyperloglog", "Merges HyperLogLog keys into the first.", hyperloglog::pfmerge),
     command!("lcs", -3, TWO, READ, "string", "Returns the longest common subsequence of two strings (LEN, IDX with MINMATCHLEN and WITHMATCHLEN).", lcs::lcs),
     command!("incr", 2, KeySpec::ONE, WRITES, "string", "Increments an integer by one.", strings::incr),
