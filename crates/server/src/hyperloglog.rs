@@ -181,7 +181,7 @@ impl Hll {
     /// Raises register `index` to `value` if it is lower: true when it changed. A sparse HLL is
     /// edited as Redis's hllSparseSet edits it, or made dense first when it must be.
     pub fn raise(&mut self, index: usize, value: u8) -> Result<bool, HllError> {
-        assert!(index < REGISTERS && value <= REGISTER_MAX, "register {index} value {value}");
+        assert!(index < REGISTERS && (1..=REGISTER_MAX).contains(&value), "register {index} value {value}");
         if self.is_dense() {
             return Ok(raise_dense(&mut self.bytes[HEADER_BYTES..], index, value));
         }

@@ -13,6 +13,9 @@ mod command;
 mod command_stats;
 mod commands;
 mod config;
+/// Entry points for the fuzz targets in fuzz/ (not an API).
+#[doc(hidden)]
+pub mod fuzzing;
 mod glob;
 mod hash_layout;
 mod hyperloglog;
