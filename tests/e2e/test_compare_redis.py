@@ -466,7 +466,7 @@ CASES = {
     ],
     "command list": [
         ["COMMAND", "LIST", "FILTERBY"], ["COMMAND", "LIST", "FILTERBY", "BOGUS", "x"], ["COMMAND", "LIST", "FILTERBY", "MODULE", "x"], ["COMMAND", "LIST", "x"],
-        ["COMMAND", "LIST", "FILTERBY", "PATTERN", "CLIENT|LIS*"], ["COMMAND", "LIST", "FILTERBY", "PATTERN", "x", "y"], ["COMMAND", "LIST", "FILTERBY", "pattern", "zrangeby*"],
+        ["COMMAND", "LIST", "FILTERBY", "PATTERN", "CLIENT|LIS*"], ["COMMAND", "LIST", "FILTERBY", "PATTERN", "x", "y"], ("sorted", ["COMMAND", "LIST", "FILTERBY", "pattern", "zrangeby*"]),
         ["COMMAND", "INFO", "client|nosuch"], ["COMMAND", "DOCS", "client|nosuch"],
     ],
     "session commands in transactions": [
