@@ -14,8 +14,9 @@
 //!
 //! Chunks aim at `chunk_bytes_target`: 4 KiB, growing with the list up to 64 KiB so that the
 //! root lists about `CHUNKS_TARGET` chunks. A push starts a new chunk when the end one is full;
-//! `save` splits a chunk that outgrew the target (LINSERT, LSET) and merges neighbours that
-//! fit in one. Part numbers stay dense (the engine finds parts from 0 up): `save` gives the
+//! `save` splits a chunk that outgrew the target (LINSERT, LSET) and merges changed neighbours
+//! that fit in one; a changed chunk left under a quarter of the target also takes in a stored
+//! neighbour that fits, so removals here and there leave no swarm of small chunks. Part numbers stay dense (the engine finds parts from 0 up): `save` gives the
 //! numbers freed by removed chunks to new chunks or to the chunks numbered past the new count.
 //!
 //! Every change rewrites the root (a new version for WATCH) in the command's one engine batch
@@ -37,6 +38,8 @@ pub const CHUNK_BYTES_TARGET_MAX: u64 = 64 * 1024;
 /// Chunks a list aims at before its chunks grow past `CHUNK_BYTES_TARGET_MIN`: the root holds
 /// 12 bytes per chunk and is rewritten by every change.
 pub const CHUNKS_TARGET: u64 = 1024;
+/// A changed chunk under this fraction of the target takes in a stored neighbour that fits.
+const SMALL_CHUNK_FRACTION: u64 = 4;
 
 /// The limits of one namespace's lists.
 #[derive(Clone, Copy, Debug)]
@@ -455,7 +458,7 @@ impl OpenList {
             store.put(&self.key, &encode_list(elements.iter()), self.expiry_unix_ms)?;
             return Ok(());
         }
-        self.resize_chunks();
+        self.resize_chunks(store)?;
         self.number_parts(store)?;
         let mut writes = Vec::new();
         for chunk in self.chunks.iter().filter(|chunk| chunk.dirty) {
@@ -488,14 +491,19 @@ impl OpenList {
     }
 
     /// Splits the chunks that grew past the target and merges changed neighbours that fit in
-    /// one; chunks not changed stay where they are (a write to a big list changes one or two).
-    fn resize_chunks(&mut self) {
+    /// one; a changed chunk left under a quarter of the target first takes in a stored
+    /// neighbour that fits with it. Other chunks stay where they are (a write to a big list
+    /// changes one or two).
+    fn resize_chunks(&mut self, store: &mut dyn KeyStore) -> Result<(), CommandError> {
         let target = self.limits.chunk_bytes_target(self.element_bytes);
         let mut at = 0;
         while at < self.chunks.len() {
             if !self.chunks[at].dirty {
                 at += 1;
                 continue;
+            }
+            if self.chunks[at].element_bytes < target / SMALL_CHUNK_FRACTION {
+                self.change_stored_neighbour_that_fits(store, at, target)?;
             }
             let fits_previous = at > 0 && self.chunks[at - 1].dirty && self.chunks[at - 1].element_bytes + self.chunks[at].element_bytes <= target;
             let chunk = self.chunks.remove(at).expect("at is in range");
@@ -510,6 +518,22 @@ impl OpenList {
                 at += 1;
             }
         }
+        Ok(())
+    }
+
+    /// Loads and marks changed the stored neighbour (previous first) that fits with the changed
+    /// chunk `at` within `target`, so that `resize_chunks` merges the two: chunks that lose
+    /// elements here and there (a sorted set's order index under ZREM) do not stay small, each
+    /// costing its root entry and a probe of every search.
+    fn change_stored_neighbour_that_fits(&mut self, store: &mut dyn KeyStore, at: usize, target: u64) -> Result<(), CommandError> {
+        let bytes = self.chunks[at].element_bytes;
+        let fits = |chunk: &Chunk| !chunk.dirty && chunk.element_bytes + bytes <= target;
+        let neighbour = [at.checked_sub(1), Some(at + 1)].into_iter().flatten().find(|&other| self.chunks.get(other).is_some_and(fits));
+        if let Some(other) = neighbour {
+            load(store, &self.key, &mut self.chunks[other])?;
+            self.chunks[other].dirty = true;
+        }
+        Ok(())
     }
 
     /// Gives every chunk a part in 0..chunk count: chunks already stored there keep theirs;

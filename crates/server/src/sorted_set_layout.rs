@@ -455,6 +455,25 @@ mod tests {
     }
 
     #[test]
+    fn members_removed_one_command_at_a_time_at_random_leave_no_swarm_of_small_chunks() {
+        let mut random = rand::rngs::StdRng::seed_from_u64(5);
+        let mut store = MemoryStore::default();
+        let members: Vec<Scored> = (0..12_000).map(|number| (Bytes::from(format!("element:{number:05}")), f64::from(number % 977))).collect();
+        OpenSortedSet::with_members(&key(), members.clone(), ORDER_LIMITS).save(&mut store, &hash_limits(), false).unwrap();
+        let mut left: Vec<Bytes> = members.into_iter().map(|(member, _)| member).collect();
+        while left.len() > 2_000 {
+            let member = left.swap_remove(random.gen_range(0..left.len()));
+            let mut set = OpenSortedSet::open(&mut store, &key(), ORDER_LIMITS).unwrap().unwrap();
+            assert!(set.remove(&mut store, &member).unwrap());
+            set.save(&mut store, &hash_limits(), false).unwrap();
+        }
+        let index_bytes: usize = store.parts.iter().filter(|((_, number), _)| *number > SECOND_PART_SPACE).map(|(_, bytes)| bytes.len()).sum();
+        let chunks = store.parts.keys().filter(|(_, number)| *number > SECOND_PART_SPACE).count();
+        assert!(chunks <= index_bytes / 1024 + 2, "{chunks} chunks for {index_bytes} bytes");
+        assert_eq!(stored(&mut store).len(), 2_000);
+    }
+
+    #[test]
     fn a_write_to_a_big_set_rewrites_a_bounded_number_of_records() {
         let mut store = MemoryStore::default();
         let members = (0..20_000).map(|number| (Bytes::from(format!("member:{number}")), f64::from(number % 100))).collect();
