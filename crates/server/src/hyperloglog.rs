@@ -14,8 +14,6 @@
 //! The cardinality is Ertl's estimator over the registers' histogram, computed as Redis computes
 //! it in doubles.
 
-use crate::values::CorruptValue;
-
 const MAGIC: &[u8; 4] = b"HYLL";
 pub const HEADER_BYTES: usize = 16;
 const ENCODING_AT: usize = 4;
@@ -362,12 +360,6 @@ fn tau(mut x: f64) -> f64 {
         if z == before {
             return z / 3.0;
         }
-    }
-}
-
-impl From<HllError> for CorruptValue {
-    fn from(_: HllError) -> CorruptValue {
-        CorruptValue("corrupted HyperLogLog")
     }
 }
 

@@ -439,6 +439,12 @@ mod tests {
         }
     }
 
+    /// The order index's chunks (parts of the second space past its root) and their bytes.
+    fn order_chunks(store: &MemoryStore) -> (usize, usize) {
+        let chunks: Vec<usize> = store.parts.iter().filter(|((_, number), _)| *number > SECOND_PART_SPACE).map(|(_, bytes)| bytes.len()).collect();
+        (chunks.len(), chunks.iter().sum())
+    }
+
     #[test]
     fn members_added_one_command_at_a_time_in_random_places_keep_the_index_in_half_full_chunks() {
         let mut random = rand::rngs::StdRng::seed_from_u64(3);
@@ -448,8 +454,7 @@ mod tests {
             set.set_score(&mut store, Bytes::from(format!("element:{number}")), f64::from(random.gen_range(0..100_000))).unwrap();
             set.save(&mut store, &hash_limits(), false).unwrap();
         }
-        let index_bytes: usize = store.parts.iter().filter(|((_, number), _)| *number > SECOND_PART_SPACE).map(|(_, bytes)| bytes.len()).sum();
-        let chunks = store.parts.keys().filter(|(_, number)| *number > SECOND_PART_SPACE).count();
+        let (chunks, index_bytes) = order_chunks(&store);
         assert!(chunks <= index_bytes / 2048 + 2, "{chunks} chunks for {index_bytes} bytes");
         assert_eq!(stored(&mut store).len(), 6_000);
     }
@@ -467,8 +472,7 @@ mod tests {
             assert!(set.remove(&mut store, &member).unwrap());
             set.save(&mut store, &hash_limits(), false).unwrap();
         }
-        let index_bytes: usize = store.parts.iter().filter(|((_, number), _)| *number > SECOND_PART_SPACE).map(|(_, bytes)| bytes.len()).sum();
-        let chunks = store.parts.keys().filter(|(_, number)| *number > SECOND_PART_SPACE).count();
+        let (chunks, index_bytes) = order_chunks(&store);
         assert!(chunks <= index_bytes / 1024 + 2, "{chunks} chunks for {index_bytes} bytes");
         assert_eq!(stored(&mut store).len(), 2_000);
     }
