@@ -68,6 +68,19 @@ def lex_bound(rng: random.Random) -> str:
     return rng.choice(["-", "+", "[m1", "(m1", "[m3", "(m5", "[", "m2"])
 
 
+def position(rng: random.Random) -> tuple[str, str]:
+    """A longitude and latitude: mostly near two places, sometimes out of range."""
+    return rng.choice([("13.361389", "38.115556"), ("15.087269", "37.502669"), ("13.5", "38"), ("-73.9", "40.7"), ("200", "0"), ("x", "1")])
+
+
+def geo_search_options(rng: random.Random) -> list[str]:
+    centre = rng.choice([["FROMMEMBER", rng.choice(MEMBERS)], ["FROMLONLAT", *position(rng)]])
+    extent = rng.choice([["BYRADIUS", rng.choice(["50", "300", "-1"]), "km"], ["BYBOX", "400", "200", rng.choice(["km", "mi"])]])
+    # No COUNT with a sort: members at one position tie, and Redis orders ties of a partial sort
+    # its own way (README).
+    return centre + extent + rng.choice([[], ["ASC"], ["DESC"], ["COUNT", "2", "ANY"]])
+
+
 def command(rng: random.Random) -> list[str]:
     key, other, field = rng.choice(KEYS), rng.choice(KEYS), rng.choice(FIELDS)
     choices = [
@@ -188,6 +201,12 @@ def command(rng: random.Random) -> list[str]:
         lambda: ["ZINTERCARD", "2", key, other],
         lambda: ["ZRANGESTORE", key, other, "0", rng.choice(["-1", "1"])],
         lambda: ["ZSCAN*", key] + rng.choice([[], ["MATCH", "m1*"], ["COUNT", "3"]]),
+        lambda: ["GEOADD", key] + rng.choice([[], [], ["NX"], ["XX", "CH"]]) + [word for _ in range(rng.randint(1, 2)) for word in (*position(rng), rng.choice(MEMBERS))],
+        lambda: [rng.choice(["GEOPOS", "GEOHASH"]), key, rng.choice(MEMBERS), rng.choice(MEMBERS)],
+        lambda: ["GEODIST", key, rng.choice(MEMBERS), rng.choice(MEMBERS)] + rng.choice([[], ["km"], ["MI"]]),
+        lambda: ["GEOSEARCH", key] + geo_search_options(rng) + rng.choice([[], ["WITHDIST"], ["WITHCOORD", "WITHHASH"]]),
+        lambda: ["GEOSEARCHSTORE", key, other] + geo_search_options(rng) + rng.choice([[], ["STOREDIST"]]),
+        lambda: ["GEORADIUS", key, *position(rng), rng.choice(["100", "5000"]), "km"] + rng.choice([[], ["WITHDIST", "ASC"], ["STORE", other]]),
         # Session commands: queued in MULTI too, where a bad subcommand discards the transaction.
         lambda: ["CLIENT", "SETNAME", rng.choice(["alpha", "beta"])],
         lambda: ["CLIENT", rng.choice(["GETNAME", "GETNAME", "NOSUCH"])] + rng.choice([[], [], ["extra"]]),

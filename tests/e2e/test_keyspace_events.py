@@ -55,6 +55,9 @@ COMMANDS = [
     ["ZINTERSTORE", "z5", "2", "z4", "z1"], ["ZDIFFSTORE", "z5", "1", "z4"], ["ZINTERSTORE", "z5", "2", "z4", "none1"],
     ["ZINTERSTORE", "z6", "2", "z4", "none1"], ["ZRANGESTORE", "z6", "z4", "0", "0"], ["ZRANGESTORE", "z6", "z4", "5", "6"],
     ["DUMP-RESTORE", "z4", "rs5"], ["ZREMRANGEBYSCORE", "z4", "-inf", "+inf"],
+    ["GEOADD", "g1", "13.361389", "38.115556", "Palermo", "15.087269", "37.502669", "Catania"], ["GEOADD", "g1", "NX", "1", "1", "Palermo"],
+    ["GEOSEARCHSTORE", "g2", "g1", "FROMMEMBER", "Palermo", "BYRADIUS", "200", "km"], ["GEORADIUS", "g1", "15", "37", "200", "km", "STOREDIST", "g3"],
+    ["GEOSEARCHSTORE", "g2", "g1", "FROMMEMBER", "Palermo", "BYRADIUS", "1", "m"], ["GEORADIUS", "none1", "15", "37", "1", "km", "STORE", "g3"],
     ["LCS", "a", "b"], ["GET", "nothing"], ["FLUSHDB"], ["SET", "x", "1"], ["FLUSHALL"], ["SET", "y", "1"],
     # A transaction's events are published at its commit, before the messages of the PUBLISHes
     # queued in it (Redis publishes each as its command runs): PUBLISH last orders both alike.

@@ -32,6 +32,9 @@ pub enum Reply {
     Map(Vec<(Reply, Reply)>),
     Set(Vec<Reply>),
     Double(f64),
+    /// A double already written as text (Redis's human form of a long double, GEOPOS):
+    /// `,text` in RESP3, a bulk string in RESP2.
+    DoubleText(String),
     Boolean(bool),
     /// Text with a three-letter format ("txt", "mkd").
     Verbatim { format: [u8; 3], text: Bytes },
@@ -119,6 +122,8 @@ pub fn encode(reply: &Reply, version: ProtocolVersion, output: &mut BytesMut) {
         }
         Reply::Double(value) if resp3 => line(output, b',', format_double(*value).as_bytes()),
         Reply::Double(value) => bulk(output, b'$', None, format_double(*value).as_bytes()),
+        Reply::DoubleText(text) if resp3 => line(output, b',', text.as_bytes()),
+        Reply::DoubleText(text) => bulk(output, b'$', None, text.as_bytes()),
         Reply::Boolean(value) if resp3 => output.put_slice(if *value { b"#t\r\n" } else { b"#f\r\n" }),
         Reply::Boolean(value) => line(output, b':', if *value { b"1" } else { b"0" }),
         Reply::Verbatim { format, text } if resp3 => bulk(output, b'=', Some(format), text),
@@ -229,6 +234,7 @@ mod tests {
         assert_eq!(both(&set), ("*1\r\n:7\r\n".into(), "~1\r\n:7\r\n".into()));
         assert_eq!(both(&Reply::Double(1.5)), ("$3\r\n1.5\r\n".into(), ",1.5\r\n".into()));
         assert_eq!(both(&Reply::Double(f64::INFINITY)).1, ",inf\r\n");
+        assert_eq!(both(&Reply::DoubleText("13.5".into())), ("$4\r\n13.5\r\n".into(), ",13.5\r\n".into()));
         assert_eq!(both(&Reply::Boolean(true)), (":1\r\n".into(), "#t\r\n".into()));
         let verbatim = Reply::Verbatim { format: *b"txt", text: Bytes::from_static(b"hi") };
         assert_eq!(both(&verbatim), ("$2\r\nhi\r\n".into(), "=6\r\ntxt:hi\r\n".into()));

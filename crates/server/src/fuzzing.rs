@@ -1,10 +1,12 @@
 //! What the fuzz target `server_values` (fuzz/fuzz_targets/server_values.rs) drives, and a unit
 //! test runs over random inputs: every decoder of the values the server stores, over arbitrary
 //! bytes. None may panic; a list chunk or hash bucket that decodes re-encodes to bytes that
-//! decode the same; an HLL whose registers decode is raised as the registers say.
+//! decode the same; an HLL whose registers decode is raised as the registers say; any score
+//! decodes to an indexable GEO position.
 
 use bytes::Bytes;
 
+use crate::geohash;
 use crate::hyperloglog::{Hll, REGISTERS};
 use crate::sorted_set_layout::decode_order_entry;
 use crate::values::{decode_list_chunk, decode_score, encode_list, list_chunk_last, HashRecord, Stored};
@@ -23,6 +25,17 @@ pub fn decode_stored_values(data: &[u8]) {
         assert_eq!(HashRecord::decode_bucket(&bucket.encode_bucket()).ok(), Some(bucket));
     }
     raise_hll_register(data);
+    decode_position(data);
+}
+
+/// Reads the data's first 8 bytes as a sorted-set score and decodes it as GEO commands do: any
+/// score (a member added by ZADD) is a position within the indexable limits.
+fn decode_position(data: &[u8]) {
+    let Some(bytes) = data.get(..8) else { return };
+    let score = f64::from_le_bytes(bytes.try_into().expect("8 bytes"));
+    let (longitude, latitude) = geohash::position_of(score);
+    assert!(geohash::is_indexable(longitude, latitude), "{score} decodes to {longitude},{latitude}");
+    assert_eq!(geohash::standard_geohash(score).len(), 11);
 }
 
 /// Parses `data` as an HLL and raises a register the data's first bytes choose.

@@ -16,6 +16,7 @@ mod config;
 /// Entry points for the fuzz targets in fuzz/ (not an API).
 #[doc(hidden)]
 pub mod fuzzing;
+mod geohash;
 mod glob;
 mod hash_layout;
 mod hyperloglog;

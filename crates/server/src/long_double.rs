@@ -7,7 +7,7 @@
 //! x87 type; the text in and out is checked and written here.
 
 use rustc_apfloat::ieee::{Double, X87DoubleExtended};
-use rustc_apfloat::{Float, Round, Status};
+use rustc_apfloat::{Float, FloatConvert, Round, Status};
 
 /// Redis refuses a float text this long or longer (`MAX_LONG_DOUBLE_CHARS`, the buffer its
 /// `string2ld` copies into).
@@ -60,6 +60,14 @@ impl LongDouble {
         let out_of_range = parsed.status.contains(Status::OVERFLOW) || value.is_infinite() || value.is_nan();
         let underflowed_to_zero = value.is_zero() && parsed.status.contains(Status::UNDERFLOW);
         (!out_of_range && !underflowed_to_zero).then_some(LongDouble(value))
+    }
+
+    /// A double's exact value (a long double holds every double).
+    pub fn from_f64(value: f64) -> LongDouble {
+        let mut loses_info = false;
+        let converted: X87DoubleExtended = Double::from_bits(u128::from(value.to_bits())).convert(&mut loses_info).value;
+        assert!(!loses_info, "the x87 format holds every double");
+        LongDouble(converted)
     }
 
     /// The sum, rounded to nearest as the x87 unit does.

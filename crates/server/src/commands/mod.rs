@@ -5,6 +5,7 @@ mod bitfield;
 mod bits;
 mod connection;
 mod dump;
+mod geo;
 mod hashes;
 mod hyperloglog;
 mod keys;
@@ -49,6 +50,9 @@ const TWO: KeySpec = KeySpec { first: 1, last: 2, step: 1 };
 /// SINTERCARD's, LMPOP's, ZMPOP's and ZUNION's keys follow their count (the options after them are taken for keys too: a
 /// transaction over a few more keys than needed).
 const AFTER_COUNT: KeySpec = KeySpec { first: 2, last: -1, step: 1 };
+/// GEORADIUS's STORE key may be any argument after its source: every argument is taken for a
+/// key (a transaction over a few more keys than needed).
+const STORE_IN_OPTIONS: KeySpec = KeySpec::ALL;
 /// BLPOP's and BRPOP's keys come before their timeout.
 const LAST_IS_TIMEOUT: KeySpec = KeySpec { first: 1, last: -2, step: 1 };
 /// BLMPOP's keys follow its timeout and their count (with its options, as for SINTERCARD).
@@ -240,6 +244,16 @@ pub static TABLE: &[CommandSpec] = &[
     command!("zinterstore", -4, KeySpec::ALL, WRITES, "sorted_set", "Stores the intersection of sorted sets and sets in a key (WEIGHTS AGGREGATE).", sorted_sets::zinterstore),
     command!("zdiffstore", -4, KeySpec::ALL, WRITES, "sorted_set", "Stores the difference of sorted sets in a key.", sorted_sets::zdiffstore),
     command!("zintercard", -3, AFTER_COUNT, READ_PARTS, "sorted_set", "Returns the size of the intersection of sorted sets and sets (LIMIT).", sorted_sets::zintercard),
+    command!("geoadd", -5, KeySpec::ONE, WRITES, "geo", "Adds members at positions to a sorted set, or moves them (NX XX CH).", geo::geoadd),
+    command!("geopos", -2, KeySpec::ONE, READ_PARTS, "geo", "Returns members' longitudes and latitudes.", geo::geopos),
+    command!("geodist", -4, KeySpec::ONE, READ_PARTS, "geo", "Returns the distance between two members (M KM FT MI).", geo::geodist),
+    command!("geohash", -2, KeySpec::ONE, READ_PARTS, "geo", "Returns members' positions as standard geohash strings.", geo::geohash),
+    command!("geosearch", -7, KeySpec::ONE, READ_PARTS, "geo", "Returns the members within a radius or a box around a member or a position (ASC DESC COUNT ANY WITHCOORD WITHDIST WITHHASH).", geo::geosearch),
+    command!("geosearchstore", -8, TWO, WRITES, "geo", "Stores the members a GEOSEARCH finds, with their positions or distances (STOREDIST), in a key.", geo::geosearchstore),
+    command!("georadius", -6, STORE_IN_OPTIONS, WRITES, "geo", "Returns (or STOREs) the members within a radius of a position (deprecated: GEOSEARCH).", geo::georadius),
+    command!("georadius_ro", -6, KeySpec::ONE, READ_PARTS, "geo", "GEORADIUS without STORE.", geo::georadius_ro),
+    command!("georadiusbymember", -5, STORE_IN_OPTIONS, WRITES, "geo", "Returns (or STOREs) the members within a radius of a member (deprecated: GEOSEARCH).", geo::georadiusbymember),
+    command!("georadiusbymember_ro", -5, KeySpec::ONE, READ_PARTS, "geo", "GEORADIUSBYMEMBER without STORE.", geo::georadiusbymember_ro),
     command!("subscribe", -2, KeySpec::NONE, 0, "pubsub", "Listens for messages published to channels (not inside MULTI).", pubsub::subscribe),
     command!("psubscribe", -2, KeySpec::NONE, 0, "pubsub", "Listens for messages published to channels matching glob patterns (not inside MULTI).", pubsub::psubscribe),
     command!("ssubscribe", -2, KeySpec::NONE, 0, "pubsub", "Listens for messages published to shard channels (not inside MULTI).", pubsub::ssubscribe),
@@ -410,13 +424,15 @@ pub fn stat_row_names() -> &'static [String] {
     })
 }
 
-/// Longest command name in the table; longer names cannot match.
-const COMMAND_NAME_BYTES_MAX: usize = 16;
+/// Longest command name in the table (georadiusbymember_ro); longer names cannot match.
+const COMMAND_NAME_BYTES_MAX: usize = 24;
+/// A name's code: its first 16 bytes and the next 8, each as one number.
+type NameCode = (u128, u64);
 
 /// The spec of a command name, case-insensitively: a binary search over the table by name code
 /// (it runs for every request; a map with the default SipHash cost more, see docs/design/server.md).
 pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
-    static BY_CODE: OnceLock<Vec<(u128, &'static CommandSpec)>> = OnceLock::new();
+    static BY_CODE: OnceLock<Vec<(NameCode, &'static CommandSpec)>> = OnceLock::new();
     let by_code = BY_CODE.get_or_init(|| {
         let mut by_code: Vec<_> = TABLE.iter().map(|spec| (name_code(spec.name.as_bytes()).expect("a valid name"), spec)).collect();
         by_code.sort_unstable_by_key(|(code, _)| *code);
@@ -426,16 +442,17 @@ pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
     by_code.binary_search_by_key(&code, |(code, _)| *code).ok().map(|at| by_code[at].1)
 }
 
-/// A command name lowercased and zero-padded to COMMAND_NAME_BYTES_MAX bytes, as one number;
+/// A command name lowercased and zero-padded to COMMAND_NAME_BYTES_MAX bytes, as numbers;
 /// None for a name no command has (too long, or with a zero byte, which padding would hide).
-fn name_code(name: &[u8]) -> Option<u128> {
+fn name_code(name: &[u8]) -> Option<NameCode> {
     if name.len() > COMMAND_NAME_BYTES_MAX || name.contains(&0) {
         return None;
     }
     let mut lowered = [0u8; COMMAND_NAME_BYTES_MAX];
     lowered[..name.len()].copy_from_slice(name);
     lowered.make_ascii_lowercase();
-    Some(u128::from_le_bytes(lowered))
+    let (head, tail) = lowered.split_at(16);
+    Some((u128::from_le_bytes(head.try_into().expect("16 bytes")), u64::from_le_bytes(tail.try_into().expect("8 bytes"))))
 }
 
 /// Case-insensitive comparison of an argument with an option name.

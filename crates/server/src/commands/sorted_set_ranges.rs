@@ -99,6 +99,11 @@ pub(super) enum Range {
 }
 
 impl Range {
+    /// The scores from `min` up to `max`, `max` excluded.
+    pub(super) fn from_up_to(min: f64, max: f64) -> Range {
+        Range::Score(ScoreBound { value: min, exclusive: false }, ScoreBound { value: max, exclusive: true })
+    }
+
     /// Redis's test for a range no member can be in (min above max, or equal and one excluded).
     pub(super) fn is_empty(&self) -> bool {
         match self {

@@ -32,7 +32,7 @@ fn order_limits(call: &Call<'_>) -> ListLimits {
     order_index_limits(call.namespace.config().value_bytes_max, call.store.parts_per_key_max())
 }
 
-fn open(call: &mut Call<'_>, key: &Bytes) -> Result<Option<OpenSortedSet>, CommandError> {
+pub(super) fn open(call: &mut Call<'_>, key: &Bytes) -> Result<Option<OpenSortedSet>, CommandError> {
     let limits = order_limits(call);
     OpenSortedSet::open(call.store, key, limits)
 }
@@ -53,7 +53,7 @@ pub(super) fn parse_score(text: &[u8]) -> Option<f64> {
     (!parsed.value.is_nan() && !parsed.out_of_range).then_some(parsed.value)
 }
 
-fn parse_score_or_reply(text: &[u8], error: &'static str) -> Result<f64, CommandError> {
+pub(super) fn parse_score_or_reply(text: &[u8], error: &'static str) -> Result<f64, CommandError> {
     parse_score(text).map_or_else(|| fail(error), Ok)
 }
 
@@ -103,30 +103,35 @@ fn nested_pairs(members: Vec<Scored>) -> Reply {
     Reply::Array(members.into_iter().map(|(member, score)| Reply::Array(vec![Reply::Bulk(member), score_reply(score)])).collect())
 }
 
-/// ZADD's options.
+/// ZADD's options (GEOADD's NX, XX and CH too).
 #[derive(Default)]
-struct AddOptions {
-    only_new: bool,
-    only_existing: bool,
+pub(super) struct AddOptions {
+    pub only_new: bool,
+    pub only_existing: bool,
     only_greater: bool,
     only_less: bool,
     count_changed: bool,
     increment: bool,
 }
 
-/// ZADD's options from the third argument on, and where the score/member pairs start.
-fn parse_add_options(args: &[Bytes]) -> (AddOptions, usize) {
+/// ZADD's options.
+const ZADD_OPTIONS: &[&str] = &["NX", "XX", "GT", "LT", "CH", "INCR"];
+/// GEOADD's.
+pub(super) const GEOADD_OPTIONS: &[&str] = &["NX", "XX", "CH"];
+
+/// The options among `accepted` from the third argument on, and where what follows them starts.
+pub(super) fn parse_add_options(args: &[Bytes], accepted: &[&str]) -> (AddOptions, usize) {
     let mut options = AddOptions::default();
     let mut at = 2;
-    while let Some(word) = args.get(at) {
-        let flag = match () {
-            _ if is(word, "NX") => &mut options.only_new,
-            _ if is(word, "XX") => &mut options.only_existing,
-            _ if is(word, "GT") => &mut options.only_greater,
-            _ if is(word, "LT") => &mut options.only_less,
-            _ if is(word, "CH") => &mut options.count_changed,
-            _ if is(word, "INCR") => &mut options.increment,
-            _ => break,
+    while let Some(&name) = args.get(at).and_then(|word| accepted.iter().find(|name| is(word, name))) {
+        let flag = match name {
+            "NX" => &mut options.only_new,
+            "XX" => &mut options.only_existing,
+            "GT" => &mut options.only_greater,
+            "LT" => &mut options.only_less,
+            "CH" => &mut options.count_changed,
+            "INCR" => &mut options.increment,
+            _ => unreachable!("an option of ZADD_OPTIONS"),
         };
         *flag = true;
         at += 1;
@@ -161,13 +166,19 @@ struct AddCounts {
 /// score, then the key's type). A set gaining or changing nothing is not rewritten.
 fn add_members(call: &mut Call<'_>, zincrby: bool) -> CommandResult {
     let args = call.args;
-    let (options, first_pair) = if zincrby { (AddOptions { increment: true, ..AddOptions::default() }, 2) } else { parse_add_options(args) };
+    let (options, first_pair) = if zincrby { (AddOptions { increment: true, ..AddOptions::default() }, 2) } else { parse_add_options(args, ZADD_OPTIONS) };
     let pairs = &args[first_pair..];
     if pairs.is_empty() || !pairs.len().is_multiple_of(2) {
         return fail(SYNTAX_ERROR);
     }
     check_add_options(&options, pairs.len() / 2)?;
-    let scores = pairs.chunks(2).map(|pair| parse_score_or_reply(&pair[0], NOT_FLOAT)).collect::<Result<Vec<f64>, _>>()?;
+    let members = pairs.chunks(2).map(|pair| Ok((pair[1].clone(), parse_score_or_reply(&pair[0], NOT_FLOAT)?))).collect::<Result<Vec<Scored>, CommandError>>()?;
+    add_scored(call, &options, members)
+}
+
+/// Adds or updates `members` (scores checked) of the sorted set at the command's key as ZADD
+/// with `options` does (GEOADD's end too); event `zadd` (`zincr` for INCR). Answers as ZADD.
+pub(super) fn add_scored(call: &mut Call<'_>, options: &AddOptions, members: Vec<Scored>) -> CommandResult {
     let key = call.args[1].clone();
     let mut counts = AddCounts { added: 0, updated: 0, processed: 0, score: 0.0 };
     let set = match open(call, &key)? {
@@ -176,8 +187,8 @@ fn add_members(call: &mut Call<'_>, zincrby: bool) -> CommandResult {
         None => Some(OpenSortedSet::with_members(&key, Vec::new(), order_limits(call))),
     };
     if let Some(mut set) = set {
-        for (pair, score) in pairs.chunks(2).zip(scores) {
-            add_member(call, &mut set, &options, pair[1].clone(), score, &mut counts)?;
+        for (member, score) in members {
+            add_member(call, &mut set, options, member, score, &mut counts)?;
         }
         if counts.added + counts.updated > 0 {
             save_sorted(call, set)?;
@@ -247,7 +258,7 @@ pub fn zcard(call: &mut Call<'_>) -> CommandResult {
     Ok(Reply::Integer(open(call, &key)?.map_or(0, |set| set.len() as i64)))
 }
 
-fn score_of(call: &mut Call<'_>, set: &mut Option<OpenSortedSet>, member: &[u8]) -> Result<Option<f64>, CommandError> {
+pub(super) fn score_of(call: &mut Call<'_>, set: &mut Option<OpenSortedSet>, member: &[u8]) -> Result<Option<f64>, CommandError> {
     match set {
         Some(set) => set.score(call.store, member),
         None => Ok(None),
@@ -357,6 +368,11 @@ fn selected(call: &mut Call<'_>, set: &mut OpenSortedSet, range: &Range, reverse
     Ok(members)
 }
 
+/// The members with scores from `min` up to `max` (excluded), in Redis's order (a GEO cell).
+pub(super) fn members_scored_from_up_to(call: &mut Call<'_>, set: &mut OpenSortedSet, min: f64, max: f64) -> Result<Vec<Scored>, CommandError> {
+    selected(call, set, &Range::from_up_to(min, max), false, NO_LIMIT)
+}
+
 /// The ranks (ascending) a range selects from a bucketed set; None when none.
 fn searched_ranks(call: &mut Call<'_>, set: &mut OpenSortedSet, range: &Range, reverse: bool, limit: Limit) -> Result<Option<std::ops::Range<u64>>, CommandError> {
     let len = set.len();
@@ -426,7 +442,7 @@ pub fn zrangestore(call: &mut Call<'_>) -> CommandResult {
 
 /// Writes `members` (distinct) as the sorted set at `target` in place of whatever it held
 /// (`replace_key`).
-fn store_members(call: &mut Call<'_>, target: &Bytes, members: Vec<Scored>, event: &'static str) -> CommandResult {
+pub(super) fn store_members(call: &mut Call<'_>, target: &Bytes, members: Vec<Scored>, event: &'static str) -> CommandResult {
     replace_key(call, target, members.len(), ZSET, event, |call| restore(call, target, members))
 }
 
