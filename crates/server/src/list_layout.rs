@@ -496,14 +496,17 @@ impl OpenList {
     /// changes one or two).
     fn resize_chunks(&mut self, store: &mut dyn KeyStore) -> Result<(), CommandError> {
         let target = self.limits.chunk_bytes_target(self.element_bytes);
+        // Only the chunks the command changed take in a neighbour: a neighbour taken in does
+        // not take in the next, or a list of small chunks would be rewritten whole at once.
+        let small_changed: Vec<usize> = (0..self.chunks.len()).filter(|&at| self.chunks[at].dirty && self.chunks[at].element_bytes < target / SMALL_CHUNK_FRACTION).collect();
+        for at in small_changed {
+            self.change_stored_neighbour_that_fits(store, at, target)?;
+        }
         let mut at = 0;
         while at < self.chunks.len() {
             if !self.chunks[at].dirty {
                 at += 1;
                 continue;
-            }
-            if self.chunks[at].element_bytes < target / SMALL_CHUNK_FRACTION {
-                self.change_stored_neighbour_that_fits(store, at, target)?;
             }
             let fits_previous = at > 0 && self.chunks[at - 1].dirty && self.chunks[at - 1].element_bytes + self.chunks[at].element_bytes <= target;
             let chunk = self.chunks.remove(at).expect("at is in range");
@@ -832,6 +835,30 @@ mod tests {
         }
         let mut list = open(&mut store);
         assert_eq!(list.get(&mut store, 31_337).unwrap().as_ref(), b"element:31337");
+    }
+
+    #[test]
+    fn a_pop_next_to_many_small_chunks_merges_one_neighbour_not_all_of_them() {
+        // A list that grew one push at a time keeps the small chunks it made while the target
+        // was small: popping through them must not take in neighbour after neighbour.
+        let limits = ListLimits { value_bytes_max: 1 << 20, chunks_max: 4096, chunks_target: 16 };
+        let mut store = MemoryStore::default();
+        let element = Bytes::from(vec![b'x'; 440]);
+        for _ in 0..2_400 {
+            let mut list = OpenList::open_or_new(&mut store, &key(), limits).unwrap();
+            list.push(&mut store, End::Tail, element.clone()).unwrap();
+            list.save(&mut store).unwrap();
+        }
+        let chunks_after_growth = store.parts.len();
+        assert!(chunks_after_growth > 30, "{chunks_after_growth} chunks");
+        for _ in 0..1_200 {
+            let before = store.part_writes;
+            let mut list = OpenList::open(&mut store, &key(), limits).unwrap().unwrap();
+            list.pop(&mut store, End::Head).unwrap();
+            list.save(&mut store).unwrap();
+            assert!(store.part_writes - before <= 3, "{} parts written by one pop", store.part_writes - before);
+        }
+        assert_well_formed(&store);
     }
 
     #[test]
