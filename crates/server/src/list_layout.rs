@@ -837,18 +837,23 @@ mod tests {
         assert_eq!(list.get(&mut store, 31_337).unwrap().as_ref(), b"element:31337");
     }
 
+    /// Pushes `element` at the tail `count` times, one command each, as clients fill a list:
+    /// small, then chunked.
+    fn push_one_per_command(store: &mut MemoryStore, limits: ListLimits, element: &Bytes, count: usize) {
+        for _ in 0..count {
+            let mut list = OpenList::open_or_new(store, &key(), limits).unwrap();
+            list.push(store, End::Tail, element.clone()).unwrap();
+            list.save(store).unwrap();
+        }
+    }
+
     #[test]
     fn a_pop_next_to_many_small_chunks_merges_one_neighbour_not_all_of_them() {
         // A list that grew one push at a time keeps the small chunks it made while the target
         // was small: popping through them must not take in neighbour after neighbour.
         let limits = ListLimits { value_bytes_max: 1 << 20, chunks_max: 4096, chunks_target: 16 };
         let mut store = MemoryStore::default();
-        let element = Bytes::from(vec![b'x'; 440]);
-        for _ in 0..2_400 {
-            let mut list = OpenList::open_or_new(&mut store, &key(), limits).unwrap();
-            list.push(&mut store, End::Tail, element.clone()).unwrap();
-            list.save(&mut store).unwrap();
-        }
+        push_one_per_command(&mut store, limits, &Bytes::from(vec![b'x'; 440]), 2_400);
         let chunks_after_growth = store.parts.len();
         assert!(chunks_after_growth > 30, "{chunks_after_growth} chunks");
         for _ in 0..1_200 {
@@ -866,12 +871,7 @@ mod tests {
         let limits = ListLimits::new(1 << 20, 20);
         let mut store = MemoryStore::default();
         let element = Bytes::from(vec![b'x'; 1000]);
-        // One push per command, as clients fill a list: small, then chunked.
-        for _ in 0..80 {
-            let mut list = OpenList::open_or_new(&mut store, &key(), limits).unwrap();
-            list.push(&mut store, End::Tail, element.clone()).unwrap();
-            list.save(&mut store).unwrap();
-        }
+        push_one_per_command(&mut store, limits, &element, 80);
         let mut list = OpenList::open(&mut store, &key(), limits).unwrap().unwrap();
         for _ in 0..4 {
             list.push(&mut store, End::Tail, element.clone()).unwrap();
