@@ -29,6 +29,7 @@ mod memory_store;
 mod monitor;
 mod pause;
 mod pubsub;
+mod script_cache;
 mod server;
 mod session;
 mod shared;

@@ -19,6 +19,7 @@ use crate::monitor::Monitors;
 use crate::keyspace_events::KeyspaceEvents;
 use crate::pause::ClientPause;
 use crate::pubsub::PubSub;
+use crate::script_cache::ScriptCache;
 use crate::tracking::{Tracking, TrackingOptions};
 use crate::slowlog::SlowLog;
 use crate::watch::WatchRegistry;
@@ -68,6 +69,8 @@ pub struct Shared {
     pub pause: ClientPause,
     /// Clients blocked in a blocking list pop, by key.
     pub blocked_keys: BlockedKeys,
+    /// EVAL's and SCRIPT LOAD's scripts, for EVALSHA.
+    pub scripts: ScriptCache,
 }
 
 impl Shared {
@@ -97,6 +100,7 @@ impl Shared {
             device_read_tasks: Mutex::new(Vec::new()),
             pause: ClientPause::default(),
             blocked_keys: BlockedKeys::default(),
+            scripts: ScriptCache::default(),
             database,
         }
     }

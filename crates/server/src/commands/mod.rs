@@ -12,6 +12,7 @@ mod keys;
 mod lcs;
 mod lists;
 mod pubsub;
+mod scripting;
 mod sets;
 mod sorted_set_ranges;
 mod sorted_sets;
@@ -53,6 +54,9 @@ const AFTER_COUNT: KeySpec = KeySpec { first: 2, last: -1, step: 1 };
 /// GEORADIUS's STORE key may be any argument after its source: every argument is taken for a
 /// key (a transaction over a few more keys than needed).
 const STORE_IN_OPTIONS: KeySpec = KeySpec::ALL;
+/// EVAL's keys follow its script and their count; its arguments after them are taken for keys
+/// too (a transaction over a few more keys than needed).
+const AFTER_NUMKEYS: KeySpec = KeySpec { first: 3, last: -1, step: 1 };
 /// BLPOP's and BRPOP's keys come before their timeout.
 const LAST_IS_TIMEOUT: KeySpec = KeySpec { first: 1, last: -2, step: 1 };
 /// BLMPOP's keys follow its timeout and their count (with its options, as for SINTERCARD).
@@ -254,6 +258,11 @@ pub static TABLE: &[CommandSpec] = &[
     command!("georadius_ro", -6, KeySpec::ONE, READ_PARTS, "geo", "GEORADIUS without STORE.", geo::georadius_ro),
     command!("georadiusbymember", -5, STORE_IN_OPTIONS, WRITES, "geo", "Returns (or STOREs) the members within a radius of a member (deprecated: GEOSEARCH).", geo::georadiusbymember),
     command!("georadiusbymember_ro", -5, KeySpec::ONE, READ_PARTS, "geo", "GEORADIUSBYMEMBER without STORE.", geo::georadiusbymember_ro),
+    command!("eval", -3, AFTER_NUMKEYS, WRITES, "scripting", "Runs a Lua script as one command over the keys it declares.", scripting::eval),
+    command!("evalsha", -3, AFTER_NUMKEYS, WRITES, "scripting", "Runs a cached Lua script by its SHA-1.", scripting::evalsha),
+    command!("eval_ro", -3, AFTER_NUMKEYS, READ_PARTS, "scripting", "Runs a Lua script that may only read.", scripting::eval_ro),
+    command!("evalsha_ro", -3, AFTER_NUMKEYS, READ_PARTS, "scripting", "Runs a cached Lua script that may only read.", scripting::evalsha_ro),
+    command!("script", -2, KeySpec::NONE, SESSION_OR_SERVER, "scripting", "Script cache commands (LOAD EXISTS FLUSH KILL).", scripting::script),
     command!("subscribe", -2, KeySpec::NONE, 0, "pubsub", "Listens for messages published to channels (not inside MULTI).", pubsub::subscribe),
     command!("psubscribe", -2, KeySpec::NONE, 0, "pubsub", "Listens for messages published to channels matching glob patterns (not inside MULTI).", pubsub::psubscribe),
     command!("ssubscribe", -2, KeySpec::NONE, 0, "pubsub", "Listens for messages published to shard channels (not inside MULTI).", pubsub::ssubscribe),
@@ -307,6 +316,13 @@ static SUBCOMMANDS: &[(&str, &[Subcommand])] = &[
         subcommand("caching", 3, "<YES|NO>", "Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes."),
         subcommand("no-evict", 3, "<ON|OFF>", "Accepted for compatibility; changes nothing."),
         subcommand("no-touch", 3, "<ON|OFF>", "Accepted for compatibility; changes nothing."),
+        subcommand("help", 2, "", "Print this help."),
+    ]),
+    ("script", &[
+        subcommand("load", 3, "<script>", "Load a script into the scripts cache without executing it."),
+        subcommand("exists", -3, "<sha1> [<sha1> ...]", "Return information about the existence of the scripts in the script cache."),
+        subcommand("flush", -2, "[ASYNC|SYNC]", "Flush the Lua scripts cache."),
+        subcommand("kill", 2, "", "Kill the currently executing Lua script (none ever is: scripts run within their command)."),
         subcommand("help", 2, "", "Print this help."),
     ]),
     ("config", &[
