@@ -68,6 +68,17 @@ def lex_bound(rng: random.Random) -> str:
     return rng.choice(["-", "+", "[m1", "(m1", "[m3", "(m5", "[", "m2"])
 
 
+# Scripts over KEYS[1], KEYS[2] and ARGV[1]: reads, writes, errors raised and caught.
+SCRIPTS = [
+    "return redis.call('get', KEYS[1])",
+    "redis.call('set', KEYS[1], ARGV[1]) return redis.call('append', KEYS[2], ARGV[1])",
+    "return {redis.call('incr', KEYS[1]), redis.call('type', KEYS[2])}",
+    "return redis.pcall('lpush', KEYS[1], ARGV[1])",
+    "redis.call('rpush', KEYS[1], ARGV[1]) return redis.call('lrange', KEYS[1], 0, -1)",
+    "return redis.call('zadd', KEYS[2], 1, ARGV[1])",
+]
+
+
 def position(rng: random.Random) -> tuple[str, str]:
     """A longitude and latitude: mostly near two places, sometimes out of range."""
     return rng.choice([("13.361389", "38.115556"), ("15.087269", "37.502669"), ("13.5", "38"), ("-73.9", "40.7"), ("200", "0"), ("x", "1")])
@@ -207,6 +218,7 @@ def command(rng: random.Random) -> list[str]:
         lambda: ["GEOSEARCH", key] + geo_search_options(rng) + rng.choice([[], ["WITHDIST"], ["WITHCOORD", "WITHHASH"]]),
         lambda: ["GEOSEARCHSTORE", key, other] + geo_search_options(rng) + rng.choice([[], ["STOREDIST"]]),
         lambda: ["GEORADIUS", key, *position(rng), rng.choice(["100", "5000"]), "km"] + rng.choice([[], ["WITHDIST", "ASC"], ["STORE", other]]),
+        lambda: ["EVAL", rng.choice(SCRIPTS), "2", key, other, value(rng)],
         # Session commands: queued in MULTI too, where a bad subcommand discards the transaction.
         lambda: ["CLIENT", "SETNAME", rng.choice(["alpha", "beta"])],
         lambda: ["CLIENT", rng.choice(["GETNAME", "GETNAME", "NOSUCH"])] + rng.choice([[], [], ["extra"]]),

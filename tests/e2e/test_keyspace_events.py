@@ -58,6 +58,8 @@ COMMANDS = [
     ["GEOADD", "g1", "13.361389", "38.115556", "Palermo", "15.087269", "37.502669", "Catania"], ["GEOADD", "g1", "NX", "1", "1", "Palermo"],
     ["GEOSEARCHSTORE", "g2", "g1", "FROMMEMBER", "Palermo", "BYRADIUS", "200", "km"], ["GEORADIUS", "g1", "15", "37", "200", "km", "STOREDIST", "g3"],
     ["GEOSEARCHSTORE", "g2", "g1", "FROMMEMBER", "Palermo", "BYRADIUS", "1", "m"], ["GEORADIUS", "none1", "15", "37", "1", "km", "STORE", "g3"],
+    ["EVAL", "redis.call('set', KEYS[1], 'v') redis.call('expire', KEYS[1], 100) redis.call('del', KEYS[1]) return redis.call('lpush', KEYS[2], 'x')", "2", "s1", "s2"],
+    ["EVAL", "return redis.pcall('incr', KEYS[1])", "1", "s2"],
     ["LCS", "a", "b"], ["GET", "nothing"], ["FLUSHDB"], ["SET", "x", "1"], ["FLUSHALL"], ["SET", "y", "1"],
     # A transaction's events are published at its commit, before the messages of the PUBLISHes
     # queued in it (Redis publishes each as its command runs): PUBLISH last orders both alike.
