@@ -23,7 +23,7 @@ use hybridkv_engine::EngineError;
 use hybridkv_resp::{format_double, ProtocolVersion, Reply};
 use mlua::{Function, HookTriggers, Lua, LuaOptions, LuaString, MultiValue, StdLib, Table, Value, VmState};
 
-use super::{is, lookup, parse_integer, subcommand_help, unknown_subcommand};
+use super::{check_subcommand, is, lookup, parse_integer, subcommand_help, unknown_subcommand};
 use crate::command::{fail, Call, CommandError, CommandResult, CommandSpec, AFTER_TRANSACTION, BLOCKS_ON_KEYS, CROSSES_DATABASES, IN_MULTI, TRANSACTION_CONTROL, WHOLE_KEYSPACE, WRITE};
 use crate::script_cache::sha1_hex;
 
@@ -293,6 +293,8 @@ fn run_nested(call: &mut Call<'_>, args: &[Bytes], context: Nested) -> CommandRe
     if !spec.arity_ok(args.len()) {
         return fail("ERR Wrong number of args calling Redis command from script");
     }
+    // Sessions check a subcommand's arity before its handler runs; so does a script.
+    check_subcommand(spec, args)?;
     check_allowed(spec, args, context)?;
     let mut nested = Call { args, session: &mut *call.session, shared: call.shared, namespace: call.namespace, store: &mut *call.store };
     match (spec.handler)(&mut nested) {
