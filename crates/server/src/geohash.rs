@@ -159,9 +159,16 @@ pub fn score_of(longitude: f64, latitude: f64) -> u64 {
 /// 2^63 through a signed conversion (so -1 is all ones), from 2^63 on by subtracting 2^63
 /// first; a signed conversion out of range (NaN too) is the "integer indefinite" 2^63.
 fn score_bits(score: f64) -> u64 {
-    const TWO_TO_63: f64 = 9_223_372_036_854_775_808.0;
-    let signed = |value: f64| if (-TWO_TO_63..TWO_TO_63).contains(&value) { value as i64 as u64 } else { 1 << 63 };
-    if score >= TWO_TO_63 { signed(score - TWO_TO_63) ^ (1 << 63) } else { signed(score) }
+    if score >= TWO_TO_63 { (c_signed(score - TWO_TO_63) as u64) ^ (1 << 63) } else { c_signed(score) as u64 }
+}
+
+const TWO_TO_63: f64 = 9_223_372_036_854_775_808.0;
+
+/// A double converted to a signed 64-bit integer as x86-64 converts it (cvttsd2si, and llrint
+/// of an integral value): truncated when it fits, else (NaN too) the "integer indefinite"
+/// i64::MIN.
+pub fn c_signed(value: f64) -> i64 {
+    if (-TWO_TO_63..TWO_TO_63).contains(&value) { value as i64 } else { i64::MIN }
 }
 
 /// The position a score stands for: the middle of its cell, within the indexable limits

@@ -7,12 +7,10 @@
 use bytes::Bytes;
 use hybridkv_resp::Reply;
 
-use super::hashes::replace_key;
 use super::sorted_sets::{add_scored, members_scored_from_up_to, open, parse_add_options, parse_score_or_reply, score_of, store_members, GEOADD_OPTIONS};
 use super::{is, parse_integer, NOT_FLOAT, SYNTAX_ERROR};
 use crate::command::{fail, Call, CommandError, CommandResult};
 use crate::geohash::{self, Extent, Shape};
-use crate::keyspace_events::ZSET;
 use crate::long_double::LongDouble;
 use crate::sorted_set_layout::{OpenSortedSet, Scored};
 
@@ -73,10 +71,7 @@ const DISTANCE_DECIMALS: u32 = 4;
 /// an integer as llrint rounds (ties to even, so 0.00005 is "0.0000" and not what `%.4f` of
 /// the exact value would print), then written with four decimals; a bulk string in RESP3 too.
 fn distance_reply(distance: f64) -> Reply {
-    const TWO_TO_63: f64 = 9_223_372_036_854_775_808.0;
-    let scaled = (distance * f64::from(10u32.pow(DISTANCE_DECIMALS))).round_ties_even();
-    // llrint's result for NaN and what an i64 cannot hold.
-    let scaled = if (-TWO_TO_63..TWO_TO_63).contains(&scaled) { scaled as i64 } else { i64::MIN };
+    let scaled = geohash::c_signed((distance * f64::from(10u32.pow(DISTANCE_DECIMALS))).round_ties_even());
     let unit = 10u64.pow(DISTANCE_DECIMALS);
     let sign = if scaled < 0 { "-" } else { "" };
     let magnitude = scaled.unsigned_abs();
@@ -354,7 +349,7 @@ fn search(call: &mut Call<'_>, form: Form) -> CommandResult {
     let event = if form.is_search() { "geosearchstore" } else { "georadiusstore" };
     let Some(mut set) = set else {
         return match &query.store {
-            Some(target) => replace_key(call, target, 0, ZSET, event, |_| Ok(())),
+            Some(target) => store_members(call, target, Vec::new(), event),
             None => Ok(Reply::Array(Vec::new())),
         };
     };
