@@ -103,7 +103,7 @@ def test_list_size_limit_is_a_clear_error(small_blocks_server):
     server = small_blocks_server
     client = server.client(decode_responses=True)
     padding = "x" * 1000
-    with pytest.raises(redis.ResponseError, match="^list would need [0-9]+ chunks of at most [0-9]+ bytes, over the limit of 255 chunks for one list$"):
+    with pytest.raises(redis.ResponseError, match=r"^list would need [0-9]+ parts \(chunks of at most [0-9]+ bytes and their directories\), over the limit of 255 parts for one list$"):
         for number in range(5000):
             client.rpush("huge", f"{number}:{padding}")
     length = client.llen("huge")

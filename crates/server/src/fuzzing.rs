@@ -1,6 +1,6 @@
 //! What the fuzz target `server_values` (fuzz/fuzz_targets/server_values.rs) drives, and a unit
 //! test runs over random inputs: every decoder of the values the server stores, over arbitrary
-//! bytes. None may panic; a list chunk or hash bucket that decodes re-encodes to bytes that
+//! bytes. None may panic; a list chunk or directory or hash bucket that decodes re-encodes to bytes that
 //! decode the same; an HLL whose registers decode is raised as the registers say; any score
 //! decodes to an indexable GEO position.
 
@@ -9,7 +9,7 @@ use bytes::Bytes;
 use crate::geohash;
 use crate::hyperloglog::{Hll, REGISTERS};
 use crate::sorted_set_layout::decode_order_entry;
-use crate::values::{decode_list_chunk, decode_score, encode_list, list_chunk_last, HashRecord, Stored};
+use crate::values::{decode_list_chunk, decode_list_directory, decode_score, encode_list, encode_list_directory, list_chunk_last, HashRecord, Stored};
 
 pub fn decode_stored_values(data: &[u8]) {
     let _ = Stored::decode(data.to_vec());
@@ -20,6 +20,9 @@ pub fn decode_stored_values(data: &[u8]) {
         assert_eq!(list_chunk_last(&record).ok(), Some((elements.len(), elements.last().cloned())));
         let again = Bytes::from(encode_list(elements.iter()));
         assert_eq!(decode_list_chunk(&again).ok(), Some(elements));
+    }
+    if let Ok(directory) = decode_list_directory(data) {
+        assert_eq!(decode_list_directory(&encode_list_directory(&directory)).ok(), Some(directory));
     }
     if let Ok(bucket) = HashRecord::decode_bucket(data) {
         assert_eq!(HashRecord::decode_bucket(&bucket.encode_bucket()).ok(), Some(bucket));

@@ -1,26 +1,35 @@
-//! How a list is laid over engine records, so that a push or pop costs the same whatever the
-//! list's size.
+//! How a list is laid over engine records, so that a push or pop costs about the same whatever
+//! the list's size.
 //!
 //! A small list is one record (tag 5, `values`). Once its elements would pass
-//! `SMALL_LIST_BYTES_MAX` it becomes a root record (tag 6: the element count and, in list order,
-//! each chunk's part number, element count and element bytes) plus chunks of consecutive
-//! elements stored as the key's engine parts 0..chunk count (a part lives and dies with its key,
-//! as a hash's buckets do). A push or pop reads and writes the root and the chunk at that end;
-//! an index (LINDEX, LSET) is found from the root's counts and reads one chunk; LRANGE reads the
-//! chunks it covers. Commands that search (LREM, LINSERT, LPOS) read chunks in turn and write
-//! back only those they changed.
+//! `SMALL_LIST_BYTES_MAX` it becomes a B-tree of two levels under a top record (tag 9): the top
+//! lists directories (part, element count, element bytes), each directory (tag 10) lists up to
+//! `DIRECTORY_CHUNKS_MAX` chunks (part, element count, element bytes), and each chunk (tag 5)
+//! holds consecutive elements; directories and chunks are the key's engine parts (a part lives
+//! and dies with its key, as a hash's buckets do). A push or pop reads and writes the top, the
+//! directory and the chunk at that end; an index (LINDEX, LSET) is found from the top's and one
+//! directory's counts and reads one chunk; LRANGE reads the chunks it covers. Commands that
+//! search (LREM, LINSERT, LPOS) read chunks in turn and write back only those they changed.
+//! Directories are read the first time a command needs one of their chunks.
 //!
 //! A chunked list becomes one record again under a quarter of the small limit.
 //!
 //! Chunks aim at `chunk_bytes_target`: 4 KiB, growing with the list up to 64 KiB so that the
-//! root lists about `CHUNKS_TARGET` chunks. A push starts a new chunk when the end one is full;
+//! list holds about `CHUNKS_TARGET` chunks. A push starts a new chunk when the end one is full;
 //! `save` splits a chunk that outgrew the target (LINSERT, LSET) and merges changed neighbours
 //! that fit in one; a changed chunk left under a quarter of the target also takes in a stored
-//! neighbour that fits, so removals here and there leave no swarm of small chunks. Part numbers stay dense (the engine finds parts from 0 up): `save` gives the
-//! numbers freed by removed chunks to new chunks or to the chunks numbered past the new count.
+//! neighbour of its directory that fits, so removals here and there leave no swarm of small
+//! chunks. Directories are resized the same way, by chunk count: split in equal pieces past
+//! `DIRECTORY_CHUNKS_MAX`, a changed one under a quarter of it merged with a neighbour that fits.
 //!
-//! Every change rewrites the root (a new version for WATCH) in the command's one engine batch
-//! with the chunks it changed: a crash keeps all of a command's changes or none.
+//! Part numbers stay dense (the engine finds a key's parts from 0 up), but a part freed by a
+//! dropped chunk or directory is not deleted unless it is the last: its stale record stays, the
+//! top lists it as free and a new chunk or directory takes it. Past `FREE_PARTS_MAX` free parts,
+//! `save` reads every directory and moves the highest-numbered chunks and directories into the
+//! lowest free parts, then deletes the free parts left at the end.
+//!
+//! Every change rewrites the top (a new version for WATCH) in the command's one engine batch
+//! with the directories and chunks it changed: a crash keeps all of a command's changes or none.
 
 use std::collections::VecDeque;
 
@@ -28,36 +37,50 @@ use bytes::Bytes;
 
 use crate::command::{fail, CommandError, KeyStore};
 use crate::commands::WRONGTYPE;
-use crate::values::{decode_list_chunk, element_entry_bytes, encode_list, list_chunk_last, ChunkEntry, CorruptValue, ListRoot, Stored};
+use crate::values::{
+    decode_list_chunk, decode_list_directory, element_entry_bytes, encode_list, encode_list_directory, list_chunk_last, list_directory_bytes, ChunkEntry,
+    CorruptValue, DirectoryEntry, ListIndex, ListTop, Stored,
+};
 
 /// A list whose elements would pass this many bytes (or half the namespace's value limit, if
-/// lower) is stored as a root and chunks.
+/// lower) is stored as a top, directories and chunks.
 pub const SMALL_LIST_BYTES_MAX: u64 = 8 * 1024;
 pub const CHUNK_BYTES_TARGET_MIN: u64 = 4 * 1024;
 pub const CHUNK_BYTES_TARGET_MAX: u64 = 64 * 1024;
-/// Chunks a list aims at before its chunks grow past `CHUNK_BYTES_TARGET_MIN`: the root holds
-/// 12 bytes per chunk and is rewritten by every change.
-pub const CHUNKS_TARGET: u64 = 1024;
+/// Chunks a list aims at before its chunks grow past `CHUNK_BYTES_TARGET_MIN`.
+pub const CHUNKS_TARGET: u64 = 8 * 1024;
 /// A changed chunk under this fraction of the target takes in a stored neighbour that fits.
 const SMALL_CHUNK_FRACTION: u64 = 4;
+/// Chunks one directory lists at most (its record is 5 + 12 bytes a chunk, rewritten by every
+/// change to one of its chunks); fewer when the namespace's value limit is smaller.
+pub const DIRECTORY_CHUNKS_MAX: usize = 256;
+/// A changed directory under this fraction of its maximum takes in a neighbour that fits.
+const SMALL_DIRECTORY_FRACTION: usize = 4;
+/// Free parts the top may list before `save` moves chunks and directories into them.
+pub const FREE_PARTS_MAX: usize = 32;
+/// Chunk and directory bytes one `save` may move into free parts (at least one part is moved).
+const MOVED_BYTES_MAX: u64 = 256 * 1024;
 
 /// The limits of one namespace's lists.
 #[derive(Clone, Copy, Debug)]
 pub struct ListLimits {
     /// Largest record the namespace stores.
     pub value_bytes_max: u64,
-    /// Chunks one list may have (the engine's parts per key).
+    /// Parts one list may have (the engine's parts per key): chunks, directories, free parts.
     pub chunks_max: u32,
     /// Chunks the list aims at before its chunks grow past `CHUNK_BYTES_TARGET_MIN`:
     /// `CHUNKS_TARGET` for a list; fewer for a sorted set's order index, which must hold what
     /// its hash holds within `chunks_max`.
     pub chunks_target: u64,
+    /// Chunks a directory lists at most (`DIRECTORY_CHUNKS_MAX`, fewer in tests), if its
+    /// record fits the value limit.
+    pub directory_chunks_max: usize,
 }
 
 impl ListLimits {
     /// A list's limits in a namespace.
     pub fn new(value_bytes_max: u64, chunks_max: u32) -> ListLimits {
-        ListLimits { value_bytes_max, chunks_max, chunks_target: CHUNKS_TARGET }
+        ListLimits { value_bytes_max, chunks_max, chunks_target: CHUNKS_TARGET, directory_chunks_max: DIRECTORY_CHUNKS_MAX }
     }
 
     fn small_bytes_max(&self) -> u64 {
@@ -66,6 +89,11 @@ impl ListLimits {
 
     fn chunk_bytes_target(&self, list_bytes: u64) -> u64 {
         (list_bytes / self.chunks_target.max(1)).clamp(CHUNK_BYTES_TARGET_MIN, CHUNK_BYTES_TARGET_MAX).min(self.value_bytes_max / 2).max(1)
+    }
+
+    fn directory_chunks_max(&self) -> usize {
+        let fitting = (1..=self.directory_chunks_max).rev().find(|&chunks| list_directory_bytes(chunks) <= self.value_bytes_max);
+        fitting.unwrap_or(1).max(2)
     }
 }
 
@@ -97,6 +125,40 @@ impl Chunk {
         let element_bytes = elements.iter().map(|element| element_entry_bytes(element)).sum();
         Chunk { part: None, len: elements.len() as u32, element_bytes, stored_bytes: 0, elements: Some(elements), record: None, dirty: true }
     }
+
+    fn stored(entry: &ChunkEntry) -> Chunk {
+        let element_bytes = u64::from(entry.element_bytes);
+        Chunk { part: Some(entry.part), len: entry.elements, element_bytes, stored_bytes: element_bytes, elements: None, record: None, dirty: false }
+    }
+}
+
+struct Directory {
+    /// The part that holds it; None while it exists only in memory.
+    part: Option<u32>,
+    len: u64,
+    element_bytes: u64,
+    /// In list order, read from its part the first time one is needed; none is empty outside a
+    /// method.
+    chunks: Option<VecDeque<Chunk>>,
+    dirty: bool,
+}
+
+impl Directory {
+    fn in_memory(chunks: VecDeque<Chunk>) -> Directory {
+        let (len, element_bytes) = (chunks.iter().map(|chunk| u64::from(chunk.len)).sum(), chunks.iter().map(|chunk| chunk.element_bytes).sum());
+        Directory { part: None, len, element_bytes, chunks: Some(chunks), dirty: true }
+    }
+
+    fn loaded(&mut self) -> &mut VecDeque<Chunk> {
+        self.chunks.as_mut().expect("the directory was loaded")
+    }
+}
+
+/// A chunk's place: its directory's index, then its index in the directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct At {
+    directory: usize,
+    chunk: usize,
 }
 
 /// A list as one command sees it: read lazily, changed in memory, written back by `save`.
@@ -105,11 +167,16 @@ pub struct OpenList {
     expiry_unix_ms: u64,
     limits: ListLimits,
     /// In list order; none is empty outside a method.
-    chunks: VecDeque<Chunk>,
+    directories: VecDeque<Directory>,
     len: u64,
     element_bytes: u64,
-    /// Parts the list had when opened (0: it was one record, or new).
-    stored_parts: u32,
+    /// The key's parts are 0..part_count (0: the list was one record, or new).
+    part_count: u32,
+    /// Parts holding neither a directory nor a chunk, as the top lists them.
+    free_parts: Vec<u32>,
+    /// Parts this command has seen in use (the directories, and the chunks of the directories
+    /// it read): those no longer used when it saves are freed.
+    seen_parts: Vec<u32>,
     changed: bool,
 }
 
@@ -117,43 +184,60 @@ impl OpenList {
     /// The key's list; None when the key is missing, WRONGTYPE when it holds another type.
     pub fn open(store: &mut dyn KeyStore, key: &Bytes, limits: ListLimits) -> Result<Option<OpenList>, CommandError> {
         let Some(value) = store.get(key)? else { return Ok(None) };
-        let (chunks, stored_parts) = match Stored::decode(value.bytes)? {
+        let mut list = OpenList::empty(key, limits);
+        list.expiry_unix_ms = value.expiry_unix_ms;
+        match Stored::decode(value.bytes)? {
             // Not a part: written (and cut to the target) if the list is saved as chunks.
-            Stored::List(elements) => (VecDeque::from([Chunk::in_memory(elements.into())]), 0),
-            Stored::ChunkedList(root) => {
-                let parts = root.chunks.len() as u32;
-                let chunks = root.chunks.iter().map(|entry| Chunk {
+            Stored::List(elements) => list.directories.push_back(Directory::in_memory(VecDeque::from([Chunk::in_memory(elements.into())]))),
+            Stored::ChunkedList(ListIndex::Directories(top)) => {
+                list.part_count = top.part_count;
+                list.free_parts = top.free_parts;
+                list.seen_parts = top.directories.iter().map(|entry| entry.part).collect();
+                let directories = top.directories.iter().map(|entry| Directory {
                     part: Some(entry.part),
                     len: entry.elements,
-                    element_bytes: u64::from(entry.element_bytes),
-                    stored_bytes: u64::from(entry.element_bytes),
-                    elements: None,
-                    record: None,
+                    element_bytes: entry.element_bytes,
+                    chunks: None,
                     dirty: false,
                 });
-                (chunks.collect(), parts)
+                list.directories = directories.collect();
+            }
+            // Chunks without directories, as earlier versions stored them: directories made
+            // here get parts (past the chunks') when the list is saved.
+            Stored::ChunkedList(ListIndex::Chunks(root)) => {
+                list.part_count = root.chunks.len() as u32;
+                list.seen_parts = root.chunks.iter().map(|entry| entry.part).collect();
+                let directory_chunks_max = limits.directory_chunks_max();
+                for entries in root.chunks.chunks(directory_chunks_max) {
+                    list.directories.push_back(Directory::in_memory(entries.iter().map(Chunk::stored).collect()));
+                }
             }
             _ => return fail(WRONGTYPE),
-        };
-        let mut list = OpenList { key: key.clone(), expiry_unix_ms: value.expiry_unix_ms, limits, chunks, len: 0, element_bytes: 0, stored_parts, changed: false };
-        list.chunks.retain(|chunk| chunk.len > 0);
-        list.len = list.chunks.iter().map(|chunk| u64::from(chunk.len)).sum();
-        list.element_bytes = list.chunks.iter().map(|chunk| chunk.element_bytes).sum();
+        }
+        list.drop_empty_chunks();
+        list.len = list.directories.iter().map(|directory| directory.len).sum();
+        list.element_bytes = list.directories.iter().map(|directory| directory.element_bytes).sum();
         Ok(Some(list))
     }
 
     /// The key's list, or a new empty one when the key is missing.
     pub fn open_or_new(store: &mut dyn KeyStore, key: &Bytes, limits: ListLimits) -> Result<OpenList, CommandError> {
-        Ok(OpenList::open(store, key, limits)?.unwrap_or_else(|| OpenList {
+        Ok(OpenList::open(store, key, limits)?.unwrap_or_else(|| OpenList::empty(key, limits)))
+    }
+
+    fn empty(key: &Bytes, limits: ListLimits) -> OpenList {
+        OpenList {
             key: key.clone(),
             expiry_unix_ms: 0,
             limits,
-            chunks: VecDeque::new(),
+            directories: VecDeque::new(),
             len: 0,
             element_bytes: 0,
-            stored_parts: 0,
+            part_count: 0,
+            free_parts: Vec::new(),
+            seen_parts: Vec::new(),
             changed: false,
-        }))
+        }
     }
 
     pub fn len(&self) -> u64 {
@@ -166,130 +250,235 @@ impl OpenList {
         self.changed = true;
     }
 
+    /// Directory `directory`'s chunks, read from its part the first time.
+    fn chunks_of(&mut self, store: &mut dyn KeyStore, directory: usize) -> Result<&mut VecDeque<Chunk>, CommandError> {
+        let loaded = &mut self.directories[directory];
+        if loaded.chunks.is_none() {
+            let part = loaded.part.expect("a directory not in memory is stored");
+            let record = store.get_part(&self.key, part)?.ok_or(CorruptValue("list directory missing"))?;
+            let entries = decode_list_directory(&record)?;
+            let len: u64 = entries.iter().map(|entry| u64::from(entry.elements)).sum();
+            let element_bytes: u64 = entries.iter().map(|entry| u64::from(entry.element_bytes)).sum();
+            if (len, element_bytes) != (loaded.len, loaded.element_bytes) {
+                return Err(CorruptValue("list directory disagrees with its top").into());
+            }
+            if entries.iter().any(|entry| self.free_parts.contains(&entry.part)) {
+                return Err(CorruptValue("a list part is both free and a chunk").into());
+            }
+            self.seen_parts.extend(entries.iter().map(|entry| entry.part));
+            loaded.chunks = Some(entries.iter().map(Chunk::stored).collect());
+        }
+        Ok(self.directories[directory].loaded())
+    }
+
+    /// Chunk `at`'s elements, reading its directory and its record the first time.
+    fn elements_of(&mut self, store: &mut dyn KeyStore, at: At) -> Result<&mut VecDeque<Bytes>, CommandError> {
+        self.chunks_of(store, at.directory)?;
+        let chunk = &mut self.directories[at.directory].loaded()[at.chunk];
+        load(store, &self.key, chunk)
+    }
+
+    /// Records a change of `elements` elements and `element_bytes` bytes (each may be
+    /// negative) in chunk `at` (loaded), its directory and the list.
+    fn count_change(&mut self, at: At, elements: i64, element_bytes: i64) {
+        let directory = &mut self.directories[at.directory];
+        let chunk = &mut directory.loaded()[at.chunk];
+        chunk.len = chunk.len.checked_add_signed(elements as i32).expect("a chunk's count stays in range");
+        chunk.element_bytes = chunk.element_bytes.checked_add_signed(element_bytes).expect("a chunk's bytes stay in range");
+        chunk.dirty = true;
+        directory.len = directory.len.checked_add_signed(elements).expect("a directory's count stays in range");
+        directory.element_bytes = directory.element_bytes.checked_add_signed(element_bytes).expect("a directory's bytes stay in range");
+        directory.dirty = true;
+        self.len = self.len.checked_add_signed(elements).expect("the list's count stays in range");
+        self.element_bytes = self.element_bytes.checked_add_signed(element_bytes).expect("the list's bytes stay in range");
+        self.changed = true;
+    }
+
+    /// Drops chunk `at` once empty, and its directory once that has no chunk left.
+    fn drop_if_empty(&mut self, at: At) {
+        let directory = &mut self.directories[at.directory];
+        let chunks = directory.loaded();
+        if chunks[at.chunk].len == 0 {
+            chunks.remove(at.chunk);
+            if chunks.is_empty() {
+                self.directories.remove(at.directory);
+            }
+        }
+    }
+
     pub fn push(&mut self, store: &mut dyn KeyStore, end: End, element: Bytes) -> Result<(), CommandError> {
         let entry_bytes = element_entry_bytes(&element);
         let target = self.limits.chunk_bytes_target(self.element_bytes + entry_bytes);
-        let at = self.end_index(end);
-        let full = at.is_none_or(|at| self.chunks[at].element_bytes + entry_bytes > target);
+        if self.directories.is_empty() {
+            self.directories.push_back(Directory::in_memory(VecDeque::new()));
+        }
+        let directory = end_index(self.directories.len(), end).expect("there is a directory");
+        let chunks = self.chunks_of(store, directory)?;
+        let full = end_index(chunks.len(), end).is_none_or(|chunk| chunks[chunk].element_bytes + entry_bytes > target);
         if full {
             let chunk = Chunk::in_memory(VecDeque::new());
             match end {
-                End::Head => self.chunks.push_front(chunk),
-                End::Tail => self.chunks.push_back(chunk),
+                End::Head => chunks.push_front(chunk),
+                End::Tail => chunks.push_back(chunk),
             }
         }
-        let at = self.end_index(end).expect("a chunk was just added");
-        let chunk = &mut self.chunks[at];
-        let elements = load(store, &self.key, chunk)?;
+        let at = At { directory, chunk: end_index(chunks.len(), end).expect("a chunk was just added") };
+        let elements = self.elements_of(store, at)?;
         match end {
             End::Head => elements.push_front(element),
             End::Tail => elements.push_back(element),
         }
-        chunk.len += 1;
-        chunk.element_bytes += entry_bytes;
-        chunk.dirty = true;
-        self.len += 1;
-        self.element_bytes += entry_bytes;
-        self.changed = true;
+        self.count_change(at, 1, entry_bytes as i64);
         Ok(())
     }
 
     pub fn pop(&mut self, store: &mut dyn KeyStore, end: End) -> Result<Option<Bytes>, CommandError> {
-        let Some(at) = self.end_index(end) else { return Ok(None) };
-        let chunk = &mut self.chunks[at];
-        let elements = load(store, &self.key, chunk)?;
+        let Some(directory) = end_index(self.directories.len(), end) else { return Ok(None) };
+        let chunks = self.chunks_of(store, directory)?;
+        let at = At { directory, chunk: end_index(chunks.len(), end).expect("no directory is empty") };
+        let elements = self.elements_of(store, at)?;
         let element = match end {
             End::Head => elements.pop_front(),
             End::Tail => elements.pop_back(),
         };
-        let element = element.ok_or(CorruptValue("list chunk emptier than its root says"))?;
-        let entry_bytes = element_entry_bytes(&element);
-        chunk.len -= 1;
-        chunk.element_bytes -= entry_bytes;
-        chunk.dirty = true;
-        self.len -= 1;
-        self.element_bytes -= entry_bytes;
-        self.changed = true;
-        if chunk.len == 0 {
-            self.chunks.remove(at);
-        }
+        let element = element.ok_or(CorruptValue("list chunk emptier than its directory says"))?;
+        self.count_change(at, -1, -(element_entry_bytes(&element) as i64));
+        self.drop_if_empty(at);
         Ok(Some(element))
     }
 
-    fn end_index(&self, end: End) -> Option<usize> {
-        match end {
-            End::Head => (!self.chunks.is_empty()).then_some(0),
-            End::Tail => self.chunks.len().checked_sub(1),
-        }
-    }
-
     /// The chunk holding element `index` (< len) and the element's place in it.
-    fn locate(&self, index: u64) -> (usize, usize) {
+    fn locate(&mut self, store: &mut dyn KeyStore, index: u64) -> Result<(At, usize), CommandError> {
         assert!(index < self.len, "index {index} past a list of {}", self.len);
         let mut before = 0;
-        for (at, chunk) in self.chunks.iter().enumerate() {
-            if index < before + u64::from(chunk.len) {
-                return (at, (index - before) as usize);
+        let directory = self.directories.iter().position(|directory| {
+            before += directory.len;
+            index < before
+        });
+        let directory = directory.expect("the directories' counts add up to len");
+        let mut before = before - self.directories[directory].len;
+        for (chunk, entry) in self.chunks_of(store, directory)?.iter().enumerate() {
+            if index < before + u64::from(entry.len) {
+                return Ok((At { directory, chunk }, (index - before) as usize));
             }
-            before += u64::from(chunk.len);
+            before += u64::from(entry.len);
         }
-        unreachable!("the chunks' counts add up to len")
+        unreachable!("a directory's chunks add up to its count")
+    }
+
+    /// The chunk at `end`, if any (its directory read).
+    fn first(&mut self, store: &mut dyn KeyStore, end: End) -> Result<Option<At>, CommandError> {
+        let Some(directory) = end_index(self.directories.len(), end) else { return Ok(None) };
+        let chunks = self.chunks_of(store, directory)?.len();
+        Ok(Some(At { directory, chunk: end_index(chunks, end).expect("no directory is empty") }))
+    }
+
+    /// The chunk after `at` going away from `end`, if any (its directory read).
+    fn step(&mut self, store: &mut dyn KeyStore, at: At, end: End) -> Result<Option<At>, CommandError> {
+        let chunks = self.chunks_of(store, at.directory)?.len();
+        let directory = match end {
+            End::Head if at.chunk + 1 < chunks => return Ok(Some(At { chunk: at.chunk + 1, ..at })),
+            End::Tail if at.chunk > 0 => return Ok(Some(At { chunk: at.chunk - 1, ..at })),
+            End::Head if at.directory + 1 < self.directories.len() => at.directory + 1,
+            End::Tail if at.directory > 0 => at.directory - 1,
+            _ => return Ok(None),
+        };
+        let chunks = self.chunks_of(store, directory)?.len();
+        Ok(Some(At { directory, chunk: end_index(chunks, end).expect("no directory is empty") }))
     }
 
     /// Element `index` (< len).
     pub fn get(&mut self, store: &mut dyn KeyStore, index: u64) -> Result<Bytes, CommandError> {
-        let (at, offset) = self.locate(index);
-        let elements = load(store, &self.key, &mut self.chunks[at])?;
-        Ok(elements.get(offset).cloned().ok_or(CorruptValue("list chunk shorter than its root says"))?)
+        let (at, offset) = self.locate(store, index)?;
+        let elements = self.elements_of(store, at)?;
+        Ok(elements.get(offset).cloned().ok_or(CorruptValue("list chunk shorter than its directory says"))?)
     }
 
     /// The first index whose element `reached` holds for (len when none), `reached` being
-    /// false then true along the list: a binary search over the chunks by their last
-    /// elements, then within one chunk, so it reads about log2(chunks) chunks and decodes no
-    /// element's position twice.
+    /// false then true along the list: a binary search over the directories by their last
+    /// elements, then over one directory's chunks by theirs, then within one chunk, so it
+    /// reads about log2(chunks) chunks and decodes no element's position twice.
     pub fn partition_point(&mut self, store: &mut dyn KeyStore, reached: impl Fn(&Bytes) -> Result<bool, CommandError>) -> Result<u64, CommandError> {
-        let (mut low, mut high) = (0, self.chunks.len());
+        let directory = self.partition_point_of(self.directories.len(), &reached, |list, directory| {
+            let last = list.chunks_of(store, directory)?.len() - 1;
+            list.last_element(store, At { directory, chunk: last })
+        })?;
+        if directory == self.directories.len() {
+            return Ok(self.len);
+        }
+        let chunk_count = self.chunks_of(store, directory)?.len();
+        let chunk = self.partition_point_of(chunk_count, &reached, |list, chunk| list.last_element(store, At { directory, chunk }))?;
+        let mut before: u64 = self.directories.iter().take(directory).map(|directory| directory.len).sum();
+        before += self.directories[directory].loaded().iter().take(chunk).map(|chunk| u64::from(chunk.len)).sum::<u64>();
+        if chunk == chunk_count {
+            return Ok(before);
+        }
+        let at = At { directory, chunk };
+        let elements = self.elements_of(store, at)?.len();
+        let offset = self.partition_point_of(elements, &reached, |list, offset| Ok(list.elements_of(store, at)?[offset].clone()))?;
+        Ok(before + offset as u64)
+    }
+
+    /// The first of `count` items whose `last` element `reached` holds for (count when none).
+    fn partition_point_of(
+        &mut self,
+        count: usize,
+        reached: &impl Fn(&Bytes) -> Result<bool, CommandError>,
+        mut last: impl FnMut(&mut OpenList, usize) -> Result<Bytes, CommandError>,
+    ) -> Result<usize, CommandError> {
+        let (mut low, mut high) = (0, count);
         while low < high {
             let middle = low + (high - low) / 2;
-            if reached(&last_element(store, &self.key, &mut self.chunks[middle])?)? {
+            if reached(&last(self, middle)?)? {
                 high = middle;
             } else {
                 low = middle + 1;
             }
         }
-        let Some(chunk) = self.chunks.get_mut(low) else { return Ok(self.len) };
-        let elements = load(store, &self.key, chunk)?;
-        let (mut offset, mut end) = (0, elements.len());
-        while offset < end {
-            let middle = offset + (end - offset) / 2;
-            if reached(&elements[middle])? {
-                end = middle;
-            } else {
-                offset = middle + 1;
-            }
+        Ok(low)
+    }
+
+    /// Chunk `at`'s last element, decoding no other when the chunk is not loaded yet (its
+    /// record is kept for `load`).
+    fn last_element(&mut self, store: &mut dyn KeyStore, at: At) -> Result<Bytes, CommandError> {
+        self.chunks_of(store, at.directory)?;
+        let chunk = &mut self.directories[at.directory].loaded()[at.chunk];
+        if let Some(elements) = &chunk.elements {
+            return Ok(elements.back().expect("no chunk is empty outside a method").clone());
         }
-        let before: u64 = self.chunks.iter().take(low).map(|chunk| u64::from(chunk.len)).sum();
-        Ok(before + offset as u64)
+        if chunk.record.is_none() {
+            chunk.record = Some(read_record(store, &self.key, chunk)?);
+        }
+        let (count, last) = list_chunk_last(chunk.record.as_ref().expect("read above"))?;
+        match last {
+            Some(last) if count == chunk.len as usize => Ok(last),
+            _ => Err(CorruptValue("list chunk disagrees with its directory").into()),
+        }
     }
 
     /// Replaces element `index` (< len).
     pub fn set(&mut self, store: &mut dyn KeyStore, index: u64, element: Bytes) -> Result<(), CommandError> {
-        let (at, offset) = self.locate(index);
+        let (at, offset) = self.locate(store, index)?;
         self.edit_chunk(store, at, |elements| elements[offset] = element)
     }
 
     /// Elements `start..=stop` (stop < len).
     pub fn range(&mut self, store: &mut dyn KeyStore, start: u64, stop: u64) -> Result<Vec<Bytes>, CommandError> {
-        let (mut at, mut offset) = self.locate(start);
+        let (mut at, mut offset) = self.locate(store, start)?;
         let mut wanted = (stop - start + 1) as usize;
         let mut elements = Vec::with_capacity(wanted.min(1 << 20));
-        while wanted > 0 {
-            let chunk = load(store, &self.key, &mut self.chunks[at])?;
+        loop {
+            let chunk = self.elements_of(store, at)?;
             let taken: Vec<Bytes> = chunk.iter().skip(offset).take(wanted).cloned().collect();
             wanted -= taken.len();
             elements.extend(taken);
-            (at, offset) = (at + 1, 0);
+            offset = 0;
+            match self.step(store, at, End::Head)? {
+                Some(next) if wanted > 0 => at = next,
+                _ => break,
+            }
         }
+        assert_eq!(wanted, 0, "the range is within the list");
         Ok(elements)
     }
 
@@ -300,39 +489,49 @@ impl OpenList {
     }
 
     /// Removes elements `start..end` (start ≤ end ≤ len): whole chunks inside are dropped
-    /// unread, and at most the two chunks at the ends are rewritten.
+    /// unread (their directories are read), and at most the two chunks at the ends are
+    /// rewritten.
     pub fn remove_range(&mut self, store: &mut dyn KeyStore, start: u64, end: u64) -> Result<(), CommandError> {
         assert!(start <= end && end <= self.len, "range {start}..{end} past a list of {}", self.len);
         let mut remaining = end - start;
         if remaining == 0 {
             return Ok(());
         }
-        let (mut at, mut offset) = self.locate(start);
+        let (mut at, mut offset) = self.locate(store, start)?;
         while remaining > 0 {
-            let chunk_len = u64::from(self.chunks[at].len);
-            if offset == 0 && chunk_len <= remaining {
-                let chunk = self.chunks.remove(at).expect("at is in range");
-                self.len -= chunk_len;
-                self.element_bytes -= chunk.element_bytes;
-                self.changed = true;
-                remaining -= chunk_len;
+            let chunk = &self.chunks_of(store, at.directory)?[at.chunk];
+            let (chunk_len, chunk_bytes) = (u64::from(chunk.len), chunk.element_bytes);
+            let taken = (chunk_len - offset as u64).min(remaining);
+            remaining -= taken;
+            if taken == chunk_len {
+                self.count_change(at, -(chunk_len as i64), -(chunk_bytes as i64));
+                let directories = self.directories.len();
+                self.drop_if_empty(at);
+                // The next chunk took this one's place, unless the directory ended.
+                if self.directories.len() == directories && at.chunk == self.directories[at.directory].loaded().len() {
+                    at = At { directory: at.directory + 1, chunk: 0 };
+                } else if self.directories.len() < directories {
+                    at = At { directory: at.directory, chunk: 0 };
+                }
                 continue;
             }
-            let taken = (chunk_len - offset as u64).min(remaining);
             self.edit_chunk(store, at, |elements| drop(elements.drain(offset..offset + taken as usize)))?;
-            remaining -= taken;
-            (at, offset) = (at + 1, 0);
+            offset = 0;
+            if remaining > 0 {
+                at = self.step(store, at, End::Head)?.expect("the range is within the list");
+            }
         }
         Ok(())
     }
 
     /// Visits the elements from `end` on with their indices until `visit` answers false.
     pub fn scan(&mut self, store: &mut dyn KeyStore, end: End, mut visit: impl FnMut(u64, &Bytes) -> bool) -> Result<(), CommandError> {
-        let order = self.chunk_order(end);
         let mut before = 0;
         let mut after = self.len;
-        for at in order {
-            let chunk = load(store, &self.key, &mut self.chunks[at])?;
+        let mut cursor = self.first(store, end)?;
+        while let Some(at) = cursor {
+            cursor = self.step(store, at, end)?;
+            let chunk = self.elements_of(store, at)?;
             let first_index = match end {
                 End::Head => before,
                 End::Tail => after - chunk.len() as u64,
@@ -350,24 +549,14 @@ impl OpenList {
         Ok(())
     }
 
-    /// The chunks' indices from `end` on.
-    fn chunk_order(&self, end: End) -> Vec<usize> {
-        match end {
-            End::Head => (0..self.chunks.len()).collect(),
-            End::Tail => (0..self.chunks.len()).rev().collect(),
-        }
-    }
-
     /// Removes up to `limit` elements equal to `element` (0: all), visiting from `end`; answers
     /// how many. Only the chunks that lost elements are rewritten.
     pub fn remove_equal(&mut self, store: &mut dyn KeyStore, element: &[u8], end: End, limit: u64) -> Result<u64, CommandError> {
         let mut removed = 0;
-        let order = self.chunk_order(end);
-        for at in order {
-            if limit != 0 && removed == limit {
-                break;
-            }
-            let chunk = load(store, &self.key, &mut self.chunks[at])?;
+        let mut cursor = self.first(store, end)?;
+        while let Some(at) = cursor.filter(|_| limit == 0 || removed < limit) {
+            cursor = self.step(store, at, end)?;
+            let chunk = self.elements_of(store, at)?;
             let mut found: Vec<usize> = chunk.iter().enumerate().filter(|(_, candidate)| candidate.as_ref() == element).map(|(offset, _)| offset).collect();
             if end == End::Tail {
                 found.reverse();
@@ -386,8 +575,16 @@ impl OpenList {
                 }
             })?;
         }
-        self.chunks.retain(|chunk| chunk.len > 0);
+        self.drop_empty_chunks();
         Ok(removed)
+    }
+
+    /// Drops the empty chunks of the directories read, then the empty directories.
+    fn drop_empty_chunks(&mut self) {
+        for chunks in self.directories.iter_mut().filter_map(|directory| directory.chunks.as_mut()) {
+            chunks.retain(|chunk| chunk.len > 0);
+        }
+        self.directories.retain(|directory| directory.len > 0);
     }
 
     /// Inserts `element` at `index` (≤ len): it becomes element `index`.
@@ -396,18 +593,16 @@ impl OpenList {
         if index == self.len {
             return self.push(store, End::Tail, element);
         }
-        let (at, offset) = self.locate(index);
+        let (at, offset) = self.locate(store, index)?;
         self.edit_chunk(store, at, |elements| elements.insert(offset, element))
     }
 
     /// Removes and answers element `index` (< len).
     pub fn remove(&mut self, store: &mut dyn KeyStore, index: u64) -> Result<Bytes, CommandError> {
-        let (at, offset) = self.locate(index);
+        let (at, offset) = self.locate(store, index)?;
         let removed = self.edit_chunk(store, at, |elements| elements.remove(offset))?;
-        if self.chunks[at].len == 0 {
-            self.chunks.remove(at);
-        }
-        Ok(removed.ok_or(CorruptValue("list chunk shorter than its root says"))?)
+        self.drop_if_empty(at);
+        Ok(removed.ok_or(CorruptValue("list chunk shorter than its directory says"))?)
     }
 
     /// Inserts `element` before or after the first element equal to `pivot`; false when there
@@ -419,163 +614,344 @@ impl OpenList {
             found.is_none()
         })?;
         let Some(index) = found else { return Ok(false) };
-        let (at, offset) = self.locate(index);
+        let (at, offset) = self.locate(store, index)?;
         self.edit_chunk(store, at, |elements| elements.insert(offset + usize::from(after), element))?;
         Ok(true)
     }
 
     /// Applies `change` to chunk `at`'s elements and recounts it (bounded by the chunk's size).
-    fn edit_chunk<R>(&mut self, store: &mut dyn KeyStore, at: usize, change: impl FnOnce(&mut VecDeque<Bytes>) -> R) -> Result<R, CommandError> {
-        let chunk = &mut self.chunks[at];
-        let elements = load(store, &self.key, chunk)?;
+    fn edit_chunk<R>(&mut self, store: &mut dyn KeyStore, at: At, change: impl FnOnce(&mut VecDeque<Bytes>) -> R) -> Result<R, CommandError> {
+        let elements = self.elements_of(store, at)?;
         let result = change(elements);
-        let (len, element_bytes) = (elements.len() as u32, elements.iter().map(|element| element_entry_bytes(element)).sum::<u64>());
-        self.len = self.len - u64::from(chunk.len) + u64::from(len);
-        self.element_bytes = self.element_bytes - chunk.element_bytes + element_bytes;
-        (chunk.len, chunk.element_bytes, chunk.dirty) = (len, element_bytes, true);
-        self.changed = true;
+        let (len, element_bytes) = (elements.len() as i64, elements.iter().map(|element| element_entry_bytes(element)).sum::<u64>() as i64);
+        let chunk = &self.directories[at.directory].loaded()[at.chunk];
+        let (before_len, before_bytes) = (i64::from(chunk.len), chunk.element_bytes as i64);
+        self.count_change(at, len - before_len, element_bytes - before_bytes);
         Ok(result)
     }
 
     /// Writes the changes back, keeping the key's expiry: deletes the key when no element is
-    /// left (as Redis), one record while the list is small, else a root and its chunks. Every
-    /// check is made before the first write.
+    /// left (as Redis), one record while the list is small, else the top and the directories
+    /// and chunks that changed. Every check is made before the first write.
     pub fn save(mut self, store: &mut dyn KeyStore) -> Result<(), CommandError> {
         if !self.changed {
             return Ok(());
         }
-        self.chunks.retain(|chunk| chunk.len > 0);
+        self.drop_empty_chunks();
         if self.len == 0 {
             store.delete(&self.key)?;
             return Ok(());
         }
         // A chunked list becomes one record again only under a quarter of the small limit, so
         // a queue hovering at the limit does not rewrite itself whole at every push and pop.
-        let small_bytes_max = if self.stored_parts > 0 { self.limits.small_bytes_max() / 4 } else { self.limits.small_bytes_max() };
+        let small_bytes_max = if self.part_count > 0 { self.limits.small_bytes_max() / 4 } else { self.limits.small_bytes_max() };
         if self.element_bytes <= small_bytes_max {
             let elements = self.all_elements(store)?;
-            // `put` drops the chunks: the key is one record again.
+            // `put` drops the parts: the key is one record again.
             store.put(&self.key, &encode_list(elements.iter()), self.expiry_unix_ms)?;
             return Ok(());
         }
-        self.resize_chunks(store)?;
-        self.number_parts(store)?;
-        let mut writes = Vec::new();
-        for chunk in self.chunks.iter().filter(|chunk| chunk.dirty) {
-            let encoded = encode_list(chunk.elements.as_ref().expect("a dirty chunk is loaded").iter());
-            if encoded.len() as u64 > self.limits.value_bytes_max {
-                return fail(format!(
-                    "ERR a chunk of this list would be {} bytes, over the namespace's value limit of {} bytes",
-                    encoded.len(),
-                    self.limits.value_bytes_max
-                ));
+        let target = self.limits.chunk_bytes_target(self.element_bytes);
+        for directory in 0..self.directories.len() {
+            if self.directories[directory].dirty {
+                self.resize_chunks(store, directory, target)?;
             }
-            writes.push((chunk.part.expect("numbered above"), encoded));
         }
+        self.resize_directories(store)?;
+        let deletions = self.assign_parts(store)?;
+        let writes = self.encoded_writes()?;
         for (part, encoded) in writes {
             store.put_part(&self.key, part, &encoded)?;
         }
-        for part in (self.chunks.len() as u32..self.stored_parts).rev() {
+        for part in deletions {
             store.delete_part(&self.key, part)?;
         }
-        store.put_keeping_parts(&self.key, &self.root().encode(), self.expiry_unix_ms)?;
+        store.put_keeping_parts(&self.key, &self.top().encode(), self.expiry_unix_ms)?;
         Ok(())
     }
 
     fn all_elements(&mut self, store: &mut dyn KeyStore) -> Result<Vec<Bytes>, CommandError> {
         let mut all = Vec::with_capacity(self.len.min(1 << 20) as usize);
-        for chunk in &mut self.chunks {
-            all.extend(load(store, &self.key, chunk)?.iter().cloned());
+        let mut cursor = self.first(store, End::Head)?;
+        while let Some(at) = cursor {
+            all.extend(self.elements_of(store, at)?.iter().cloned());
+            cursor = self.step(store, at, End::Head)?;
         }
         Ok(all)
     }
 
-    /// Splits the chunks that grew past the target and merges changed neighbours that fit in
-    /// one; a changed chunk left under a quarter of the target first takes in a stored
-    /// neighbour that fits with it. Other chunks stay where they are (a write to a big list
-    /// changes one or two).
-    fn resize_chunks(&mut self, store: &mut dyn KeyStore) -> Result<(), CommandError> {
-        let target = self.limits.chunk_bytes_target(self.element_bytes);
+    /// Splits directory `directory`'s chunks that grew past the target and merges changed
+    /// neighbours that fit in one; a changed chunk left under a quarter of the target first
+    /// takes in a stored neighbour that fits with it. Other chunks stay where they are (a write
+    /// to a big list changes one or two).
+    fn resize_chunks(&mut self, store: &mut dyn KeyStore, directory: usize, target: u64) -> Result<(), CommandError> {
+        let key = self.key.clone();
+        let chunks = self.chunks_of(store, directory)?;
         // Only the chunks the command changed take in a neighbour: a neighbour taken in does
         // not take in the next, or a list of small chunks would be rewritten whole at once.
-        let small_changed: Vec<usize> = (0..self.chunks.len()).filter(|&at| self.chunks[at].dirty && self.chunks[at].element_bytes < target / SMALL_CHUNK_FRACTION).collect();
+        let small_changed: Vec<usize> = (0..chunks.len()).filter(|&at| chunks[at].dirty && chunks[at].element_bytes < target / SMALL_CHUNK_FRACTION).collect();
         for at in small_changed {
-            self.change_stored_neighbour_that_fits(store, at, target)?;
+            change_stored_neighbour_that_fits(store, &key, chunks, at, target)?;
         }
         let mut at = 0;
-        while at < self.chunks.len() {
-            if !self.chunks[at].dirty {
+        while at < chunks.len() {
+            if !chunks[at].dirty {
                 at += 1;
                 continue;
             }
-            let fits_previous = at > 0 && self.chunks[at - 1].dirty && self.chunks[at - 1].element_bytes + self.chunks[at].element_bytes <= target;
-            let chunk = self.chunks.remove(at).expect("at is in range");
+            let fits_previous = at > 0 && chunks[at - 1].dirty && chunks[at - 1].element_bytes + chunks[at].element_bytes <= target;
+            let chunk = chunks.remove(at).expect("at is in range");
             if fits_previous {
-                let previous = &mut self.chunks[at - 1];
+                let previous = &mut chunks[at - 1];
                 previous.elements.as_mut().expect("a dirty chunk is loaded").extend(chunk.elements.expect("a dirty chunk is loaded"));
                 (previous.len, previous.element_bytes) = (previous.len + chunk.len, previous.element_bytes + chunk.element_bytes);
                 continue;
             }
             for piece in split_chunk(chunk, target) {
-                self.chunks.insert(at, piece);
+                chunks.insert(at, piece);
                 at += 1;
             }
         }
         Ok(())
     }
 
-    /// Loads and marks changed the stored neighbour (previous first) that fits with the changed
-    /// chunk `at` within `target`, so that `resize_chunks` merges the two: chunks that lose
-    /// elements here and there (a sorted set's order index under ZREM) do not stay small, each
-    /// costing its root entry and a probe of every search.
-    fn change_stored_neighbour_that_fits(&mut self, store: &mut dyn KeyStore, at: usize, target: u64) -> Result<(), CommandError> {
-        let bytes = self.chunks[at].element_bytes;
-        let fits = |chunk: &Chunk| !chunk.dirty && chunk.element_bytes + bytes <= target;
-        let neighbour = [at.checked_sub(1), Some(at + 1)].into_iter().flatten().find(|&other| self.chunks.get(other).is_some_and(fits));
-        if let Some(other) = neighbour {
-            load(store, &self.key, &mut self.chunks[other])?;
-            self.chunks[other].dirty = true;
+    /// Splits the directories that list more than their maximum in equal pieces, then merges
+    /// a changed directory under a quarter of it with a neighbour that fits (read if need be;
+    /// a neighbour taken in does not take in the next).
+    fn resize_directories(&mut self, store: &mut dyn KeyStore) -> Result<(), CommandError> {
+        let most = self.limits.directory_chunks_max();
+        let mut at = 0;
+        while at < self.directories.len() {
+            let count = self.directories[at].chunks.as_ref().map_or(0, VecDeque::len);
+            if count <= most {
+                at += 1;
+                continue;
+            }
+            let directory = self.directories.remove(at).expect("at is in range");
+            let piece_chunks = count.div_ceil(count.div_ceil(most));
+            let mut chunks = directory.chunks.expect("counted above");
+            let mut part = directory.part;
+            while !chunks.is_empty() {
+                let rest = chunks.split_off(piece_chunks.min(chunks.len()));
+                let mut piece = Directory::in_memory(chunks);
+                piece.part = part.take();
+                self.directories.insert(at, piece);
+                at += 1;
+                chunks = rest;
+            }
+        }
+        let mut at = 0;
+        while at < self.directories.len() {
+            let small = |directory: &Directory| directory.dirty && directory.chunks.as_ref().is_some_and(|chunks| chunks.len() < most / SMALL_DIRECTORY_FRACTION);
+            if small(&self.directories[at]) {
+                if let Some(other) = self.neighbour_that_fits(store, at, most)? {
+                    let (first, second) = (at.min(other), at.max(other));
+                    let taken = self.directories.remove(second).expect("second is in range");
+                    let kept = &mut self.directories[first];
+                    kept.loaded().extend(taken.chunks.expect("read by neighbour_that_fits"));
+                    (kept.len, kept.element_bytes, kept.dirty) = (kept.len + taken.len, kept.element_bytes + taken.element_bytes, true);
+                    at = first;
+                }
+            }
+            at += 1;
         }
         Ok(())
     }
 
-    /// Gives every chunk a part in 0..chunk count: chunks already stored there keep theirs;
-    /// new chunks and those numbered past the count take the numbers left free (and are
-    /// rewritten).
-    fn number_parts(&mut self, store: &mut dyn KeyStore) -> Result<(), CommandError> {
-        let count = self.chunks.len();
-        if count > self.limits.chunks_max as usize {
+    /// The neighbour (previous first) of directory `at` whose chunks fit with its own within
+    /// `most`, read.
+    fn neighbour_that_fits(&mut self, store: &mut dyn KeyStore, at: usize, most: usize) -> Result<Option<usize>, CommandError> {
+        let count = self.directories[at].loaded().len();
+        let directories = self.directories.len();
+        for other in [at.checked_sub(1), Some(at + 1)].into_iter().flatten().filter(|&other| other < directories) {
+            if self.chunks_of(store, other)?.len() + count <= most {
+                return Ok(Some(other));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Gives every new chunk and directory a part: a free one (the lowest first), else one past
+    /// the key's parts; frees the parts no longer used; answers the free parts at the end of
+    /// the key's parts, to delete. Past `FREE_PARTS_MAX` free parts, moves the
+    /// highest-numbered chunks and directories into the lowest free parts first.
+    fn assign_parts(&mut self, store: &mut dyn KeyStore) -> Result<Vec<u32>, CommandError> {
+        self.free_unused_parts();
+        self.free_parts.sort_unstable_by(|a, b| b.cmp(a));
+        let mut missing = 0;
+        for directory in &mut self.directories {
+            let unnumbered = directory.chunks.iter_mut().flatten().map(|chunk| &mut chunk.part).chain([&mut directory.part]);
+            for part in unnumbered.filter(|part| part.is_none()) {
+                directory.dirty = true;
+                *part = match self.free_parts.pop() {
+                    Some(free) => Some(free),
+                    None => {
+                        self.part_count += 1;
+                        missing += u32::from(self.part_count > self.limits.chunks_max);
+                        Some(self.part_count - 1)
+                    }
+                };
+            }
+        }
+        if missing > 0 {
             return fail(format!(
-                "ERR list would need {count} chunks of at most {} bytes, over the limit of {} chunks for one list",
+                "ERR list would need {} parts (chunks of at most {} bytes and their directories), over the limit of {} parts for one list",
+                self.part_count,
                 self.limits.chunk_bytes_target(self.element_bytes),
                 self.limits.chunks_max
             ));
         }
-        let mut taken = vec![false; count];
-        for chunk in &mut self.chunks {
-            match chunk.part.filter(|&part| (part as usize) < count && !taken[part as usize]) {
-                Some(part) => taken[part as usize] = true,
-                None => {
-                    load(store, &self.key, chunk)?;
-                    (chunk.part, chunk.dirty) = (None, true);
-                }
+        let mut deletions = self.trim_free_parts();
+        if self.free_parts.len() > FREE_PARTS_MAX {
+            self.move_into_free_parts(store)?;
+            deletions.extend(self.trim_free_parts());
+        }
+        Ok(deletions)
+    }
+
+    /// Adds to the free parts those seen in use that no chunk or directory uses any more.
+    /// Before parts are assigned, every part in use was seen, so equal counts mean none was
+    /// freed (the common case, checked without sorting).
+    fn free_unused_parts(&mut self) {
+        if self.parts_in_use().count() == self.seen_parts.len() {
+            return;
+        }
+        let mut in_use: Vec<u32> = self.parts_in_use().map(|(part, _)| part).collect();
+        in_use.sort_unstable();
+        self.seen_parts.sort_unstable();
+        let mut used = in_use.iter().peekable();
+        for &part in &self.seen_parts {
+            while used.next_if(|&&other| other < part).is_some() {}
+            if used.next_if_eq(&&part).is_none() {
+                self.free_parts.push(part);
             }
         }
-        let mut free = (0..count as u32).filter(|&part| !taken[part as usize]);
-        for chunk in self.chunks.iter_mut().filter(|chunk| chunk.part.is_none()) {
-            chunk.part = Some(free.next().expect("as many free numbers as unnumbered chunks"));
+        debug_assert!(used.next().is_none(), "every part in use was seen");
+    }
+
+    /// Every part a directory read or a directory uses, with its place (a chunk's, or a
+    /// directory's with `usize::MAX` for a chunk index).
+    fn parts_in_use(&self) -> impl Iterator<Item = (u32, At)> + '_ {
+        self.directories.iter().enumerate().flat_map(|(directory, entry)| {
+            let chunks = entry.chunks.iter().flatten().enumerate().filter_map(move |(chunk, stored)| Some((stored.part?, At { directory, chunk })));
+            entry.part.map(|part| (part, At { directory, chunk: usize::MAX })).into_iter().chain(chunks)
+        })
+    }
+
+    /// Takes the free parts at the end of the key's parts off it; answers them.
+    fn trim_free_parts(&mut self) -> Vec<u32> {
+        self.free_parts.sort_unstable_by(|a, b| b.cmp(a));
+        let mut trimmed = Vec::new();
+        while self.part_count > 0 && self.free_parts.first() == Some(&(self.part_count - 1)) {
+            self.free_parts.remove(0);
+            self.part_count -= 1;
+            trimmed.push(self.part_count);
+        }
+        trimmed
+    }
+
+    /// Reads every directory and moves the highest-numbered chunks and directories into the
+    /// lowest free parts, up to `MOVED_BYTES_MAX` (at least one), so that the free parts end
+    /// up at the end of the key's parts.
+    fn move_into_free_parts(&mut self, store: &mut dyn KeyStore) -> Result<(), CommandError> {
+        for directory in 0..self.directories.len() {
+            self.chunks_of(store, directory)?;
+        }
+        let mut used: Vec<(u32, At)> = self.parts_in_use().collect();
+        used.sort_unstable_by_key(|&(part, _)| std::cmp::Reverse(part));
+        let mut moved_bytes = 0;
+        for (part, at) in used {
+            let Some(&lowest_free) = self.free_parts.last() else { break };
+            let bytes = match at.chunk {
+                usize::MAX => list_directory_bytes(self.directories[at.directory].loaded().len()),
+                _ => self.directories[at.directory].loaded()[at.chunk].element_bytes,
+            };
+            if lowest_free > part || moved_bytes > 0 && moved_bytes + bytes > MOVED_BYTES_MAX {
+                break;
+            }
+            moved_bytes += bytes;
+            if at.chunk != usize::MAX {
+                self.elements_of(store, at)?;
+            }
+            let directory = &mut self.directories[at.directory];
+            directory.dirty = true;
+            match at.chunk {
+                usize::MAX => directory.part = Some(lowest_free),
+                chunk => {
+                    let moved = &mut directory.loaded()[chunk];
+                    (moved.part, moved.dirty) = (Some(lowest_free), true);
+                }
+            }
+            self.free_parts.pop();
+            let place = self.free_parts.partition_point(|&free| free > part);
+            self.free_parts.insert(place, part);
         }
         Ok(())
     }
 
-    fn root(&self) -> ListRoot {
-        let chunks = self.chunks.iter().map(|chunk| ChunkEntry {
-            part: chunk.part.expect("numbered before the root is written"),
-            elements: chunk.len,
-            element_bytes: u32::try_from(chunk.element_bytes).expect("a chunk is under the value limit"),
-        });
-        ListRoot { len: self.len, chunks: chunks.collect() }
+    /// The records to write: the changed chunks, then the changed directories, each checked
+    /// against the value limit (as is the top).
+    fn encoded_writes(&mut self) -> Result<Vec<(u32, Vec<u8>)>, CommandError> {
+        let mut writes = Vec::new();
+        for directory in self.directories.iter_mut().filter(|directory| directory.dirty) {
+            let chunks = directory.loaded();
+            for chunk in chunks.iter().filter(|chunk| chunk.dirty) {
+                let encoded = encode_list(chunk.elements.as_ref().expect("a dirty chunk is loaded").iter());
+                writes.push((chunk.part.expect("numbered by assign_parts"), encoded));
+            }
+            let entries: Vec<ChunkEntry> = chunks.iter().map(chunk_entry).collect();
+            writes.push((directory.part.expect("numbered by assign_parts"), encode_list_directory(&entries)));
+        }
+        let top_bytes = ListTop::encoded_bytes(self.free_parts.len(), self.directories.len());
+        let largest = writes.iter().map(|(_, encoded)| encoded.len() as u64).chain([top_bytes]).max().expect("the top at least");
+        if largest > self.limits.value_bytes_max {
+            return fail(format!(
+                "ERR a record of this list would be {largest} bytes, over the namespace's value limit of {} bytes",
+                self.limits.value_bytes_max
+            ));
+        }
+        Ok(writes)
     }
+
+    fn top(&self) -> ListTop {
+        let directories = self.directories.iter().map(|directory| DirectoryEntry {
+            part: directory.part.expect("numbered before the top is written"),
+            elements: directory.len,
+            element_bytes: directory.element_bytes,
+        });
+        ListTop { len: self.len, part_count: self.part_count, free_parts: self.free_parts.clone(), directories: directories.collect() }
+    }
+}
+
+/// The index of the chunk or directory at `end` of `count` (None when there is none).
+fn end_index(count: usize, end: End) -> Option<usize> {
+    match end {
+        End::Head => (count > 0).then_some(0),
+        End::Tail => count.checked_sub(1),
+    }
+}
+
+fn chunk_entry(chunk: &Chunk) -> ChunkEntry {
+    ChunkEntry {
+        part: chunk.part.expect("numbered by assign_parts"),
+        elements: chunk.len,
+        element_bytes: u32::try_from(chunk.element_bytes).expect("a chunk is under the value limit"),
+    }
+}
+
+/// Loads and marks changed the stored neighbour (previous first) that fits with the changed
+/// chunk `at` within `target`, so that `resize_chunks` merges the two: chunks that lose
+/// elements here and there (a sorted set's order index under ZREM) do not stay small, each
+/// costing its directory entry and a probe of every search.
+fn change_stored_neighbour_that_fits(store: &mut dyn KeyStore, key: &[u8], chunks: &mut VecDeque<Chunk>, at: usize, target: u64) -> Result<(), CommandError> {
+    let bytes = chunks[at].element_bytes;
+    let fits = |chunk: &Chunk| !chunk.dirty && chunk.element_bytes + bytes <= target;
+    let neighbour = [at.checked_sub(1), Some(at + 1)].into_iter().flatten().find(|&other| chunks.get(other).is_some_and(fits));
+    if let Some(other) = neighbour {
+        load(store, key, &mut chunks[other])?;
+        chunks[other].dirty = true;
+    }
+    Ok(())
 }
 
 /// A loaded chunk that grew past `target` cut into as few chunks of equal size as keep each
@@ -629,22 +1005,6 @@ fn load<'a>(store: &mut dyn KeyStore, key: &[u8], chunk: &'a mut Chunk) -> Resul
     Ok(chunk.elements.as_mut().expect("loaded above"))
 }
 
-/// The chunk's last element, decoding no other when the chunk is not loaded yet (its record
-/// is kept for `load`).
-fn last_element(store: &mut dyn KeyStore, key: &[u8], chunk: &mut Chunk) -> Result<Bytes, CommandError> {
-    if let Some(elements) = &chunk.elements {
-        return Ok(elements.back().expect("no chunk is empty outside a method").clone());
-    }
-    if chunk.record.is_none() {
-        chunk.record = Some(read_record(store, key, chunk)?);
-    }
-    let (count, last) = list_chunk_last(chunk.record.as_ref().expect("read above"))?;
-    match last {
-        Some(last) if count == chunk.len as usize => Ok(last),
-        _ => Err(CorruptValue("list chunk disagrees with its root").into()),
-    }
-}
-
 fn read_record(store: &mut dyn KeyStore, key: &[u8], chunk: &Chunk) -> Result<Bytes, CommandError> {
     let part = chunk.part.expect("a chunk not in memory is stored");
     Ok(Bytes::from(store.get_part(key, part)?.ok_or(CorruptValue("list chunk missing"))?))
@@ -657,7 +1017,9 @@ mod tests {
     use super::*;
     use crate::memory_store::MemoryStore;
 
-    const LIMITS: ListLimits = ListLimits { value_bytes_max: 1 << 20, chunks_max: 4096, chunks_target: CHUNKS_TARGET };
+    const LIMITS: ListLimits = ListLimits { value_bytes_max: 1 << 20, chunks_max: 4096, chunks_target: CHUNKS_TARGET, directory_chunks_max: DIRECTORY_CHUNKS_MAX };
+    /// Directories of at most 4 chunks, so that small lists have many.
+    const SMALL_DIRECTORIES: ListLimits = ListLimits { directory_chunks_max: 4, ..LIMITS };
 
     fn key() -> Bytes {
         Bytes::from_static(b"list")
@@ -677,28 +1039,43 @@ mod tests {
         }
     }
 
-    /// The stored list is well formed: parts 0..chunk count exactly, each as its root says.
-    fn assert_well_formed(store: &MemoryStore) {
+    /// The stored list is well formed: its parts are exactly 0..part count, each a directory,
+    /// a chunk or a free part (at most `FREE_PARTS_MAX`), and every directory and chunk holds
+    /// what the record above it says.
+    fn assert_well_formed(store: &MemoryStore, limits: ListLimits) {
         let Some(value) = store.keys.get(b"list".as_slice()) else {
             assert!(store.parts.is_empty(), "parts left without their key");
             return;
         };
-        match Stored::decode(value.bytes.clone()).unwrap() {
+        let top = match Stored::decode(value.bytes.clone()).unwrap() {
             Stored::List(elements) => {
                 assert!(!elements.is_empty());
                 assert!(store.parts.is_empty(), "a small list keeps no parts");
+                return;
             }
-            Stored::ChunkedList(root) => {
-                let parts: Vec<u32> = store.parts.keys().map(|(_, part)| *part).collect();
-                assert_eq!(parts, (0..root.chunks.len() as u32).collect::<Vec<_>>(), "parts are dense");
-                for entry in &root.chunks {
-                    let elements = decode_list_chunk(&Bytes::from(store.parts[&(b"list".to_vec(), entry.part)].clone())).unwrap();
-                    assert_eq!(elements.len() as u32, entry.elements);
-                    assert_eq!(elements.iter().map(|element| element_entry_bytes(element)).sum::<u64>(), u64::from(entry.element_bytes));
-                }
+            Stored::ChunkedList(ListIndex::Directories(top)) => top,
+            _ => panic!("not a list as this version writes it"),
+        };
+        let parts: Vec<u32> = store.parts.keys().map(|(_, part)| *part).collect();
+        assert_eq!(parts, (0..top.part_count).collect::<Vec<_>>(), "parts are dense");
+        assert!(top.free_parts.len() <= FREE_PARTS_MAX, "{} free parts", top.free_parts.len());
+        let part = |number: u32| Bytes::from(store.parts[&(b"list".to_vec(), number)].clone());
+        let mut used = top.free_parts.clone();
+        for directory in &top.directories {
+            used.push(directory.part);
+            let entries = decode_list_directory(&part(directory.part)).unwrap();
+            assert!(entries.len() <= limits.directory_chunks_max());
+            assert_eq!(entries.iter().map(|entry| u64::from(entry.elements)).sum::<u64>(), directory.elements);
+            assert_eq!(entries.iter().map(|entry| u64::from(entry.element_bytes)).sum::<u64>(), directory.element_bytes);
+            for entry in entries {
+                used.push(entry.part);
+                let elements = decode_list_chunk(&part(entry.part)).unwrap();
+                assert_eq!(elements.len() as u32, entry.elements);
+                assert_eq!(elements.iter().map(|element| element_entry_bytes(element)).sum::<u64>(), u64::from(entry.element_bytes));
             }
-            _ => panic!("not a list"),
         }
+        used.sort_unstable();
+        assert_eq!(used, parts, "each part is a directory, a chunk or free, once");
     }
 
     #[test]
@@ -715,7 +1092,7 @@ mod tests {
             let expected = elements.partition_point(|element| element.as_ref() < target.as_bytes()) as u64;
             // Freshly opened (chunks read by their last element only) and after a full read.
             let mut list = open(&mut store);
-            assert!(list.chunks.len() > 4, "the list is chunked");
+            assert!(store.parts.len() > 4, "the list is chunked");
             assert_eq!(list.partition_point(&mut store, |element| Ok(element.as_ref() >= target.as_bytes())).unwrap(), expected, "probe {probe}");
             assert_eq!(list.range(&mut store, 0, list.len() - 1).unwrap(), elements);
             assert_eq!(list.partition_point(&mut store, |element| Ok(element.as_ref() >= target.as_bytes())).unwrap(), expected, "probe {probe}");
@@ -727,11 +1104,16 @@ mod tests {
 
     #[test]
     fn random_commands_keep_the_list_as_a_model_deque_and_its_parts_dense() {
-        let mut random = rand::rngs::StdRng::seed_from_u64(7);
+        random_commands_keep_the_list_as_a_model_deque(LIMITS, 7);
+        random_commands_keep_the_list_as_a_model_deque(SMALL_DIRECTORIES, 8);
+    }
+
+    fn random_commands_keep_the_list_as_a_model_deque(limits: ListLimits, seed: u64) {
+        let mut random = rand::rngs::StdRng::seed_from_u64(seed);
         let mut store = MemoryStore::default();
         let mut model: VecDeque<Bytes> = VecDeque::new();
         for step in 0..3000 {
-            let mut list = open(&mut store);
+            let mut list = OpenList::open_or_new(&mut store, &key(), limits).unwrap();
             let element = Bytes::from(vec![b'a' + random.gen_range(0..4u8); random.gen_range(0..600)]);
             let end = if random.gen_bool(0.5) { End::Head } else { End::Tail };
             match random.gen_range(0..12) {
@@ -805,7 +1187,7 @@ mod tests {
             }
             assert_eq!(list.len(), model.len() as u64, "step {step}");
             list.save(&mut store).unwrap();
-            assert_well_formed(&store);
+            assert_well_formed(&store, limits);
             if step % 50 == 0 {
                 assert_eq!(contents(&mut store), Vec::from(model.clone()), "step {step}");
             }
@@ -814,7 +1196,7 @@ mod tests {
     }
 
     #[test]
-    fn a_push_or_pop_writes_the_root_and_one_chunk_whatever_the_size() {
+    fn a_push_or_pop_writes_the_top_one_directory_and_one_chunk_whatever_the_size() {
         let mut store = MemoryStore::default();
         let mut list = open(&mut store);
         for number in 0..50_000u32 {
@@ -830,11 +1212,92 @@ mod tests {
             let mut list = open(&mut store);
             list.pop(&mut store, end).unwrap();
             list.save(&mut store).unwrap();
-            assert!(store.part_writes - parts_before <= 3, "{}", store.part_writes - parts_before);
+            assert!(store.part_writes - parts_before <= 5, "{}", store.part_writes - parts_before);
             assert_eq!(store.key_writes - keys_before, 2);
         }
         let mut list = open(&mut store);
         assert_eq!(list.get(&mut store, 31_337).unwrap().as_ref(), b"element:31337");
+        assert_well_formed(&store, LIMITS);
+    }
+
+    #[test]
+    fn the_bytes_a_push_or_pop_writes_do_not_grow_with_the_list() {
+        // 70,000 elements of 440 bytes (31 MB, about 7,500 chunks): a one-level root listing
+        // every chunk would be 90 KB, rewritten by every push and pop.
+        let limits = ListLimits { chunks_max: 1 << 16, ..LIMITS };
+        let mut store = MemoryStore::default();
+        let element = Bytes::from(vec![b'x'; 440]);
+        let mut list = OpenList::open_or_new(&mut store, &key(), limits).unwrap();
+        for _ in 0..70_000 {
+            list.push(&mut store, End::Head, element.clone()).unwrap();
+        }
+        list.save(&mut store).unwrap();
+        let mut most = 0;
+        for step in 0..2_000 {
+            let before = store.bytes_written;
+            let mut list = OpenList::open(&mut store, &key(), limits).unwrap().unwrap();
+            match step % 4 {
+                0 => list.push(&mut store, End::Head, element.clone()).unwrap(),
+                1 => list.push(&mut store, End::Tail, element.clone()).unwrap(),
+                2 => drop(list.pop(&mut store, End::Head).unwrap()),
+                _ => drop(list.pop(&mut store, End::Tail).unwrap()),
+            }
+            list.save(&mut store).unwrap();
+            most = most.max(store.bytes_written - before);
+        }
+        // The top (about 40 directories), one directory (at most 256 chunks) and one or two
+        // chunks (4 KiB each).
+        assert!(most <= 16 * 1024, "{most} bytes written by one push or pop");
+        assert_well_formed(&store, limits);
+    }
+
+    #[test]
+    fn a_list_drained_from_its_oldest_end_keeps_few_free_parts() {
+        // A list pushed at its tail has its lowest-numbered chunks at its head: pops there leave
+        // free parts low down, filled by moving the highest-numbered chunks and directories,
+        // so the key's parts shrink with the list.
+        let mut store = MemoryStore::default();
+        let element = Bytes::from(vec![b'y'; 300]);
+        push_one_per_command(&mut store, SMALL_DIRECTORIES, &element, 3_000);
+        let parts_when_full = store.parts.len();
+        for step in 0..2_900 {
+            let mut list = OpenList::open(&mut store, &key(), SMALL_DIRECTORIES).unwrap().unwrap();
+            list.pop(&mut store, End::Head).unwrap();
+            list.save(&mut store).unwrap();
+            if step % 100 == 0 {
+                assert_well_formed(&store, SMALL_DIRECTORIES);
+            }
+        }
+        assert_well_formed(&store, SMALL_DIRECTORIES);
+        assert!(store.parts.len() * 4 < parts_when_full, "{} parts of {parts_when_full} left", store.parts.len());
+        assert_eq!(contents(&mut store), vec![element; 100]);
+    }
+
+    #[test]
+    fn a_list_written_by_an_earlier_version_is_read_and_rewritten_with_directories() {
+        let mut store = MemoryStore::default();
+        let chunks: Vec<Vec<Bytes>> = (0..10u32).map(|chunk| (0..50u32).map(|number| Bytes::from(format!("{chunk}:{number:0>100}"))).collect()).collect();
+        let mut entries = Vec::new();
+        // Parts in an order other than the list's, as the old layout allowed.
+        for (chunk, elements) in chunks.iter().enumerate() {
+            let part = (chunk as u32 * 3) % 10;
+            store.parts.insert((key().to_vec(), part), encode_list(elements.iter()));
+            let element_bytes = elements.iter().map(|element| element_entry_bytes(element)).sum::<u64>() as u32;
+            entries.push(ChunkEntry { part, elements: elements.len() as u32, element_bytes });
+        }
+        let root = crate::values::ListRoot { len: 500, chunks: entries };
+        store.keys.insert(key().to_vec(), hybridkv_engine::Value { bytes: root.encode(), expiry_unix_ms: 77, version: 0 });
+        let all: Vec<Bytes> = chunks.concat();
+        assert_eq!(contents(&mut store), all);
+        let mut list = OpenList::open(&mut store, &key(), SMALL_DIRECTORIES).unwrap().unwrap();
+        assert_eq!(list.get(&mut store, 321).unwrap(), all[321]);
+        list.push(&mut store, End::Tail, Bytes::from_static(b"last")).unwrap();
+        list.save(&mut store).unwrap();
+        assert_well_formed(&store, SMALL_DIRECTORIES);
+        assert_eq!(store.keys[b"list".as_slice()].expiry_unix_ms, 77);
+        let mut expected = all;
+        expected.push(Bytes::from_static(b"last"));
+        assert_eq!(contents(&mut store), expected);
     }
 
     /// Pushes `element` at the tail `count` times, one command each, as clients fill a list:
@@ -851,37 +1314,47 @@ mod tests {
     fn a_pop_next_to_many_small_chunks_merges_one_neighbour_not_all_of_them() {
         // A list that grew one push at a time keeps the small chunks it made while the target
         // was small: popping through them must not take in neighbour after neighbour.
-        let limits = ListLimits { value_bytes_max: 1 << 20, chunks_max: 4096, chunks_target: 16 };
+        let limits = ListLimits { chunks_target: 16, ..LIMITS };
         let mut store = MemoryStore::default();
         push_one_per_command(&mut store, limits, &Bytes::from(vec![b'x'; 440]), 2_400);
         let chunks_after_growth = store.parts.len();
         assert!(chunks_after_growth > 30, "{chunks_after_growth} chunks");
         for _ in 0..1_200 {
-            let before = store.part_writes;
+            let before = store.bytes_written;
             let mut list = OpenList::open(&mut store, &key(), limits).unwrap().unwrap();
             list.pop(&mut store, End::Head).unwrap();
             list.save(&mut store).unwrap();
-            assert!(store.part_writes - before <= 3, "{} parts written by one pop", store.part_writes - before);
+            // Its chunk and a neighbour, their directory and the top, and what is moved into
+            // free parts; not the 1 MB list.
+            let written = (store.bytes_written - before) as u64;
+            assert!(written <= MOVED_BYTES_MAX + 3 * CHUNK_BYTES_TARGET_MAX, "{written} bytes written by one pop");
         }
-        assert_well_formed(&store);
+        assert_well_formed(&store, limits);
     }
 
     #[test]
-    fn removing_elements_never_needs_more_chunks_than_the_list_has() {
-        let limits = ListLimits::new(1 << 20, 20);
+    fn removing_elements_never_needs_more_parts_than_the_list_has() {
+        let limits = ListLimits { chunks_max: 20, ..SMALL_DIRECTORIES };
         let mut store = MemoryStore::default();
         let element = Bytes::from(vec![b'x'; 1000]);
-        push_one_per_command(&mut store, limits, &element, 80);
-        let mut list = OpenList::open(&mut store, &key(), limits).unwrap().unwrap();
-        for _ in 0..4 {
+        let mut pushed = 0;
+        loop {
+            let mut list = OpenList::open_or_new(&mut store, &key(), limits).unwrap();
             list.push(&mut store, End::Tail, element.clone()).unwrap();
+            if list.save(&mut store).is_err() {
+                break;
+            }
+            pushed += 1;
+            assert!(pushed < 1000, "a push past the limit is refused");
         }
-        assert!(list.save(&mut store).is_err(), "a 21st chunk is refused");
+        assert_well_formed(&store, limits);
+        assert_eq!(store.parts.len(), 20, "refused at the limit");
+        assert_eq!(contents(&mut store).len(), pushed);
         for end in [End::Head, End::Tail, End::Head] {
             let mut list = OpenList::open(&mut store, &key(), limits).unwrap().unwrap();
             list.pop(&mut store, end).unwrap();
             list.save(&mut store).unwrap();
-            assert_well_formed(&store);
+            assert_well_formed(&store, limits);
         }
     }
 }

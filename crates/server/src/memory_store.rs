@@ -14,6 +14,8 @@ pub struct MemoryStore {
     pub parts: BTreeMap<(Vec<u8>, u32), Vec<u8>>,
     pub part_writes: usize,
     pub key_writes: usize,
+    /// Bytes of every key and part record written.
+    pub bytes_written: usize,
 }
 
 impl KeyStore for MemoryStore {
@@ -26,6 +28,7 @@ impl KeyStore for MemoryStore {
     }
     fn put_keeping_parts(&mut self, key: &[u8], value: &[u8], expiry_unix_ms: u64) -> Result<(), EngineError> {
         self.key_writes += 1;
+        self.bytes_written += value.len();
         self.keys.insert(key.to_vec(), Value { bytes: value.to_vec(), expiry_unix_ms, version: 0 });
         Ok(())
     }
@@ -44,6 +47,7 @@ impl KeyStore for MemoryStore {
     }
     fn put_part(&mut self, key: &[u8], number: u32, value: &[u8]) -> Result<(), EngineError> {
         self.part_writes += 1;
+        self.bytes_written += value.len();
         self.parts.insert((key.to_vec(), number), value.to_vec());
         Ok(())
     }

@@ -9,12 +9,12 @@
 //! member bytes), so reading it is reading the order. A bucketed set also has an order index: a
 //! list (`crate::list_layout`) of entries in Redis's order, each the score as 8 bytes that sort
 //! as the scores do (`order_entry`) followed by the member, stored in the key's second part space
-//! (`SECOND_PART_SPACE`): the list's root (or its one record) at the space's first part, its
-//! chunks after it (`OrderSpace`). A rank or a range end is found by binary search
-//! (`OpenList::partition_point`: over the chunks by their last entries, then within one chunk;
-//! the chunks read are kept for the command); a write removes the member's old entry and
-//! inserts the new one, rewriting one chunk and the list's root besides the hash's bucket and
-//! root.
+//! (`SECOND_PART_SPACE`): the list's top (or its one record) at the space's first part, its
+//! directories and chunks after it (`OrderSpace`). A rank or a range end is found by binary
+//! search (`OpenList::partition_point`: over the directories, then one directory's chunks, by
+//! their last entries, then within one chunk; the chunks read are kept for the command); a write
+//! removes the member's old entry and inserts the new one, rewriting one chunk, its directory
+//! and the list's top besides the hash's bucket and root.
 //!
 //! Invariants: a bucketed sorted set's order index holds exactly its members with their
 //! scores, in Redis's order, with no score -0 (stored as 0, which sorts the same); a sorted set
@@ -26,7 +26,7 @@ use hybridkv_engine::{EngineError, ScanPage, Value, SECOND_PART_SPACE};
 
 use crate::command::{CommandError, KeyStore};
 use crate::hash_layout::{HashLimits, OpenHash, Saved};
-use crate::list_layout::{End, ListLimits, OpenList, CHUNKS_TARGET};
+use crate::list_layout::{End, ListLimits, OpenList, CHUNKS_TARGET, DIRECTORY_CHUNKS_MAX};
 use crate::values::{decode_score, encode_score, Collection, CorruptValue};
 
 /// A member and its score.
@@ -79,36 +79,39 @@ pub fn decode_order_entry(entry: &Bytes) -> Result<Scored, CorruptValue> {
     Ok((entry.slice(ORDER_SCORE_BYTES..), score))
 }
 
-/// The order index's limits in a namespace: its root takes one part of the second space, and
+/// The order index's limits in a namespace: its top takes one part of the second space, and
 /// its chunks grow early enough that it holds whatever the set's hash may hold (at most
 /// `parts_per_key_max` buckets of at most a quarter of the value limit) in half its parts, with
-/// chunks of up to half the value limit.
+/// chunks of up to half the value limit (its directories and free parts take far fewer than
+/// the other half).
 pub fn order_index_limits(value_bytes_max: u64, parts_per_key_max: u32) -> ListLimits {
     let chunks_max = parts_per_key_max - 1;
-    ListLimits { value_bytes_max, chunks_max, chunks_target: u64::from(chunks_max / 2).min(CHUNKS_TARGET) }
+    ListLimits { value_bytes_max, chunks_max, chunks_target: u64::from(chunks_max / 2).min(CHUNKS_TARGET), directory_chunks_max: DIRECTORY_CHUNKS_MAX }
 }
 
-/// The key's second part space seen as a key of its own for `OpenList`: the list's root is
-/// part SECOND_PART_SPACE, its chunk `n` part SECOND_PART_SPACE + 1 + n.
+/// The key's second part space seen as a key of its own for `OpenList`: the list's top is
+/// part SECOND_PART_SPACE, its part `n` (a directory, chunk or free part) part
+/// SECOND_PART_SPACE + 1 + n.
 struct OrderSpace<'s> {
     store: &'s mut dyn KeyStore,
 }
 
-const ORDER_ROOT_PART: u32 = SECOND_PART_SPACE;
+const ORDER_TOP_PART: u32 = SECOND_PART_SPACE;
 
-fn order_chunk_part(number: u32) -> u32 {
-    ORDER_ROOT_PART + 1 + number
+fn order_list_part(number: u32) -> u32 {
+    ORDER_TOP_PART + 1 + number
 }
 
 impl OrderSpace<'_> {
-    /// Deletes the chunks, last first (the space stays dense).
-    fn delete_chunks(&mut self, key: &[u8]) -> Result<(), EngineError> {
+    /// Deletes the list's parts (directories, chunks, free parts), last first (the space stays
+    /// dense).
+    fn delete_list_parts(&mut self, key: &[u8]) -> Result<(), EngineError> {
         let mut count = 0;
-        while self.store.get_part(key, order_chunk_part(count))?.is_some() {
+        while self.store.get_part(key, order_list_part(count))?.is_some() {
             count += 1;
         }
         for number in (0..count).rev() {
-            self.store.delete_part(key, order_chunk_part(number))?;
+            self.store.delete_part(key, order_list_part(number))?;
         }
         Ok(())
     }
@@ -116,31 +119,31 @@ impl OrderSpace<'_> {
 
 impl KeyStore for OrderSpace<'_> {
     fn get(&mut self, key: &[u8]) -> Result<Option<Value>, EngineError> {
-        Ok(self.store.get_part(key, ORDER_ROOT_PART)?.map(|bytes| Value { bytes, expiry_unix_ms: 0, version: 0 }))
+        Ok(self.store.get_part(key, ORDER_TOP_PART)?.map(|bytes| Value { bytes, expiry_unix_ms: 0, version: 0 }))
     }
     fn put(&mut self, key: &[u8], value: &[u8], _: u64) -> Result<(), EngineError> {
-        self.delete_chunks(key)?;
-        self.store.put_part(key, ORDER_ROOT_PART, value)
+        self.delete_list_parts(key)?;
+        self.store.put_part(key, ORDER_TOP_PART, value)
     }
     fn put_keeping_parts(&mut self, key: &[u8], value: &[u8], _: u64) -> Result<(), EngineError> {
-        self.store.put_part(key, ORDER_ROOT_PART, value)
+        self.store.put_part(key, ORDER_TOP_PART, value)
     }
     fn delete(&mut self, key: &[u8]) -> Result<bool, EngineError> {
-        let existed = self.store.get_part(key, ORDER_ROOT_PART)?.is_some();
-        self.delete_chunks(key)?;
+        let existed = self.store.get_part(key, ORDER_TOP_PART)?.is_some();
+        self.delete_list_parts(key)?;
         if existed {
-            self.store.delete_part(key, ORDER_ROOT_PART)?;
+            self.store.delete_part(key, ORDER_TOP_PART)?;
         }
         Ok(existed)
     }
     fn get_part(&mut self, key: &[u8], number: u32) -> Result<Option<Vec<u8>>, EngineError> {
-        self.store.get_part(key, order_chunk_part(number))
+        self.store.get_part(key, order_list_part(number))
     }
     fn put_part(&mut self, key: &[u8], number: u32, value: &[u8]) -> Result<(), EngineError> {
-        self.store.put_part(key, order_chunk_part(number), value)
+        self.store.put_part(key, order_list_part(number), value)
     }
     fn delete_part(&mut self, key: &[u8], number: u32) -> Result<(), EngineError> {
-        self.store.delete_part(key, order_chunk_part(number))
+        self.store.delete_part(key, order_list_part(number))
     }
     fn parts_per_key_max(&self) -> u32 {
         self.store.parts_per_key_max() - 1
@@ -342,7 +345,7 @@ mod tests {
     use super::*;
     use crate::memory_store::MemoryStore;
 
-    const ORDER_LIMITS: ListLimits = ListLimits { value_bytes_max: 1 << 20, chunks_max: 4096, chunks_target: CHUNKS_TARGET };
+    const ORDER_LIMITS: ListLimits = ListLimits { value_bytes_max: 1 << 20, chunks_max: 4096, chunks_target: CHUNKS_TARGET, directory_chunks_max: DIRECTORY_CHUNKS_MAX };
 
     fn hash_limits() -> HashLimits {
         HashLimits::new(1 << 20, 4096)
@@ -439,7 +442,7 @@ mod tests {
         }
     }
 
-    /// The order index's chunks (parts of the second space past its root) and their bytes.
+    /// The order index's parts past its top (directories, chunks, free parts) and their bytes.
     fn order_chunks(store: &MemoryStore) -> (usize, usize) {
         let chunks: Vec<usize> = store.parts.iter().filter(|((_, number), _)| *number > SECOND_PART_SPACE).map(|(_, bytes)| bytes.len()).collect();
         (chunks.len(), chunks.iter().sum())
@@ -493,8 +496,9 @@ mod tests {
         let mut set = OpenSortedSet::open(&mut store, &key(), ORDER_LIMITS).unwrap().unwrap();
         set.set_score(&mut store, Bytes::from_static(b"member:7"), 1e6).unwrap();
         set.save(&mut store, &hash_limits(), false).unwrap();
-        // The bucket, the order index's root and at most two chunks (the old and new entry's).
-        assert!(store.part_writes - parts_before <= 4, "{}", store.part_writes - parts_before);
+        // The bucket, the order index's top, at most two chunks (the old and new entry's) and
+        // their directories.
+        assert!(store.part_writes - parts_before <= 6, "{}", store.part_writes - parts_before);
         assert!(store.key_writes - keys_before <= 1);
         let mut set = OpenSortedSet::open(&mut store, &key(), ORDER_LIMITS).unwrap().unwrap();
         assert_eq!(set.members_at(&mut store, 19_999..20_000).unwrap(), vec![(Bytes::from_static(b"member:7"), 1e6)]);

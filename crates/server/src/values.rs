@@ -8,9 +8,11 @@
 //! | 3   | set    | as tag 1: each member is a field with an empty value                    |
 //! | 4   | set (bucketed) | as tag 2                                                         |
 //! | 5   | list   | element count (LEB128), then per element: length (LEB128), element         |
-//! | 6   | list (chunked) | element count (u64 LE), chunk count (u32 LE), then per chunk in list order: part (u32 LE), elements (u32 LE), element bytes (u32 LE) |
+//! | 6   | list (chunked, as earlier versions wrote it) | element count (u64 LE), chunk count (u32 LE), then per chunk in list order: part (u32 LE), elements (u32 LE), element bytes (u32 LE) |
 //! | 7   | sorted set | as tag 1: each member is a field whose value is its score (f64, 8 bytes LE) |
 //! | 8   | sorted set (bucketed) | as tag 2                                                  |
+//! | 9   | list (chunked) top | element count (u64 LE), part count, free part count, directory count (u32 LE each), the free parts (u32 LE each), then per directory in list order: part (u32 LE), elements (u64 LE), element bytes (u64 LE) |
+//! | 10  | list directory (a part) | chunk count (u32 LE), then per chunk in list order: part (u32 LE), elements (u32 LE), element bytes (u32 LE) |
 //!
 //! A small hash is one record with named bins (as in Aerospike): HSET rewrites the record, and
 //! fields keep their insertion order, as Redis's small hashes do. A hash whose record would pass
@@ -27,8 +29,9 @@
 //! (`encode_score`); a small one's record keeps its members in score order, as Redis's listpack
 //! does.
 //!
-//! A small list is one tag-5 record; a bigger one a tag-6 root plus chunks of consecutive
-//! elements stored as the key's parts, each a tag-5 record (`crate::list_layout`). "Element
+//! A small list is one tag-5 record; a bigger one a tag-9 top record over directories (tag 10)
+//! of chunks of consecutive elements, each a tag-5 record, all stored as the key's parts
+//! (`crate::list_layout`). "Element
 //! bytes" is the sum of the chunk's encoded elements (their length prefixes included).
 
 use bytes::Bytes;
@@ -42,6 +45,8 @@ pub const TAG_LIST: u8 = 5;
 pub const TAG_LIST_ROOT: u8 = 6;
 pub const TAG_ZSET: u8 = 7;
 pub const TAG_ZSET_ROOT: u8 = 8;
+pub const TAG_LIST_TOP: u8 = 9;
+pub const TAG_LIST_DIRECTORY: u8 = 10;
 
 /// The types stored as fields (`crate::hash_layout`): a hash, a set whose members are fields
 /// with empty values, and a sorted set whose members are fields with their scores as values.
@@ -92,7 +97,7 @@ pub enum Stored {
     /// A list in one record.
     List(Vec<Bytes>),
     /// The root of a list whose elements are in chunks.
-    ChunkedList(ListRoot),
+    ChunkedList(ListIndex),
 }
 
 impl Stored {
@@ -108,7 +113,8 @@ impl Stored {
             Some(&TAG_ZSET) => HashRecord::decode(&bytes[1..]).map(|record| Stored::Small(Collection::SortedSet, record)),
             Some(&TAG_ZSET_ROOT) => HashRoot::decode(&bytes[1..]).map(|root| Stored::Bucketed(Collection::SortedSet, root)),
             Some(&TAG_LIST) => decode_list_body(&bytes).map(Stored::List),
-            Some(&TAG_LIST_ROOT) => ListRoot::decode(&bytes[1..]).map(Stored::ChunkedList),
+            Some(&TAG_LIST_ROOT) => ListRoot::decode(&bytes[1..]).map(|root| Stored::ChunkedList(ListIndex::Chunks(root))),
+            Some(&TAG_LIST_TOP) => ListTop::decode(&bytes[1..]).map(|top| Stored::ChunkedList(ListIndex::Directories(top))),
             Some(_) => Err(CorruptValue("unknown type tag")),
             None => Err(CorruptValue("empty value")),
         }
@@ -121,7 +127,7 @@ pub fn type_name_of(bytes: &[u8]) -> &'static str {
         Some(&TAG_STRING) => "string",
         Some(&TAG_HASH | &TAG_HASH_ROOT) => "hash",
         Some(&TAG_SET | &TAG_SET_ROOT) => "set",
-        Some(&TAG_LIST | &TAG_LIST_ROOT) => "list",
+        Some(&TAG_LIST | &TAG_LIST_ROOT | &TAG_LIST_TOP) => "list",
         Some(&TAG_ZSET | &TAG_ZSET_ROOT) => "zset",
         _ => "none",
     }
@@ -322,7 +328,7 @@ pub fn element_entry_bytes(element: &[u8]) -> u64 {
     (length_bytes(element.len()) + element.len()) as u64
 }
 
-/// One chunk as the root of a chunked list lists it.
+/// One chunk as a list's directory (or an earlier version's tag-6 root) lists it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChunkEntry {
     /// The part that holds the chunk.
@@ -332,7 +338,168 @@ pub struct ChunkEntry {
     pub element_bytes: u32,
 }
 
-/// The root record of a chunked list (tag 6): its chunks in list order.
+const CHUNK_ENTRY_BYTES: usize = 12;
+
+fn encode_chunk_entries(bytes: &mut Vec<u8>, chunks: &[ChunkEntry]) {
+    for chunk in chunks {
+        for number in [chunk.part, chunk.elements, chunk.element_bytes] {
+            bytes.extend_from_slice(&number.to_le_bytes());
+        }
+    }
+}
+
+/// Chunk entries filling `body` exactly; none may be empty.
+fn decode_chunk_entries(body: &[u8]) -> Result<Vec<ChunkEntry>, CorruptValue> {
+    if !body.len().is_multiple_of(CHUNK_ENTRY_BYTES) {
+        return Err(CorruptValue("chunk entries of the wrong length"));
+    }
+    let chunks: Vec<ChunkEntry> = body
+        .chunks_exact(CHUNK_ENTRY_BYTES)
+        .map(|entry| ChunkEntry { part: u32_at(entry, 0), elements: u32_at(entry, 4), element_bytes: u32_at(entry, 8) })
+        .collect();
+    if chunks.iter().any(|chunk| chunk.elements == 0) {
+        return Err(CorruptValue("empty list chunk listed"));
+    }
+    Ok(chunks)
+}
+
+fn u32_at(bytes: &[u8], offset: usize) -> u32 {
+    u32::from_le_bytes(bytes[offset..offset + 4].try_into().expect("4 bytes"))
+}
+
+fn u64_at(bytes: &[u8], offset: usize) -> u64 {
+    u64::from_le_bytes(bytes[offset..offset + 8].try_into().expect("8 bytes"))
+}
+
+/// A list directory (tag 10, a part of its list's key): chunk count (u32), then per chunk in
+/// list order its entry.
+pub fn encode_list_directory(chunks: &[ChunkEntry]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(1 + 4 + chunks.len() * CHUNK_ENTRY_BYTES);
+    bytes.push(TAG_LIST_DIRECTORY);
+    bytes.extend_from_slice(&(chunks.len() as u32).to_le_bytes());
+    encode_chunk_entries(&mut bytes, chunks);
+    bytes
+}
+
+/// Bytes of a directory record listing `chunks` chunks.
+pub fn list_directory_bytes(chunks: usize) -> u64 {
+    (1 + 4 + chunks * CHUNK_ENTRY_BYTES) as u64
+}
+
+pub fn decode_list_directory(record: &[u8]) -> Result<Vec<ChunkEntry>, CorruptValue> {
+    if record.first() != Some(&TAG_LIST_DIRECTORY) || record.len() < 5 {
+        return Err(CorruptValue("list directory without its tag"));
+    }
+    let chunks = decode_chunk_entries(&record[5..])?;
+    if chunks.len() != u32_at(record, 1) as usize || chunks.is_empty() {
+        return Err(CorruptValue("list directory of the wrong length"));
+    }
+    Ok(chunks)
+}
+
+/// The index of a chunked list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ListIndex {
+    /// Tag 9: directories of chunks.
+    Directories(ListTop),
+    /// Tag 6, as earlier versions wrote it: the chunks themselves; rewritten as tag 9 by the
+    /// list's next write.
+    Chunks(ListRoot),
+}
+
+impl ListIndex {
+    /// Parts the list's key holds (0..this).
+    pub fn part_count(&self) -> u32 {
+        match self {
+            ListIndex::Directories(top) => top.part_count,
+            ListIndex::Chunks(root) => root.chunks.len() as u32,
+        }
+    }
+}
+
+/// One directory as a list's top record lists it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DirectoryEntry {
+    /// The part that holds the directory record.
+    pub part: u32,
+    /// Elements in the directory's chunks.
+    pub elements: u64,
+    pub element_bytes: u64,
+}
+
+/// The top record of a chunked list (tag 9): its directories in list order, and the parts
+/// that hold neither a directory nor a chunk (their stale records keep the key's part numbers
+/// dense until reused).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListTop {
+    pub len: u64,
+    /// The key's parts are 0..part_count: directories, chunks and free parts.
+    pub part_count: u32,
+    pub free_parts: Vec<u32>,
+    pub directories: Vec<DirectoryEntry>,
+}
+
+const LIST_TOP_HEADER_BYTES: usize = 20;
+const DIRECTORY_ENTRY_BYTES: usize = 20;
+
+impl ListTop {
+    /// Bytes of a top record with these counts.
+    pub fn encoded_bytes(free_parts: usize, directories: usize) -> u64 {
+        (1 + LIST_TOP_HEADER_BYTES + 4 * free_parts + DIRECTORY_ENTRY_BYTES * directories) as u64
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(ListTop::encoded_bytes(self.free_parts.len(), self.directories.len()) as usize);
+        bytes.push(TAG_LIST_TOP);
+        bytes.extend_from_slice(&self.len.to_le_bytes());
+        for count in [self.part_count, self.free_parts.len() as u32, self.directories.len() as u32] {
+            bytes.extend_from_slice(&count.to_le_bytes());
+        }
+        for part in &self.free_parts {
+            bytes.extend_from_slice(&part.to_le_bytes());
+        }
+        for directory in &self.directories {
+            bytes.extend_from_slice(&directory.part.to_le_bytes());
+            bytes.extend_from_slice(&directory.elements.to_le_bytes());
+            bytes.extend_from_slice(&directory.element_bytes.to_le_bytes());
+        }
+        bytes
+    }
+
+    fn decode(body: &[u8]) -> Result<ListTop, CorruptValue> {
+        if body.len() < LIST_TOP_HEADER_BYTES {
+            return Err(CorruptValue("list top too short"));
+        }
+        let (len, part_count) = (u64_at(body, 0), u32_at(body, 8));
+        let (free_count, directory_count) = (u32_at(body, 12) as usize, u32_at(body, 16) as usize);
+        if body.len() as u64 + 1 != ListTop::encoded_bytes(free_count, directory_count) || directory_count == 0 {
+            return Err(CorruptValue("list top of the wrong length"));
+        }
+        let free_start = LIST_TOP_HEADER_BYTES;
+        let free_parts: Vec<u32> = (0..free_count).map(|number| u32_at(body, free_start + 4 * number)).collect();
+        let directories_start = free_start + 4 * free_count;
+        let directories: Vec<DirectoryEntry> = (0..directory_count)
+            .map(|number| directories_start + number * DIRECTORY_ENTRY_BYTES)
+            .map(|offset| DirectoryEntry { part: u32_at(body, offset), elements: u64_at(body, offset + 4), element_bytes: u64_at(body, offset + 12) })
+            .collect();
+        let elements = directories.iter().try_fold(0u64, |sum, directory| sum.checked_add(directory.elements));
+        if elements != Some(len) || directories.iter().any(|directory| directory.elements == 0) {
+            return Err(CorruptValue("list top counts disagree"));
+        }
+        if free_parts.iter().chain(directories.iter().map(|directory| &directory.part)).any(|&part| part >= part_count) {
+            return Err(CorruptValue("list top names a part past its count"));
+        }
+        let mut named: Vec<u32> = free_parts.iter().copied().chain(directories.iter().map(|directory| directory.part)).collect();
+        named.sort_unstable();
+        if named.windows(2).any(|pair| pair[0] == pair[1]) {
+            return Err(CorruptValue("list top names a part twice"));
+        }
+        Ok(ListTop { len, part_count, free_parts, directories })
+    }
+}
+
+/// The root record of a chunked list as earlier versions wrote it (tag 6): its chunks in list
+/// order, in parts 0..chunk count.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ListRoot {
     pub len: u64,
@@ -340,38 +507,35 @@ pub struct ListRoot {
 }
 
 const LIST_ROOT_HEADER_BYTES: usize = 12;
-const CHUNK_ENTRY_BYTES: usize = 12;
 
 impl ListRoot {
+    /// Lists are no longer written this way: tests write it to check that it is still read.
+    #[cfg(test)]
     pub fn encode(&self) -> Vec<u8> {
         let mut bytes = Vec::with_capacity(1 + LIST_ROOT_HEADER_BYTES + self.chunks.len() * CHUNK_ENTRY_BYTES);
         bytes.push(TAG_LIST_ROOT);
         bytes.extend_from_slice(&self.len.to_le_bytes());
         bytes.extend_from_slice(&(self.chunks.len() as u32).to_le_bytes());
-        for chunk in &self.chunks {
-            for number in [chunk.part, chunk.elements, chunk.element_bytes] {
-                bytes.extend_from_slice(&number.to_le_bytes());
-            }
-        }
+        encode_chunk_entries(&mut bytes, &self.chunks);
         bytes
     }
 
     fn decode(body: &[u8]) -> Result<ListRoot, CorruptValue> {
-        let u32_at = |offset: usize| u32::from_le_bytes(body[offset..offset + 4].try_into().expect("4 bytes"));
         if body.len() < LIST_ROOT_HEADER_BYTES {
             return Err(CorruptValue("list root too short"));
         }
-        let len = u64::from_le_bytes(body[..8].try_into().expect("8 bytes"));
-        let count = u32_at(8) as usize;
-        if body.len() != LIST_ROOT_HEADER_BYTES + count * CHUNK_ENTRY_BYTES || count == 0 {
+        let (len, count) = (u64_at(body, 0), u32_at(body, 8) as usize);
+        let chunks = decode_chunk_entries(&body[LIST_ROOT_HEADER_BYTES..])?;
+        if chunks.len() != count || count == 0 {
             return Err(CorruptValue("list root of the wrong length"));
         }
-        let chunks: Vec<ChunkEntry> = (0..count)
-            .map(|number| LIST_ROOT_HEADER_BYTES + number * CHUNK_ENTRY_BYTES)
-            .map(|offset| ChunkEntry { part: u32_at(offset), elements: u32_at(offset + 4), element_bytes: u32_at(offset + 8) })
-            .collect();
-        if chunks.iter().map(|chunk| u64::from(chunk.elements)).sum::<u64>() != len || chunks.iter().any(|chunk| chunk.elements == 0) {
+        if chunks.iter().map(|chunk| u64::from(chunk.elements)).sum::<u64>() != len {
             return Err(CorruptValue("list root counts disagree"));
+        }
+        let mut parts: Vec<u32> = chunks.iter().map(|chunk| chunk.part).collect();
+        parts.sort_unstable();
+        if parts.iter().enumerate().any(|(number, &part)| part as usize != number) {
+            return Err(CorruptValue("list root parts are not 0..chunk count"));
         }
         Ok(ListRoot { len, chunks })
     }
@@ -509,13 +673,45 @@ mod tests {
         let body_bytes: u64 = elements.iter().map(|element| element_entry_bytes(element)).sum();
         assert_eq!(encode_list(elements.iter()).len() as u64, 2 + body_bytes);
         let root = ListRoot { len: 5, chunks: vec![ChunkEntry { part: 1, elements: 2, element_bytes: 9 }, ChunkEntry { part: 0, elements: 3, element_bytes: 4 }] };
-        let Stored::ChunkedList(decoded) = Stored::decode(root.encode()).unwrap() else { panic!("not a list root") };
+        let Stored::ChunkedList(ListIndex::Chunks(decoded)) = Stored::decode(root.encode()).unwrap() else { panic!("not a list root") };
         assert_eq!(decoded, root);
         assert_eq!(type_name_of(&root.encode()), "list");
         let mut wrong = root.encode();
         wrong[1] = 6;
         assert!(Stored::decode(wrong).is_err(), "counts that disagree");
         assert!(Stored::decode(root.encode()[..20].to_vec()).is_err());
+        let mut gap = root.clone();
+        gap.chunks[0].part = 2;
+        assert!(Stored::decode(gap.encode()).is_err(), "parts not 0..chunk count");
+    }
+
+    #[test]
+    fn list_tops_and_directories_round_trip_and_are_checked() {
+        let directories = vec![DirectoryEntry { part: 4, elements: 2, element_bytes: 9 }, DirectoryEntry { part: 0, elements: 1 << 40, element_bytes: 1 << 41 }];
+        let top = ListTop { len: 2 + (1 << 40), part_count: 9, free_parts: vec![7, 3], directories };
+        let encoded = top.encode();
+        assert_eq!(encoded.len() as u64, ListTop::encoded_bytes(2, 2));
+        let Stored::ChunkedList(ListIndex::Directories(decoded)) = Stored::decode(encoded.clone()).unwrap() else { panic!("not a list top") };
+        assert_eq!(decoded, top);
+        assert_eq!(ListIndex::Directories(decoded).part_count(), 9);
+        assert_eq!(type_name_of(&encoded), "list");
+        assert!(Stored::decode(encoded[..encoded.len() - 1].to_vec()).is_err(), "truncated");
+        let mut past = top.clone();
+        past.free_parts[0] = 9;
+        assert!(Stored::decode(past.encode()).is_err(), "a free part past the count");
+        let mut counts = top.clone();
+        counts.len += 1;
+        assert!(Stored::decode(counts.encode()).is_err(), "counts that disagree");
+        let mut twice = top.clone();
+        twice.free_parts[1] = 4;
+        assert!(Stored::decode(twice.encode()).is_err(), "a part both free and a directory");
+        let chunks = vec![ChunkEntry { part: 1, elements: 2, element_bytes: 9 }, ChunkEntry { part: 2, elements: 3, element_bytes: 4 }];
+        let record = encode_list_directory(&chunks);
+        assert_eq!(record.len() as u64, list_directory_bytes(2));
+        assert_eq!(decode_list_directory(&record).unwrap(), chunks);
+        assert!(decode_list_directory(&record[..record.len() - 1]).is_err());
+        assert!(decode_list_directory(&encode_list_directory(&[])).is_err(), "an empty directory");
+        assert!(Stored::decode(record).is_err(), "a directory is not a key's value");
     }
 
     #[test]

@@ -130,7 +130,7 @@ pub fn memory(call: &mut Call<'_>) -> CommandResult {
 const MEMORY_USAGE_SAMPLES_DEFAULT: u64 = 5;
 
 /// MEMORY USAGE key [SAMPLES count]: the bytes the key's records and index entries take
-/// (`hybridkv_engine::stored_bytes`); for a bucketed hash or set (a chunked list), `count` of its buckets (0: all) are
+/// (`hybridkv_engine::stored_bytes`); for a bucketed hash or set (a chunked list), `count` of its buckets (its parts) (0: all) are
 /// read and the others counted as their average, as Redis samples an aggregate's elements.
 fn memory_usage(call: &mut Call<'_>) -> CommandResult {
     let key = call.args[2].clone();
@@ -139,7 +139,7 @@ fn memory_usage(call: &mut Call<'_>) -> CommandResult {
     let mut bytes = hybridkv_engine::stored_bytes(key.len(), value.bytes.len(), false);
     let parts = match Stored::decode(value.bytes)? {
         Stored::Bucketed(_, root) => root.bucket_count,
-        Stored::ChunkedList(root) => root.chunks.len() as u32,
+        Stored::ChunkedList(index) => index.part_count(),
         _ => 0,
     };
     if parts > 0 {
