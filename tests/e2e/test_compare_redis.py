@@ -536,6 +536,13 @@ CASES = {
         ["EVAL", "redis.call('set',KEYS[1],'before') return redis.call('incr',KEYS[1])", "1", "kept"], ["GET", "kept"],
         ["EVAL", "return redis.call('geoadd',KEYS[1],13.361389,38.115556,'Palermo')", "1", "g"], ["EVAL", "return redis.call('geopos',KEYS[1],'Palermo')", "1", "g"],
         ["EVAL", "redis.replicate_commands() redis.set_repl(redis.REPL_ALL) return redis.REPL_AOF + redis.LOG_WARNING", "0"],
+        # What scripts share is read-only, so no script leaves anything for the next.
+        ["EVAL", "string.foo = 1 return 1", "0"], ["EVAL", "return string.foo", "0"], ["EVAL", "rawset(_G, 'x', 1) return 1", "0"], ["EVAL", "return x", "0"],
+        ["EVAL", "redis.call = nil return 1", "0"], ["EVAL", "return type(redis.call)", "0"], ["EVAL", "getmetatable('').__index = nil return 1", "0"],
+        ["EVAL", "return ('a'):upper()", "0"], ["EVAL", "setmetatable(_G, nil) return 1", "0"], ["EVAL", "table.insert(string, 5) return 1", "0"],
+        ["EVAL", "return type(setfenv)", "0"], ["EVAL", "return type(getfenv)", "0"], ["EVAL", "return type(print)", "0"], ["EVAL", "return type(getmetatable(_G))", "0"],
+        ["EVAL", "local n = 0 for k, v in pairs(string) do n = n + 1 end return n", "0"], ["EVAL", "return rawget(string, 'upper') ~= nil", "0"],
+        ["EVAL", "return _G.string.upper('b') .. tostring(next(math) ~= nil)", "0"], ["EVAL", "local t = {} rawset(t, 'a', 1) setmetatable(t, {}) return t.a", "0"],
         ["SCRIPT", "FLUSH"], ["SCRIPT", "EXISTS", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"], ["SCRIPT", "FLUSH", "BOGUS"], ["SCRIPT", "FLUSH", "ASYNC"],
         ["SCRIPT", "KILL"], ["SCRIPT", "BOGUS"], ["SCRIPT", "LOAD"], ["EVAL"], ["EVALSHA", "x"],
         ["MULTI"], ["EVAL", "return redis.call('incr',KEYS[1])", "1", "m"], ["EVAL", "return redis.call('incr',KEYS[1])", "1", "m"], ["EXEC"],

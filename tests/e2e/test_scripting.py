@@ -110,3 +110,23 @@ def test_a_script_reaches_only_the_keys_it_declares(r):
         # loaded machine.
         r.eval("return #string.rep('x', 100 * 1024 * 1024)", 0)
     assert r.ping()
+
+
+def test_scripts_share_a_state_that_no_script_can_change_for_the_next(r):
+    # Each worker reuses one Lua state; it is built anew past 1,024 compiled scripts, when a
+    # script left it holding much memory, and after SCRIPT FLUSH.
+    for number in range(1100):
+        assert r.eval(f"return {number}", 0) == number
+    # 40 MiB held at the end of a script (of the 64 MiB a script may hold): the next one runs.
+    held = "local t = {} for i = 1, 40 do t[i] = string.rep(string.char(64 + i), 1024 * 1024) end return #t"
+    for _ in range(3):
+        assert r.eval(held, 0) == 40
+    for attempt in ["x = 1", "string.len = nil", "rawset(_G, 'x', 1)", "setmetatable(_G, nil)", "rawset(redis, 'call', 1)", "loadstring('y = 1')()"]:
+        with pytest.raises(redis.ResponseError, match="Attempt to modify a readonly table"):
+            r.eval(attempt, 0)
+    sha = r.script_load("return string.len('abc') + #KEYS")
+    assert r.evalsha(sha, 1, "k") == 4
+    r.script_flush()
+    with pytest.raises(redis.exceptions.NoScriptError):
+        r.evalsha(sha, 1, "k")
+    assert r.eval("return type(redis.call) .. type(rawget(_G, 'x'))", 0) == "functionnil"

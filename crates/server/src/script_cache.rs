@@ -3,6 +3,7 @@
 //! FLUSH; here a full cache refuses SCRIPT LOAD and stops keeping what EVAL runs).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -13,6 +14,8 @@ pub const SCRIPT_CACHE_BYTES_MAX: usize = 64 * 1024 * 1024;
 #[derive(Default)]
 pub struct ScriptCache {
     scripts: Mutex<Scripts>,
+    /// SCRIPT FLUSHes so far: the workers' Lua states built before the last one are built anew.
+    generation: AtomicU64,
 }
 
 #[derive(Default)]
@@ -54,6 +57,12 @@ impl ScriptCache {
 
     pub fn flush(&self) {
         *self.scripts.lock() = Scripts::default();
+        self.generation.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Changes at every flush.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Relaxed)
     }
 }
 
@@ -69,7 +78,9 @@ mod tests {
         assert_eq!(sha, "e0e1f9fabfc9d4800c877a703b823ac0578ff8db");
         assert_eq!(cache.get(sha.to_ascii_uppercase().as_bytes()).as_deref(), Some(&b"return 1"[..]));
         assert!(cache.insert(Bytes::from(vec![b' '; SCRIPT_CACHE_BYTES_MAX])).is_err());
+        let generation = cache.generation();
         cache.flush();
         assert!(cache.get(sha.as_bytes()).is_none());
+        assert_ne!(cache.generation(), generation);
     }
 }

@@ -2,8 +2,9 @@
 //! 7.0 runs scripts: Lua 5.1 (mlua, built from its vendored sources), the KEYS and ARGV tables,
 //! `redis.call`, `redis.pcall`, `redis.error_reply`, `redis.status_reply`, `redis.sha1hex` and
 //! `redis.log`, replies converted both ways as Redis converts them (the script sees RESP2
-//! replies), globals read-only, and Redis's error texts (`… script: <sha>, on
-//! @user_script:<line>.`).
+//! replies), globals and libraries read-only, and Redis's error texts (`… script: <sha>, on
+//! @user_script:<line>.`). Each worker thread runs its scripts in one Lua state
+//! (`ScriptState`), as Redis runs all scripts in one.
 //!
 //! A script is one command: it runs in the engine transaction of its keys (EVAL's key spec takes
 //! every argument after numkeys, ARGV included, so the transaction holds a few more partitions
@@ -15,7 +16,9 @@
 //! SCRIPT KILL), `SCRIPT_MEMORY_BYTES_MAX` of Lua memory, `REPLY_DEPTH_MAX` nested tables in
 //! its reply.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -41,8 +44,15 @@ const CHUNK_NAME: &str = "@user_script";
 /// scripts within scripts.
 const REFUSED_IN_SCRIPTS: &[&str] = &["select", "eval", "evalsha", "eval_ro", "evalsha_ro", "script", "move", "swapdb"];
 
-/// The registry name of the function telling whether the script is past its time.
-const PAST_TIME: &str = "hybridkv_past_time";
+/// Scripts one worker's Lua state keeps compiled; past them it is built anew.
+const COMPILED_SCRIPTS_MAX: usize = 1024;
+/// Names of the base library Redis takes out of scripts' reach (and coroutines, which would run
+/// outside the time limit's hook).
+const REMOVED_GLOBALS: &[&str] = &["dofile", "loadfile", "coroutine", "getfenv", "setfenv", "newproxy", "print", "module", "require"];
+/// The registry names of the `redis` table as built (scripts see a read-only view of it) and of
+/// the function giving a compiled script the protected environment.
+const REDIS_TABLE: &str = "hybridkv_redis";
+const PROTECT: &str = "hybridkv_protect";
 
 const NOT_ALLOWED: &str = "ERR This Redis command is not allowed from script";
 const NO_SCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
@@ -138,58 +148,138 @@ impl std::fmt::Display for Stop {
 
 impl std::error::Error for Stop {}
 
-/// Runs a script's text in a fresh sandbox with KEYS and ARGV set and the `redis` functions
-/// bound to this command's store.
-fn run_lua(call: &mut Call<'_>, text: &[u8], keys: &[Bytes], arguments: &[Bytes], read_only: bool) -> CommandResult {
-    let sha = sha1_hex(text);
-    let lua = sandbox().map_err(|error| CommandError::Redis(format!("ERR cannot start a Lua state: {error}").into()))?;
-    let function = match lua.load(text).set_name(CHUNK_NAME).into_function() {
-        Ok(function) => function,
-        Err(error) => return fail(format!("ERR Error compiling script (new function): {}", lua_message(&error))),
-    };
-    let engine_failure: RefCell<Option<EngineError>> = RefCell::new(None);
-    let call = RefCell::new(call);
-    let declared_nothing = keys.is_empty() && arguments.is_empty();
-    let outcome = lua.scope(|scope| {
-        let globals = lua.globals();
-        globals.set("KEYS", lua.create_sequence_from(keys.iter().map(|key| lua.create_string(key)).collect::<mlua::Result<Vec<_>>>()?)?)?;
-        globals.set("ARGV", lua.create_sequence_from(arguments.iter().map(|argument| lua.create_string(argument)).collect::<mlua::Result<Vec<_>>>()?)?)?;
-        let redis: Table = globals.get("redis")?;
-        let (call, engine_failure) = (&call, &engine_failure);
-        let context = Nested { declared_nothing, read_only };
-        for (name, raises) in [("call", true), ("pcall", false)] {
-            let run = scope.create_function(move |lua, words: MultiValue| command_from_script(lua, &mut call.borrow_mut(), words, context, raises, engine_failure))?;
-            redis.set(name, run)?;
-        }
-        protect_globals(&lua, lua.named_registry_value(PAST_TIME)?)?;
-        let value = function.call::<Value>(())?;
-        Ok(reply_of(&value, 0))
-    });
-    if let Some(error) = engine_failure.into_inner() {
-        return Err(CommandError::Engine(error));
-    }
-    outcome.map_err(|error| script_error(&error, &sha))
+thread_local! {
+    /// This worker thread's Lua state, reused by the scripts it runs.
+    static STATE: RefCell<Option<ScriptState>> = const { RefCell::new(None) };
 }
 
-/// A Lua state with Redis's libraries for scripts (base without file access, table, string,
-/// math), the `redis` table's pure functions, and the time and memory limits.
-fn sandbox() -> mlua::Result<Lua> {
-    let lua = Lua::new_with(StdLib::TABLE | StdLib::STRING | StdLib::MATH, LuaOptions::default())?;
-    lua.set_memory_limit(SCRIPT_MEMORY_BYTES_MAX)?;
-    let deadline = Instant::now() + Duration::from_millis(SCRIPT_RUN_MS_MAX);
-    lua.set_hook(HookTriggers::new().every_nth_instruction(INSTRUCTIONS_PER_TIME_CHECK), move |_, debug| {
-        if Instant::now() > deadline {
-            let line = debug.current_line().map_or_else(|| "?".to_string(), |line| line.to_string());
-            return Err(mlua::Error::RuntimeError(time_limit_message(&line)));
+/// A Lua state scripts share, as Redis's scripts share one: whatever a script could change for
+/// the next one is read-only (the globals, the libraries, the `redis` table, the string
+/// metatable; `rawset` and `setmetatable` refuse them; `loadstring` and `load` give what they
+/// compile the protected environment), so each script starts as in a fresh state.
+struct ScriptState {
+    lua: Lua,
+    /// When the running script's time is up.
+    deadline: Rc<Cell<Instant>>,
+    /// The script cache's generation (SCRIPT FLUSH) the state was built in.
+    generation: u64,
+    /// Scripts compiled here, by SHA-1, with the protected environment.
+    compiled: HashMap<String, Function>,
+}
+
+/// Runs a script's text in this worker's Lua state (built anew after SCRIPT FLUSH, past
+/// `COMPILED_SCRIPTS_MAX` scripts, or when its memory stays high) with KEYS and ARGV set and
+/// the `redis` functions bound to this command's store.
+fn run_lua(call: &mut Call<'_>, text: &[u8], keys: &[Bytes], arguments: &[Bytes], read_only: bool) -> CommandResult {
+    let sha = sha1_hex(text);
+    let generation = call.shared.scripts.generation();
+    STATE.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        if slot.as_ref().is_none_or(|state| state.generation != generation) {
+            let state = ScriptState::new(generation).map_err(|error| CommandError::Redis(format!("ERR cannot start a Lua state: {error}").into()))?;
+            *slot = Some(state);
         }
-        Ok(VmState::Continue)
-    })?;
-    lua.set_named_registry_value(PAST_TIME, lua.create_function(move |_, ()| Ok(Instant::now() > deadline))?)?;
-    let globals = lua.globals();
-    // Coroutines would run outside the time limit's hook.
-    for unsafe_global in ["dofile", "loadfile", "coroutine"] {
-        globals.set(unsafe_global, Value::Nil)?;
+        let state = slot.as_mut().expect("built above");
+        let outcome = state.run(call, &sha, text, keys, arguments, read_only);
+        if !state.fit_for_reuse() {
+            *slot = None;
+        }
+        outcome
+    })
+}
+
+impl ScriptState {
+    /// A Lua state with Redis's libraries for scripts (base without file access, table,
+    /// string, math), the `redis` table's pure functions, the time and memory limits, and its
+    /// globals protected.
+    fn new(generation: u64) -> mlua::Result<ScriptState> {
+        let lua = Lua::new_with(StdLib::TABLE | StdLib::STRING | StdLib::MATH, LuaOptions::default())?;
+        lua.set_memory_limit(SCRIPT_MEMORY_BYTES_MAX)?;
+        let deadline = Rc::new(Cell::new(Instant::now()));
+        let hook_deadline = Rc::clone(&deadline);
+        lua.set_hook(HookTriggers::new().every_nth_instruction(INSTRUCTIONS_PER_TIME_CHECK), move |_, debug| {
+            if Instant::now() > hook_deadline.get() {
+                let line = debug.current_line().map_or_else(|| "?".to_string(), |line| line.to_string());
+                return Err(mlua::Error::RuntimeError(time_limit_message(&line)));
+            }
+            Ok(VmState::Continue)
+        })?;
+        let globals = lua.globals();
+        let redis = redis_table(&lua)?;
+        globals.raw_set("redis", redis.clone())?;
+        lua.set_named_registry_value(REDIS_TABLE, redis)?;
+        let past_deadline = Rc::clone(&deadline);
+        let past_time = lua.create_function(move |_, ()| Ok(Instant::now() > past_deadline.get()))?;
+        let protect: Function = protect_globals(&lua, past_time)?;
+        lua.set_named_registry_value(PROTECT, protect)?;
+        // After the protection took the functions it wraps.
+        for removed in REMOVED_GLOBALS {
+            globals.raw_set(*removed, Value::Nil)?;
+        }
+        Ok(ScriptState { lua, deadline, generation, compiled: HashMap::new() })
     }
+
+    /// Whether the next script may run in this state: not past `COMPILED_SCRIPTS_MAX` scripts,
+    /// and under half the memory limit once garbage is collected.
+    fn fit_for_reuse(&mut self) -> bool {
+        if self.compiled.len() >= COMPILED_SCRIPTS_MAX {
+            return false;
+        }
+        if self.lua.used_memory() > SCRIPT_MEMORY_BYTES_MAX / 2 && self.lua.gc_collect().is_err() {
+            return false;
+        }
+        self.lua.used_memory() <= SCRIPT_MEMORY_BYTES_MAX / 2
+    }
+
+    /// The script compiled with the protected environment, compiled the first time.
+    fn compiled(&mut self, sha: &str, text: &[u8]) -> Result<Function, CommandError> {
+        if let Some(function) = self.compiled.get(sha) {
+            return Ok(function.clone());
+        }
+        let compiled = self.lua.load(text).set_name(CHUNK_NAME).into_function();
+        let function = match compiled {
+            Ok(function) => function,
+            Err(error) => return fail(format!("ERR Error compiling script (new function): {}", lua_message(&error))),
+        };
+        let protect: Function = self.lua.named_registry_value(PROTECT).map_err(|error| CommandError::Redis(format!("ERR {error}").into()))?;
+        let function: Function = protect.call(function).map_err(|error| CommandError::Redis(format!("ERR {error}").into()))?;
+        self.compiled.insert(sha.to_string(), function.clone());
+        Ok(function)
+    }
+
+    fn run(&mut self, call: &mut Call<'_>, sha: &str, text: &[u8], keys: &[Bytes], arguments: &[Bytes], read_only: bool) -> CommandResult {
+        let function = self.compiled(sha, text)?;
+        self.deadline.set(Instant::now() + Duration::from_millis(SCRIPT_RUN_MS_MAX));
+        let lua = &self.lua;
+        let engine_failure: RefCell<Option<EngineError>> = RefCell::new(None);
+        let call = RefCell::new(call);
+        let declared_nothing = keys.is_empty() && arguments.is_empty();
+        let outcome = lua.scope(|scope| {
+            let globals = lua.globals();
+            globals.raw_set("KEYS", lua.create_sequence_from(keys.iter().map(|key| lua.create_string(key)).collect::<mlua::Result<Vec<_>>>()?)?)?;
+            globals.raw_set("ARGV", lua.create_sequence_from(arguments.iter().map(|argument| lua.create_string(argument)).collect::<mlua::Result<Vec<_>>>()?)?)?;
+            let redis: Table = lua.named_registry_value(REDIS_TABLE)?;
+            let (call, engine_failure) = (&call, &engine_failure);
+            let context = Nested { declared_nothing, read_only };
+            for (name, raises) in [("call", true), ("pcall", false)] {
+                let run = scope.create_function(move |lua, words: MultiValue| command_from_script(lua, &mut call.borrow_mut(), words, context, raises, engine_failure))?;
+                redis.raw_set(name, run)?;
+            }
+            let value = function.call::<Value>(())?;
+            Ok(reply_of(&value, 0))
+        });
+        // The script's tables go with it (the functions bound to its store went with the scope).
+        let globals = lua.globals();
+        let _ = globals.raw_set("KEYS", Value::Nil).and_then(|()| globals.raw_set("ARGV", Value::Nil));
+        if let Some(error) = engine_failure.into_inner() {
+            return Err(CommandError::Engine(error));
+        }
+        outcome.map_err(|error| script_error(&error, sha))
+    }
+}
+
+/// The `redis` table's functions that need no store, and its constants.
+fn redis_table(lua: &Lua) -> mlua::Result<Table> {
     let redis = lua.create_table()?;
     redis.set("error_reply", lua.create_function(|lua, text: LuaString| reply_table(lua, "err", text))?)?;
     redis.set("status_reply", lua.create_function(|lua, text: LuaString| reply_table(lua, "ok", text))?)?;
@@ -205,8 +295,7 @@ fn sandbox() -> mlua::Result<Lua> {
     for (flag, number) in [("REPL_NONE", 0), ("REPL_AOF", 1), ("REPL_SLAVE", 2), ("REPL_REPLICA", 2), ("REPL_ALL", 3)] {
         redis.set(flag, number)?;
     }
-    globals.set("redis", redis)?;
-    Ok(lua)
+    Ok(redis)
 }
 
 /// `{field = text}`: how a script spells an error or status reply.
@@ -216,26 +305,84 @@ fn reply_table(lua: &Lua, field: &str, text: LuaString) -> mlua::Result<Table> {
     Ok(table)
 }
 
-/// Makes the globals read-only, with Redis's errors for reading an unset one and for setting
-/// one; and makes `pcall` and `xpcall` raise the time limit's error once the script is past its
-/// time, whatever they caught, so a script cannot go on by catching that error in a loop.
-fn protect_globals(lua: &Lua, past_time: Function) -> mlua::Result<()> {
+/// Makes what scripts share read-only, with Redis's errors (for reading an unset global, for
+/// changing a read-only table): scripts run in an environment whose reads go to the globals and
+/// whose writes fail; the libraries and `redis` are read-only views; `rawset`, `rawget`,
+/// `setmetatable`, `next` and `pairs` see through the views without changing what they show;
+/// the string metatable is hidden behind a view; `loadstring` and `load` give what they compile
+/// the environment. Makes `pcall` and `xpcall` raise the time limit's error once the script is
+/// past its time, whatever they caught, so a script cannot go on by catching that error in a
+/// loop. Answers the function that gives a compiled script the environment.
+fn protect_globals(lua: &Lua, past_time: Function) -> mlua::Result<Function> {
     lua.load(
-        r#"local past_time, message = ...
-        local raw_pcall, raw_xpcall, raise = pcall, xpcall, error
+        r#"local G, past_time, message = ...
+        local raw_rawset, raw_rawget, raw_setmetatable, raw_getmetatable = rawset, rawget, setmetatable, getmetatable
+        local raw_next, raw_pairs, raw_setfenv, raw_loadstring, raw_load = next, pairs, setfenv, loadstring, load
+        local raw_pcall, raw_xpcall, raise, text_of = pcall, xpcall, error, tostring
+        local real_of = {}
+        -- As Redis: a write through a read-only table names the script's line; rawset,
+        -- setmetatable and the table functions (C functions there) name none.
+        local function refuse() raise("Attempt to modify a readonly table", 2) end
+        local function refuse_call() raise("Attempt to modify a readonly table", 0) end
+        -- What getmetatable shows of a read-only table: an empty read-only table.
+        local hidden = {}
+        raw_setmetatable(hidden, {__newindex = refuse, __metatable = hidden})
+        real_of[hidden] = {}
+        local function view(real, index)
+            local shown = {}
+            raw_setmetatable(shown, {__index = index or real, __newindex = refuse, __metatable = hidden})
+            real_of[shown] = real
+            return shown
+        end
+        local real_table = G.table
+        for _, name in ipairs({"insert", "remove", "sort"}) do
+            local raw = real_table[name]
+            real_table[name] = function(t, ...)
+                if real_of[t] then refuse_call() end
+                return raw(t, ...)
+            end
+        end
+        for _, name in ipairs({"string", "table", "math", "redis"}) do
+            G[name] = view(G[name])
+        end
+        local string_metatable = raw_getmetatable("")
+        string_metatable.__metatable = view(string_metatable)
+        local environment = view(G, G)
+        G._G = environment
+        raw_setmetatable(G, {__index = function(_, name)
+            raise("Script attempted to access nonexistent global variable '" .. text_of(name) .. "'", 2)
+        end})
         local function unless_past_time(...)
             if past_time() then raise(message, 0) end
             return ...
         end
-        pcall = function(...) return unless_past_time(raw_pcall(...)) end
-        xpcall = function(...) return unless_past_time(raw_xpcall(...)) end
-        setmetatable(_G, {
-            __index = function(_, name) error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2) end,
-            __newindex = function() error("Attempt to modify a readonly table", 2) end,
-        })"#,
+        G.pcall = function(...) return unless_past_time(raw_pcall(...)) end
+        G.xpcall = function(...) return unless_past_time(raw_xpcall(...)) end
+        G.rawset = function(t, k, v)
+            if real_of[t] then refuse_call() end
+            return raw_rawset(t, k, v)
+        end
+        G.rawget = function(t, k) return raw_rawget(real_of[t] or t, k) end
+        G.setmetatable = function(t, m)
+            if real_of[t] then refuse_call() end
+            return raw_setmetatable(t, m)
+        end
+        local function next_of(t, k) return raw_next(real_of[t] or t, k) end
+        G.next = next_of
+        G.pairs = function(t)
+            if real_of[t] then return next_of, t, nil end
+            return raw_pairs(t)
+        end
+        local function in_environment(f, ...)
+            if f then raw_setfenv(f, environment) end
+            return f, ...
+        end
+        G.loadstring = function(...) return in_environment(raw_loadstring(...)) end
+        G.load = function(...) return in_environment(raw_load(...)) end
+        return function(f) raw_setfenv(f, environment) return f end"#,
     )
     .set_name("=protection")
-    .call((past_time, time_limit_message("?")))
+    .call((lua.globals(), past_time, time_limit_message("?")))
 }
 
 fn time_limit_message(line: &str) -> String {
@@ -400,7 +547,11 @@ fn script_error(error: &mlua::Error, sha: &str) -> CommandError {
         };
     }
     let message = lua_message(error);
-    let line = message.strip_prefix("user_script:").and_then(|rest| rest.split(':').next()).and_then(|line| line.parse().ok());
+    // The line the message starts with, else (an error raised without a position) the
+    // script's line in the traceback, as Redis's error handler reports it.
+    let full = error.to_string();
+    let line = message.strip_prefix("user_script:").or_else(|| full.split_once("\tuser_script:").map(|(_, rest)| rest));
+    let line = line.and_then(|rest| rest.split(':').next()).and_then(|line| line.parse().ok());
     CommandError::Redis(with_origin(&format!("ERR {message}"), sha, line).into())
 }
 
