@@ -72,6 +72,13 @@ impl Reply {
 /// trailing zeros, in exponent form under 1e-4 or from 1e17 on; "inf" / "-inf" / "nan" for the
 /// special values, "-0" for negative zero.
 pub fn format_double(value: f64) -> String {
+    format_g(value, 17)
+}
+
+/// C's `%.<precision>g` (1 ≤ precision ≤ 17): `precision` significant digits without trailing
+/// zeros, in exponent form under 1e-4 or from 10^precision on.
+pub fn format_g(value: f64, precision: usize) -> String {
+    assert!((1..=17).contains(&precision), "precision {precision} out of %g's range here");
     if value.is_nan() {
         return "nan".into();
     }
@@ -81,15 +88,15 @@ pub fn format_double(value: f64) -> String {
     if value == 0.0 {
         return if value.is_sign_negative() { "-0".into() } else { "0".into() };
     }
-    // The exponent %g decides by is the one of the value rounded to 17 digits.
-    let scientific = format!("{value:.16e}");
+    // The exponent %g decides by is the one of the value rounded to `precision` digits.
+    let scientific = format!("{value:.*e}", precision - 1);
     let (mantissa, exponent) = scientific.split_once('e').expect("exponent form has an 'e'");
     let exponent: i32 = exponent.parse().expect("a decimal exponent");
-    if !(-4..17).contains(&exponent) {
+    if exponent < -4 || exponent >= precision as i32 {
         let sign = if exponent < 0 { '-' } else { '+' };
         return format!("{}e{sign}{:02}", without_fraction_zeros(mantissa), exponent.unsigned_abs());
     }
-    let fixed = format!("{value:.*}", (16 - exponent) as usize);
+    let fixed = format!("{value:.*}", (precision as i32 - 1 - exponent) as usize);
     without_fraction_zeros(&fixed).to_string()
 }
 

@@ -16,5 +16,5 @@ pub use decode::{
     UNAUTHENTICATED_ARGUMENTS_MAX, UNAUTHENTICATED_BULK_BYTES_MAX,
 };
 pub use dump::{decode_dump, encode_dump, DumpError, DumpLimits, DumpValue, DUMP_RDB_VERSION_READ_MAX, DUMP_RDB_VERSION_WRITTEN};
-pub use encode::{encode, format_double, ProtocolVersion, Reply};
+pub use encode::{encode, format_double, format_g, ProtocolVersion, Reply};
 pub use inline::split_inline_arguments;

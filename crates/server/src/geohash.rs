@@ -10,6 +10,8 @@
 //! score range from the sorted set, and keeps the members whose distance (haversine on a sphere
 //! of `EARTH_RADIUS_METERS`) puts them inside the shape.
 
+use crate::long_double::{c_signed, TWO_TO_63};
+
 /// Bits per coordinate in a stored score (Redis's GEO_STEP_MAX).
 pub const STEP_MAX: u8 = 26;
 pub const LONGITUDE_MIN: f64 = -180.0;
@@ -162,14 +164,7 @@ fn score_bits(score: f64) -> u64 {
     if score >= TWO_TO_63 { (c_signed(score - TWO_TO_63) as u64) ^ (1 << 63) } else { c_signed(score) as u64 }
 }
 
-const TWO_TO_63: f64 = 9_223_372_036_854_775_808.0;
 
-/// A double converted to a signed 64-bit integer as x86-64 converts it (cvttsd2si, and llrint
-/// of an integral value): truncated when it fits, else (NaN too) the "integer indefinite"
-/// i64::MIN.
-pub fn c_signed(value: f64) -> i64 {
-    if (-TWO_TO_63..TWO_TO_63).contains(&value) { value as i64 } else { i64::MIN }
-}
 
 /// The position a score stands for: the middle of its cell, within the indexable limits
 /// (Redis's decodeGeohash; any score decodes, a member added by ZADD too).

@@ -104,6 +104,15 @@ impl LongDouble {
     }
 }
 
+pub const TWO_TO_63: f64 = 9_223_372_036_854_775_808.0;
+
+/// A double converted to a signed 64-bit integer as x86-64 converts it (cvttsd2si, and llrint
+/// of an integral value): truncated when it fits, else (NaN too) the "integer indefinite"
+/// i64::MIN.
+pub fn c_signed(value: f64) -> i64 {
+    if (-TWO_TO_63..TWO_TO_63).contains(&value) { value as i64 } else { i64::MIN }
+}
+
 /// A double read from a whole text as C's `strtod` reads it (Redis's scores and range ends):
 /// its value rounded to nearest, and strtod's range error (ERANGE: it overflowed to an
 /// infinity, or underflowed to zero, from digits that were not all zeros).

@@ -11,7 +11,7 @@ use super::sorted_sets::{add_scored, members_scored_from_up_to, open, parse_add_
 use super::{is, parse_integer, NOT_FLOAT, SYNTAX_ERROR};
 use crate::command::{fail, Call, CommandError, CommandResult};
 use crate::geohash::{self, Extent, Shape};
-use crate::long_double::LongDouble;
+use crate::long_double::{c_signed, LongDouble};
 use crate::sorted_set_layout::{OpenSortedSet, Scored};
 
 const UNKNOWN_MEMBER: &str = "ERR could not decode requested zset member";
@@ -71,7 +71,7 @@ const DISTANCE_DECIMALS: u32 = 4;
 /// an integer as llrint rounds (ties to even, so 0.00005 is "0.0000" and not what `%.4f` of
 /// the exact value would print), then written with four decimals; a bulk string in RESP3 too.
 fn distance_reply(distance: f64) -> Reply {
-    let scaled = geohash::c_signed((distance * f64::from(10u32.pow(DISTANCE_DECIMALS))).round_ties_even());
+    let scaled = c_signed((distance * f64::from(10u32.pow(DISTANCE_DECIMALS))).round_ties_even());
     let unit = 10u64.pow(DISTANCE_DECIMALS);
     let sign = if scaled < 0 { "-" } else { "" };
     let magnitude = scaled.unsigned_abs();

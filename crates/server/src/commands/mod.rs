@@ -11,6 +11,7 @@ mod hyperloglog;
 mod keys;
 mod lcs;
 mod lists;
+mod lua_libraries;
 mod pubsub;
 mod scripting;
 mod sets;

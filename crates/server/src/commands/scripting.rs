@@ -1,10 +1,10 @@
 //! Lua scripting: EVAL EVALSHA EVAL_RO EVALSHA_RO and SCRIPT (LOAD EXISTS FLUSH KILL), as Redis
 //! 7.0 runs scripts: Lua 5.1 (mlua, built from its vendored sources), the KEYS and ARGV tables,
 //! `redis.call`, `redis.pcall`, `redis.error_reply`, `redis.status_reply`, `redis.sha1hex` and
-//! `redis.log`, replies converted both ways as Redis converts them (the script sees RESP2
-//! replies), globals and libraries read-only, and Redis's error texts (`… script: <sha>, on
-//! @user_script:<line>.`). Each worker thread runs its scripts in one Lua state
-//! (`ScriptState`), as Redis runs all scripts in one.
+//! `redis.log`, the `cjson` and `bit` libraries (`super::lua_libraries`), replies converted both
+//! ways as Redis converts them (the script sees RESP2 replies), globals and libraries
+//! read-only, and Redis's error texts (`… script: <sha>, on @user_script:<line>.`). Each worker
+//! thread runs its scripts in one Lua state (`ScriptState`), as Redis runs all scripts in one.
 //!
 //! A script is one command: it runs in the engine transaction of its keys (EVAL's key spec takes
 //! every argument after numkeys, ARGV included, so the transaction holds a few more partitions
@@ -28,6 +28,7 @@ use mlua::{Function, HookTriggers, Lua, LuaOptions, LuaString, MultiValue, StdLi
 
 use super::{check_subcommand, is, lookup, parse_integer, subcommand_help, unknown_subcommand};
 use crate::command::{fail, Call, CommandError, CommandResult, CommandSpec, AFTER_TRANSACTION, BLOCKS_ON_KEYS, CROSSES_DATABASES, IN_MULTI, TRANSACTION_CONTROL, WHOLE_KEYSPACE, WRITE};
+use crate::long_double::c_signed;
 use crate::script_cache::sha1_hex;
 
 /// How long a script may run.
@@ -207,6 +208,9 @@ impl ScriptState {
         let globals = lua.globals();
         let redis = redis_table(&lua)?;
         globals.raw_set("redis", redis.clone())?;
+        for (name, library) in super::lua_libraries::libraries(&lua)? {
+            globals.raw_set(name, library)?;
+        }
         lua.set_named_registry_value(REDIS_TABLE, redis)?;
         let past_deadline = Rc::clone(&deadline);
         let past_time = lua.create_function(move |_, ()| Ok(Instant::now() > past_deadline.get()))?;
@@ -342,7 +346,7 @@ fn protect_globals(lua: &Lua, past_time: Function) -> mlua::Result<Function> {
                 return raw(t, ...)
             end
         end
-        for _, name in ipairs({"string", "table", "math", "redis"}) do
+        for _, name in ipairs({"string", "table", "math", "redis", "cjson", "bit"}) do
             G[name] = view(G[name])
         end
         local string_metatable = raw_getmetatable("")
@@ -500,7 +504,8 @@ fn reply_of(value: &Value, depth: usize) -> Reply {
     match value {
         Value::String(text) => Reply::Bulk(Bytes::copy_from_slice(&text.as_bytes())),
         Value::Integer(number) => Reply::Integer(*number),
-        Value::Number(number) => Reply::Integer(*number as i64),
+        // Truncated as Redis's C cast does (an infinity or NaN becomes i64::MIN).
+        Value::Number(number) => Reply::Integer(c_signed(*number)),
         Value::Boolean(true) => Reply::Integer(1),
         Value::Table(_) if depth >= REPLY_DEPTH_MAX => Reply::error("ERR reached lua stack limit"),
         Value::Table(table) => table_reply(table, depth),
