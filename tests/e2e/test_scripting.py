@@ -130,3 +130,15 @@ def test_scripts_share_a_state_that_no_script_can_change_for_the_next(r):
     with pytest.raises(redis.exceptions.NoScriptError):
         r.evalsha(sha, 1, "k")
     assert r.eval("return type(redis.call) .. type(rawget(_G, 'x'))", 0) == "functionnil"
+
+
+def test_a_pipelined_script_reaches_only_its_keys_whatever_the_writes_around_it(r):
+    # Pipelined single-key writes share one transaction; a script never joins one, or it could
+    # reach the other writes' keys.
+    pipe = r.pipeline(transaction=False)
+    pipe.set("around", "1")
+    pipe.eval("return redis.call('get', 'around')", 1, "mine")
+    pipe.set("after", "2")
+    replies = pipe.execute(raise_on_error=False)
+    assert replies[0] is True and replies[2] is True
+    assert isinstance(replies[1], redis.ResponseError) and "not declared in KEYS" in str(replies[1])

@@ -363,13 +363,15 @@ fn error_text(reply: &Reply) -> &str {
 
 /// The spec of a command that may open or join a write group (`command::run_grouped`): a
 /// known single-key write with a valid arity, from an authenticated client outside MULTI, which
-/// `execute` would run directly.
+/// `execute` would run directly; not a script, which reaches only the keys it declares (in a
+/// group, its transaction would hold the other writes' keys too).
 fn groupable_write(args: &[Bytes], session: &SessionState) -> Option<&'static CommandSpec> {
     if session.multi.is_some() || !session.authenticated || session.replies != ReplyMode::On {
         return None;
     }
     let spec = commands::lookup(&args[0])?;
-    let single_key_write = spec.keys.only_key(args).is_some() && spec.has(WRITE) && !spec.has(CROSSES_DATABASES | BLOCKS_ON_KEYS);
+    let script = spec.group == "scripting";
+    let single_key_write = spec.keys.only_key(args).is_some() && spec.has(WRITE) && !spec.has(CROSSES_DATABASES | BLOCKS_ON_KEYS) && !script;
     (single_key_write && spec.arity_ok(args.len())).then_some(spec)
 }
 
