@@ -561,6 +561,13 @@ CASES = {
         ["EVAL", "return {bit.band(0xff, 0x0f), bit.bor(1, 2, 4), bit.bxor(5, 3), bit.bnot(0), bit.lshift(1, 31), bit.rshift(-1, 28), bit.arshift(-256, 4), bit.rol(0x12345678, 8), bit.ror(0x12345678, 8), bit.bswap(0x12345678), bit.tobit(2^32 + 5), bit.tobit(1.5), bit.tobit(2.5), bit.tobit(-1.5)}", "0"],
         ["EVAL", "return {bit.tohex(255), bit.tohex(-1, -4), bit.tohex(0x1234, 2), bit.tohex(1, 10), bit.lshift(1, 33), bit.band(\"12\", 4)}", "0"], ["EVAL", "return bit.band()", "0"],
         ["EVAL", "return bit.band(1, \"x\")", "0"], ["EVAL", "return bit.lshift(1)", "0"], ["EVAL", "return bit.tohex({})", "0"],
+        # pcall catches a failed redis.call as its error text, an error table as its err field.
+        ["EVAL", "local ok, e = pcall(redis.call, 'nosuch') return {tostring(ok), type(e), e}", "0"],
+        ["EVAL", "redis.call('set', KEYS[1], 'x') local ok, e = pcall(redis.call, 'incr', KEYS[1]) return {type(e), e}", "1", "pc"],
+        ["EVAL", "redis.call('set', KEYS[1], 'x') local ok, e = pcall(redis.call, 'lpush', KEYS[1], 'a') error(e, 0)", "1", "pc"],
+        ["EVAL", "local ok, e = pcall(function() return redis.call('incr', KEYS[1]) end) return e", "1", "pc"],
+        ["EVAL", "local ok, e = pcall(error, {err='tbl'}) return {type(e), e}", "0"], ["EVAL", "local ok, e = pcall(error, {1}) return type(e)", "0"],
+        ["EVAL", "redis.call('set', KEYS[1], 'x') return redis.call('lpush', KEYS[1], 'a')", "1", "pc"], ["EVAL", "local ok, e = pcall(string.rep) return e", "0"],
         # What scripts share is read-only, so no script leaves anything for the next.
         ["EVAL", "string.foo = 1 return 1", "0"], ["EVAL", "return string.foo", "0"], ["EVAL", "rawset(_G, 'x', 1) return 1", "0"], ["EVAL", "return x", "0"],
         ["EVAL", "redis.call = nil return 1", "0"], ["EVAL", "return type(redis.call)", "0"], ["EVAL", "getmetatable('').__index = nil return 1", "0"],

@@ -360,7 +360,20 @@ fn protect_globals(lua: &Lua, past_time: Function) -> mlua::Result<Function> {
             if past_time() then raise(message, 0) end
             return ...
         end
-        G.pcall = function(...) return unless_past_time(raw_pcall(...)) end
+        -- As Redis's pcall: a failed redis.call (an error the runtime raised, seen here as
+        -- a userdata) is caught as its error text, an error table as its err field.
+        local raw_type = type
+        local function caught(ok, ...)
+            if ok then return ok, ... end
+            local failure = ...
+            if raw_type(failure) == "userdata" then
+                failure = (text_of(failure):gsub("\nstack traceback:.*", ""))
+            elseif raw_type(failure) == "table" and raw_rawget(failure, "err") ~= nil then
+                failure = raw_rawget(failure, "err")
+            end
+            return false, failure
+        end
+        G.pcall = function(...) return unless_past_time(caught(raw_pcall(...))) end
         G.xpcall = function(...) return unless_past_time(raw_xpcall(...)) end
         G.rawset = function(t, k, v)
             if real_of[t] then refuse_call() end
