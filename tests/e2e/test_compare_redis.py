@@ -568,6 +568,13 @@ CASES = {
         ["EVAL", "local ok, e = pcall(function() return redis.call('incr', KEYS[1]) end) return e", "1", "pc"],
         ["EVAL", "local ok, e = pcall(error, {err='tbl'}) return {type(e), e}", "0"], ["EVAL", "local ok, e = pcall(error, {1}) return type(e)", "0"],
         ["EVAL", "redis.call('set', KEYS[1], 'x') return redis.call('lpush', KEYS[1], 'a')", "1", "pc"], ["EVAL", "local ok, e = pcall(string.rep) return e", "0"],
+        # redis.setresp, and the redis table's other functions.
+        ["EVAL", "redis.call('hset', KEYS[1], 'f', 'v') redis.setresp(3) local t = redis.call('hgetall', KEYS[1]) return {type(t), type(t.map), t.map.f}", "1", "rh"],
+        ["EVAL", "redis.setresp(3) return redis.call('hgetall', KEYS[1])", "1", "rh"], ["EVAL", "redis.setresp(3) return redis.call('hget', KEYS[1], 'nofield') == nil", "1", "rh"],
+        ["EVAL", "redis.setresp(3) return {true, false, 1}", "0"], ["EVAL", "redis.setresp(3) return nil", "0"], ["EVAL", "redis.setresp(4)", "0"], ["EVAL", "redis.setresp()", "0"],
+        ["EVAL", "redis.setresp(3) local ok, e = pcall(redis.setresp, 9) return e", "0"], ["EVAL", "return {double=1.5}", "0"], ["EVAL", "return {map={a=1}}", "0"],
+        ["EVAL", "return {set={a=true}}", "0"], ["EVAL", "return {type(redis.REDIS_VERSION), type(redis.REDIS_VERSION_NUM), tostring(redis.breakpoint())}", "0"],
+        ["EVAL", "return {tostring(redis.acl_check_cmd('get', 'k')), redis.debug('x')}", "0"], ["EVAL", "return redis.acl_check_cmd('nosuch')", "0"], ["EVAL", "return redis.acl_check_cmd()", "0"],
         # What scripts share is read-only, so no script leaves anything for the next.
         ["EVAL", "string.foo = 1 return 1", "0"], ["EVAL", "return string.foo", "0"], ["EVAL", "rawset(_G, 'x', 1) return 1", "0"], ["EVAL", "return x", "0"],
         ["EVAL", "redis.call = nil return 1", "0"], ["EVAL", "return type(redis.call)", "0"], ["EVAL", "getmetatable('').__index = nil return 1", "0"],

@@ -28,6 +28,7 @@ use mlua::{Function, HookTriggers, Lua, LuaOptions, LuaString, MultiValue, StdLi
 
 use super::{check_subcommand, is, lookup, parse_integer, subcommand_help, unknown_subcommand};
 use crate::command::{fail, Call, CommandError, CommandResult, CommandSpec, AFTER_TRANSACTION, BLOCKS_ON_KEYS, CROSSES_DATABASES, IN_MULTI, TRANSACTION_CONTROL, WHOLE_KEYSPACE, WRITE};
+use crate::info::REDIS_COMPATIBLE_VERSION;
 use crate::long_double::c_signed;
 use crate::script_cache::sha1_hex;
 
@@ -269,8 +270,9 @@ impl ScriptState {
                 let run = scope.create_function(move |lua, words: MultiValue| command_from_script(lua, &mut call.borrow_mut(), words, context, raises, engine_failure))?;
                 redis.raw_set(name, run)?;
             }
+            redis.raw_set("setresp", scope.create_function(move |lua, arguments: MultiValue| set_protocol(lua, &mut call.borrow_mut(), arguments))?)?;
             let value = function.call::<Value>(())?;
-            Ok(reply_of(&value, 0))
+            Ok(reply_of(&value, 0, call.borrow().session.protocol == ProtocolVersion::Resp3))
         });
         // The script's tables go with it (the functions bound to its store went with the scope).
         let globals = lua.globals();
@@ -293,6 +295,20 @@ fn redis_table(lua: &Lua) -> mlua::Result<Table> {
     redis.set("log", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
     redis.set("replicate_commands", lua.create_function(|_, _: MultiValue| Ok(true))?)?;
     redis.set("set_repl", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
+    // No debugger: a breakpoint is never taken, a debug message goes nowhere.
+    redis.set("breakpoint", lua.create_function(|_, _: MultiValue| Ok(false))?)?;
+    redis.set("debug", lua.create_function(|_, _: MultiValue| Ok(()))?)?;
+    // Every command is allowed to every client (no ACL users): a known command passes.
+    redis.set("acl_check_cmd", lua.create_function(|lua, words: MultiValue| {
+        let args = command_arguments(lua, words).map_err(|error| command_failure(lua, error))?;
+        match lookup(&args[0]) {
+            Some(_) => Ok(true),
+            None => Err(command_failure(lua, CommandError::Redis("ERR Invalid command passed to redis.acl_check_cmd()".into()))),
+        }
+    })?)?;
+    redis.set("REDIS_VERSION", REDIS_COMPATIBLE_VERSION)?;
+    let version_number = REDIS_COMPATIBLE_VERSION.split('.').map(|part| part.parse::<u32>().expect("a numeric version")).fold(0, |number, part| number << 8 | part);
+    redis.set("REDIS_VERSION_NUM", version_number)?;
     for (number, level) in ["LOG_DEBUG", "LOG_VERBOSE", "LOG_NOTICE", "LOG_WARNING"].into_iter().enumerate() {
         redis.set(level, number)?;
     }
@@ -421,17 +437,38 @@ struct Nested {
 fn command_from_script(lua: &Lua, call: &mut Call<'_>, words: MultiValue, context: Nested, raises: bool, engine_failure: &RefCell<Option<EngineError>>) -> mlua::Result<Value> {
     let outcome = command_arguments(lua, words).and_then(|args| run_nested(call, &args, context));
     match outcome {
-        Ok(reply) => lua_value_of(lua, reply),
+        Ok(reply) => lua_value_of(lua, reply, call.session.protocol == ProtocolVersion::Resp3),
         Err(CommandError::Engine(error)) => {
             *engine_failure.borrow_mut() = Some(error);
             Err(mlua::Error::external(Stop::Engine))
         }
-        Err(CommandError::Redis(text)) if raises => {
-            let line = lua.inspect_stack(1, |debug| debug.current_line()).flatten();
-            Err(mlua::Error::external(Stop::CommandFailed { text: text.into_owned(), line }))
-        }
+        Err(error) if raises => Err(command_failure(lua, error)),
         Err(CommandError::Redis(text)) => reply_table(lua, "err", lua.create_string(text.as_bytes())?).map(Value::Table),
     }
+}
+
+/// A failure raised as `redis.call` raises a failed command's: its text as the error, with
+/// the script's line.
+fn command_failure(lua: &Lua, error: CommandError) -> mlua::Error {
+    let text = match error {
+        CommandError::Redis(text) => text.into_owned(),
+        CommandError::Engine(error) => format!("ERR {error}"),
+    };
+    let line = lua.inspect_stack(1, |debug| debug.current_line()).flatten();
+    mlua::Error::external(Stop::CommandFailed { text, line })
+}
+
+/// `redis.setresp(2 | 3)`: the protocol of the replies the script's next commands get (RESP2
+/// by default; RESP3's maps, sets, doubles and nulls then arrive as Redis gives them).
+fn set_protocol(lua: &Lua, call: &mut Call<'_>, arguments: MultiValue) -> mlua::Result<()> {
+    let failure = |text: &str| command_failure(lua, CommandError::Redis(text.to_string().into()));
+    let [version] = <[Value; 1]>::try_from(arguments.into_iter().collect::<Vec<_>>()).map_err(|_| failure("ERR redis.setresp() requires one argument."))?;
+    call.session.protocol = match version.as_f64().or_else(|| version.as_i64().map(|number| number as f64)) {
+        Some(2.0) => ProtocolVersion::Resp2,
+        Some(3.0) => ProtocolVersion::Resp3,
+        _ => return Err(failure("ERR RESP version must be 2 or 3.")),
+    };
+    Ok(())
 }
 
 /// A command's words from a script: strings, or numbers as Lua writes them.
@@ -486,58 +523,94 @@ fn check_allowed(spec: &CommandSpec, args: &[Bytes], context: Nested) -> Result<
 
 /// A reply as a script sees it (Redis's RESP2 to Lua conversion): integers as numbers, bulk
 /// strings as strings, nil as false, status and error replies as `{ok = …}` and `{err = …}`,
-/// arrays as tables; RESP3-only types as RESP2 would write them.
-fn lua_value_of(lua: &Lua, reply: Reply) -> mlua::Result<Value> {
+/// arrays as tables; RESP3-only types as RESP2 would write them. After `redis.setresp(3)`
+/// (`resp3`), Redis's RESP3 conversion: nil as nil, booleans as booleans, doubles as
+/// `{double = n}`, maps as `{map = {key = value}}`, sets as `{set = {member = true}}`.
+fn lua_value_of(lua: &Lua, reply: Reply, resp3: bool) -> mlua::Result<Value> {
     Ok(match reply {
         Reply::Simple(text) => Value::Table(reply_table(lua, "ok", lua.create_string(text.as_bytes())?)?),
         Reply::Error(text) => Value::Table(reply_table(lua, "err", lua.create_string(text.as_bytes())?)?),
         Reply::Integer(number) => Value::Number(number as f64),
+        Reply::Boolean(truth) if resp3 => Value::Boolean(truth),
         Reply::Boolean(truth) => Value::Number(f64::from(u8::from(truth))),
         Reply::Bulk(bytes) | Reply::Verbatim { text: bytes, .. } => Value::String(lua.create_string(&bytes)?),
+        Reply::Double(number) if resp3 => Value::Table(lua.create_table_from([("double", number)])?),
+        Reply::DoubleText(text) if resp3 => Value::Table(lua.create_table_from([("double", text.parse::<f64>().unwrap_or(f64::NAN))])?),
         Reply::Double(number) => Value::String(lua.create_string(format_double(number))?),
         Reply::DoubleText(text) => Value::String(lua.create_string(text)?),
+        Reply::Null | Reply::NullArray if resp3 => Value::Nil,
         Reply::Null | Reply::NullArray => Value::Boolean(false),
-        Reply::Array(items) | Reply::Set(items) | Reply::Push(items) => Value::Table(lua_sequence(lua, items)?),
-        Reply::Map(pairs) => Value::Table(lua_sequence(lua, pairs.into_iter().flat_map(|(key, value)| [key, value]).collect())?),
+        Reply::Map(pairs) if resp3 => {
+            let map = lua.create_table()?;
+            for (key, value) in pairs {
+                map.raw_set(lua_value_of(lua, key, resp3)?, lua_value_of(lua, value, resp3)?)?;
+            }
+            Value::Table(lua.create_table_from([("map", map)])?)
+        }
+        Reply::Set(members) if resp3 => {
+            let set = lua.create_table()?;
+            for member in members {
+                set.raw_set(lua_value_of(lua, member, resp3)?, true)?;
+            }
+            Value::Table(lua.create_table_from([("set", set)])?)
+        }
+        Reply::Array(items) | Reply::Set(items) | Reply::Push(items) => Value::Table(lua_sequence(lua, items, resp3)?),
+        Reply::Map(pairs) => Value::Table(lua_sequence(lua, pairs.into_iter().flat_map(|(key, value)| [key, value]).collect(), resp3)?),
     })
 }
 
-fn lua_sequence(lua: &Lua, items: Vec<Reply>) -> mlua::Result<Table> {
+fn lua_sequence(lua: &Lua, items: Vec<Reply>, resp3: bool) -> mlua::Result<Table> {
     let table = lua.create_table_with_capacity(items.len(), 0)?;
     for (at, item) in items.into_iter().enumerate() {
-        table.raw_set(at + 1, lua_value_of(lua, item)?)?;
+        table.raw_set(at + 1, lua_value_of(lua, item, resp3)?)?;
     }
     Ok(table)
 }
 
 /// A script's result as a reply (Redis's Lua to RESP conversion): strings as bulk strings,
-/// numbers as integers (truncated), true as 1, false and nil as nil, `{err = …}` and
-/// `{ok = …}` as error and status replies, other tables as arrays up to their first nil.
-fn reply_of(value: &Value, depth: usize) -> Reply {
+/// numbers as integers (truncated), true as 1, false and nil as nil (booleans as booleans once
+/// the script called `redis.setresp(3)`: `resp3`), `{err = …}`, `{ok = …}`, `{double = …}`,
+/// `{big_number = …}`, `{map = …}` and `{set = …}` as those replies, other tables as arrays up
+/// to their first nil.
+fn reply_of(value: &Value, depth: usize, resp3: bool) -> Reply {
     match value {
+        Value::Boolean(truth) if resp3 => Reply::Boolean(*truth),
         Value::String(text) => Reply::Bulk(Bytes::copy_from_slice(&text.as_bytes())),
         Value::Integer(number) => Reply::Integer(*number),
         // Truncated as Redis's C cast does (an infinity or NaN becomes i64::MIN).
         Value::Number(number) => Reply::Integer(c_signed(*number)),
         Value::Boolean(true) => Reply::Integer(1),
         Value::Table(_) if depth >= REPLY_DEPTH_MAX => Reply::error("ERR reached lua stack limit"),
-        Value::Table(table) => table_reply(table, depth),
+        Value::Table(table) => table_reply(table, depth, resp3),
         _ => Reply::Null,
     }
 }
 
-fn table_reply(table: &Table, depth: usize) -> Reply {
+fn table_reply(table: &Table, depth: usize, resp3: bool) -> Reply {
     if let Ok(Value::String(text)) = table.raw_get::<Value>("err") {
         return Reply::error(String::from_utf8_lossy(&text.as_bytes()).into_owned());
     }
     if let Ok(Value::String(text)) = table.raw_get::<Value>("ok") {
         return Reply::Simple(String::from_utf8_lossy(&text.as_bytes()).replace(['\r', '\n'], " ").into());
     }
+    if let Ok(Value::Number(number)) = table.raw_get::<Value>("double") {
+        return Reply::Double(number);
+    }
+    if let Ok(Value::String(text)) = table.raw_get::<Value>("big_number") {
+        return Reply::Bulk(Bytes::copy_from_slice(&text.as_bytes()));
+    }
+    if let Ok(Value::Table(map)) = table.raw_get::<Value>("map") {
+        let pairs = map.pairs::<Value, Value>().filter_map(Result::ok);
+        return Reply::Map(pairs.map(|(key, value)| (reply_of(&key, depth + 1, resp3), reply_of(&value, depth + 1, resp3))).collect());
+    }
+    if let Ok(Value::Table(set)) = table.raw_get::<Value>("set") {
+        return Reply::Set(set.pairs::<Value, Value>().filter_map(Result::ok).map(|(member, _)| reply_of(&member, depth + 1, resp3)).collect());
+    }
     let mut items = Vec::new();
     for index in 1.. {
         match table.raw_get::<Value>(index) {
             Ok(Value::Nil) | Err(_) => break,
-            Ok(item) => items.push(reply_of(&item, depth + 1)),
+            Ok(item) => items.push(reply_of(&item, depth + 1, resp3)),
         }
     }
     Reply::Array(items)
