@@ -1,9 +1,9 @@
 //! The libraries Redis 7.0 gives scripts beyond Lua's own, as Redis builds them: `cjson`
 //! (lua-cjson 2.1.0 with its defaults: 14 significant digits, sparse arrays refused past index
 //! 10 when under half full, NaN and infinities refused when encoding and read when decoding,
-//! 1,000 levels of nesting) and `bit` (LuaBitOp: 32-bit operations on numbers). Their errors are
-//! lua-cjson's and LuaBitOp's texts, with the position of the script's line as Lua's
-//! `luaL_error` gives it.
+//! 1,000 levels of nesting), `bit` (LuaBitOp: 32-bit operations on numbers) and `cmsgpack`
+//! (lua-cmsgpack 0.4.0: MessagePack streams). Their errors are those libraries' texts, with the
+//! position of the script's line as Lua's `luaL_error` gives it.
 
 use hybridkv_resp::format_g;
 use mlua::{LightUserData, Lua, MultiValue, Table, Value};
@@ -20,9 +20,18 @@ const SPARSE_ARRAY_SAFE_INDEX: f64 = 10.0;
 /// refused.
 const SPARSE_ARRAY_RATIO: f64 = 2.0;
 
-/// `cjson` and `bit`, to be set as globals.
-pub fn libraries(lua: &Lua) -> mlua::Result<[(&'static str, Table); 2]> {
-    Ok([("cjson", cjson_table(lua)?), ("bit", bit_table(lua)?)])
+/// Tables nested in what `cmsgpack.pack` writes (deeper ones are written as nil, as
+/// lua-cmsgpack does so that circular tables end).
+const MSGPACK_NESTING_MAX: usize = 16;
+/// Containers nested in what `cmsgpack.unpack` reads (lua-cmsgpack has no limit of its own
+/// but its C stack).
+const MSGPACK_DECODE_DEPTH_MAX: usize = 1000;
+/// Values one `cmsgpack.unpack` answers at most (lua-cmsgpack meets Lua's C stack limit there).
+const MSGPACK_VALUES_MAX: usize = 7999;
+
+/// `cjson`, `bit` and `cmsgpack`, to be set as globals.
+pub fn libraries(lua: &Lua) -> mlua::Result<[(&'static str, Table); 3]> {
+    Ok([("cjson", cjson_table(lua)?), ("bit", bit_table(lua)?), ("cmsgpack", msgpack_table(lua)?)])
 }
 
 /// An error raised as `luaL_error` raises it: prefixed with the calling Lua function's place.
@@ -121,11 +130,7 @@ fn array_length(lua: &Lua, table: &Table) -> mlua::Result<Option<usize>> {
     let (mut highest, mut items) = (0.0f64, 0.0f64);
     for pair in table.clone().pairs::<Value, Value>() {
         let (key, _) = pair?;
-        let index = match key {
-            Value::Integer(index) => index as f64,
-            Value::Number(index) => index,
-            _ => return Ok(None),
-        };
+        let Some(index) = number_of(&key) else { return Ok(None) };
         if index.floor() != index || index < 1.0 {
             return Ok(None);
         }
@@ -512,8 +517,7 @@ fn bit_table(lua: &Lua) -> mlua::Result<Table> {
 /// numeric strings as Lua converts them.
 fn bit_argument(lua: &Lua, function: &str, position: usize, value: &Value) -> mlua::Result<u32> {
     let number = match value {
-        Value::Number(number) => Some(*number),
-        Value::Integer(number) => Some(*number as f64),
+        Value::Number(_) | Value::Integer(_) => number_of(value),
         Value::String(text) => std::str::from_utf8(&text.as_bytes()).ok().and_then(|text| parse_lua_number(text.trim())),
         _ => None,
     };
@@ -535,6 +539,276 @@ fn parse_lua_number(text: &str) -> Option<f64> {
 
 fn signed(bits: u32) -> f64 {
     f64::from(bits as i32)
+}
+
+fn msgpack_table(lua: &Lua) -> mlua::Result<Table> {
+    let cmsgpack = lua.create_table()?;
+    cmsgpack.set("pack", lua.create_function(|lua, values: MultiValue| {
+        if values.is_empty() {
+            return Err(raise(lua, "bad argument #0 to 'pack' (MessagePack pack needs input.)".into()));
+        }
+        let mut packed = Vec::new();
+        for value in &values {
+            pack_msgpack(value, 0, &mut packed)?;
+        }
+        lua.create_string(packed)
+    })?)?;
+    cmsgpack.set("unpack", lua.create_function(|lua, arguments: MultiValue| unpack_msgpack(lua, "unpack", arguments, None))?)?;
+    cmsgpack.set("unpack_one", lua.create_function(|lua, arguments: MultiValue| unpack_msgpack(lua, "unpack_one", arguments, Some(1)))?)?;
+    cmsgpack.set("unpack_limit", lua.create_function(|lua, arguments: MultiValue| {
+        let limit = arguments.get(1).and_then(number_of).ok_or_else(|| raise(lua, "bad argument #2 to 'unpack_limit' (number expected, got no value)".into()))?;
+        let rest: MultiValue = arguments.into_iter().enumerate().filter(|(at, _)| *at != 1).map(|(_, value)| value).collect();
+        unpack_msgpack(lua, "unpack_limit", rest, Some(limit as i64))
+    })?)?;
+    cmsgpack.set("_NAME", "cmsgpack")?;
+    cmsgpack.set("_VERSION", "lua-cmsgpack 0.4.0")?;
+    Ok(cmsgpack)
+}
+
+/// lua-cmsgpack's encoding: integral numbers (within i64) in the smallest integer form, other
+/// numbers as a float when a float holds them exactly, else a double; strings as raw bytes;
+/// a table whose keys are exactly 1..n as an array, any other as a map (in Lua's order); nil,
+/// functions and tables past `MSGPACK_NESTING_MAX` as nil.
+fn pack_msgpack(value: &Value, level: usize, packed: &mut Vec<u8>) -> mlua::Result<()> {
+    match value {
+        Value::Boolean(truth) => packed.push(if *truth { 0xc3 } else { 0xc2 }),
+        Value::Integer(number) => pack_number(*number as f64, packed),
+        Value::Number(number) => pack_number(*number, packed),
+        Value::String(text) => pack_bytes(&text.as_bytes(), packed),
+        Value::Table(table) if level < MSGPACK_NESTING_MAX => pack_table(table, level, packed)?,
+        _ => packed.push(0xc0),
+    }
+    Ok(())
+}
+
+fn pack_number(number: f64, packed: &mut Vec<u8>) {
+    let integral = number.is_finite() && (number as i64) as f64 == number && number < 9_223_372_036_854_775_808.0;
+    if integral {
+        return pack_integer(number as i64, packed);
+    }
+    if f64::from(number as f32) == number {
+        packed.push(0xca);
+        packed.extend_from_slice(&(number as f32).to_be_bytes());
+    } else {
+        packed.push(0xcb);
+        packed.extend_from_slice(&number.to_be_bytes());
+    }
+}
+
+fn pack_integer(number: i64, packed: &mut Vec<u8>) {
+    match number {
+        0..=127 => packed.push(number as u8),
+        128..=0xff => packed.extend_from_slice(&[0xcc, number as u8]),
+        0x100..=0xffff => packed.extend([0xcd].into_iter().chain((number as u16).to_be_bytes())),
+        0x1_0000..=0xffff_ffff => packed.extend([0xce].into_iter().chain((number as u32).to_be_bytes())),
+        0x1_0000_0000.. => packed.extend([0xcf].into_iter().chain((number as u64).to_be_bytes())),
+        -32..=-1 => packed.push(number as u8),
+        -128..=-33 => packed.extend_from_slice(&[0xd0, number as u8]),
+        -32768..=-129 => packed.extend([0xd1].into_iter().chain((number as i16).to_be_bytes())),
+        -2_147_483_648..=-32769 => packed.extend([0xd2].into_iter().chain((number as i32).to_be_bytes())),
+        _ => packed.extend([0xd3].into_iter().chain(number.to_be_bytes())),
+    }
+}
+
+fn pack_bytes(bytes: &[u8], packed: &mut Vec<u8>) {
+    match bytes.len() {
+        length @ 0..32 => packed.push(0xa0 | length as u8),
+        length @ 32..=0xff => packed.extend_from_slice(&[0xd9, length as u8]),
+        length @ 0x100..=0xffff => packed.extend([0xda].into_iter().chain((length as u16).to_be_bytes())),
+        length => packed.extend([0xdb].into_iter().chain((length as u32).to_be_bytes())),
+    }
+    packed.extend_from_slice(bytes);
+}
+
+/// The container header of `count` entries: `fixed` (0x90 array, 0x80 map) under 16, then the
+/// 16-bit and 32-bit forms.
+fn pack_header(fixed: u8, wide: u8, count: usize, packed: &mut Vec<u8>) {
+    match count {
+        0..16 => packed.push(fixed | count as u8),
+        16..=0xffff => packed.extend([wide].into_iter().chain((count as u16).to_be_bytes())),
+        _ => packed.extend([wide + 1].into_iter().chain((count as u32).to_be_bytes())),
+    }
+}
+
+fn pack_table(table: &Table, level: usize, packed: &mut Vec<u8>) -> mlua::Result<()> {
+    let pairs: Vec<(Value, Value)> = table.clone().pairs::<Value, Value>().collect::<mlua::Result<_>>()?;
+    // An array: every key a positive integer (within a C int), the highest equal to the count.
+    let indices: Option<Vec<f64>> = pairs.iter().map(|(key, _)| number_of(key).filter(|&number| number > 0.0 && (number as i32) as f64 == number)).collect();
+    let is_array = indices.is_some_and(|indices| indices.iter().copied().fold(0.0, f64::max) == indices.len() as f64);
+    if is_array {
+        pack_header(0x90, 0xdc, pairs.len(), packed);
+        for position in 1..=pairs.len() {
+            pack_msgpack(&table.raw_get::<Value>(position)?, level + 1, packed)?;
+        }
+        return Ok(());
+    }
+    pack_header(0x80, 0xde, pairs.len(), packed);
+    for (key, value) in &pairs {
+        pack_msgpack(key, level + 1, packed)?;
+        pack_msgpack(value, level + 1, packed)?;
+    }
+    Ok(())
+}
+
+/// `cmsgpack.unpack(data)` (every value), `unpack_one(data [, offset])` and
+/// `unpack_limit(data, limit [, offset])` (`limit` values, then the offset after them, -1 at
+/// the end).
+fn unpack_msgpack(lua: &Lua, function: &str, arguments: MultiValue, limit: Option<i64>) -> mlua::Result<MultiValue> {
+    let data = match arguments.front() {
+        Some(Value::String(text)) => text.as_bytes().to_vec(),
+        Some(value @ (Value::Number(_) | Value::Integer(_))) => lua.coerce_string(value.clone())?.expect("a number is a string").as_bytes().to_vec(),
+        other => {
+            let got = other.map_or("no value", Value::type_name);
+            return Err(raise(lua, format!("bad argument #1 to '{function}' (string expected, got {got})")));
+        }
+    };
+    let offset = arguments.get(1).and_then(number_of).unwrap_or(0.0) as i64;
+    let limit_value = limit.unwrap_or(0);
+    if offset < 0 || limit_value < 0 {
+        return Err(raise(lua, format!("Invalid request to unpack with offset of {offset} and limit of {}.", data.len())));
+    }
+    if offset as usize > data.len() {
+        return Err(raise(lua, format!("Start offset {offset} greater than input length {}.", data.len())));
+    }
+    let decode_all = limit.is_none() || (limit_value == 0 && offset == 0);
+    let mut reader = MsgpackReader { lua, data: &data, at: offset as usize };
+    let mut values = MultiValue::new();
+    while reader.at < data.len() && (decode_all || (values.len() as i64) < limit_value) {
+        if values.len() >= MSGPACK_VALUES_MAX {
+            return Err(raise(lua, "too many return values at once; use unpack_one or unpack_limit instead.".into()));
+        }
+        let value = reader.value(0).map_err(|failure| raise(lua, failure.message().into()))??;
+        values.push_back(value);
+    }
+    if !decode_all {
+        let next = if reader.at == data.len() { -1 } else { reader.at as i64 };
+        values.push_front(Value::Number(next as f64));
+    }
+    Ok(values)
+}
+
+/// A Lua number's value (mlua gives integral ones as integers).
+fn number_of(value: &Value) -> Option<f64> {
+    match value {
+        Value::Integer(number) => Some(*number as f64),
+        Value::Number(number) => Some(*number),
+        _ => None,
+    }
+}
+
+/// Why MessagePack input could not be read.
+enum MsgpackFailure {
+    Missing,
+    BadFormat,
+}
+
+impl MsgpackFailure {
+    fn message(&self) -> &'static str {
+        match self {
+            MsgpackFailure::Missing => "Missing bytes in input.",
+            MsgpackFailure::BadFormat => "Bad data format in input.",
+        }
+    }
+}
+
+struct MsgpackReader<'a> {
+    lua: &'a Lua,
+    data: &'a [u8],
+    at: usize,
+}
+
+impl MsgpackReader<'_> {
+    fn take(&mut self, count: usize) -> Result<&[u8], MsgpackFailure> {
+        let taken = self.data.get(self.at..self.at.checked_add(count).ok_or(MsgpackFailure::Missing)?).ok_or(MsgpackFailure::Missing)?;
+        self.at += count;
+        Ok(taken)
+    }
+
+    fn length(&mut self, bytes: usize) -> Result<usize, MsgpackFailure> {
+        Ok(self.take(bytes)?.iter().fold(0usize, |length, &byte| length << 8 | usize::from(byte)))
+    }
+
+    /// One value; the outer error is the input's, the inner Lua's.
+    fn value(&mut self, depth: usize) -> Result<mlua::Result<Value>, MsgpackFailure> {
+        let marker = self.take(1)?[0];
+        let number = |value: f64| Ok(Ok(Value::Number(value)));
+        match marker {
+            0x00..=0x7f => number(f64::from(marker)),
+            0xe0..=0xff => number(f64::from(marker as i8)),
+            0xcc => number(f64::from(self.take(1)?[0])),
+            0xd0 => number(f64::from(self.take(1)?[0] as i8)),
+            0xcd => number(f64::from(u16::from_be_bytes(self.take(2)?.try_into().expect("2 bytes")))),
+            0xd1 => number(f64::from(i16::from_be_bytes(self.take(2)?.try_into().expect("2 bytes")))),
+            0xce => number(f64::from(u32::from_be_bytes(self.take(4)?.try_into().expect("4 bytes")))),
+            0xd2 => number(f64::from(i32::from_be_bytes(self.take(4)?.try_into().expect("4 bytes")))),
+            0xcf => number(u64::from_be_bytes(self.take(8)?.try_into().expect("8 bytes")) as f64),
+            0xd3 => number(i64::from_be_bytes(self.take(8)?.try_into().expect("8 bytes")) as f64),
+            0xca => number(f64::from(f32::from_be_bytes(self.take(4)?.try_into().expect("4 bytes")))),
+            0xcb => number(f64::from_be_bytes(self.take(8)?.try_into().expect("8 bytes"))),
+            0xc0 => Ok(Ok(Value::Nil)),
+            0xc2 | 0xc3 => Ok(Ok(Value::Boolean(marker == 0xc3))),
+            0xa0..=0xbf => self.string(usize::from(marker & 0x1f)),
+            0xd9 => {
+                let length = self.length(1)?;
+                self.string(length)
+            }
+            0xda => {
+                let length = self.length(2)?;
+                self.string(length)
+            }
+            0xdb => {
+                let length = self.length(4)?;
+                self.string(length)
+            }
+            0x90..=0x9f => self.container(usize::from(marker & 0x0f), false, depth),
+            0x80..=0x8f => self.container(usize::from(marker & 0x0f), true, depth),
+            0xdc | 0xde => {
+                let count = self.length(2)?;
+                self.container(count, marker == 0xde, depth)
+            }
+            0xdd | 0xdf => {
+                let count = self.length(4)?;
+                self.container(count, marker == 0xdf, depth)
+            }
+            _ => Err(MsgpackFailure::BadFormat),
+        }
+    }
+
+    fn string(&mut self, length: usize) -> Result<mlua::Result<Value>, MsgpackFailure> {
+        let lua = self.lua;
+        let bytes = self.take(length)?;
+        Ok(lua.create_string(bytes).map(Value::String))
+    }
+
+    /// An array (`map` false: entries at 1..count) or a map of `count` entries.
+    fn container(&mut self, count: usize, map: bool, depth: usize) -> Result<mlua::Result<Value>, MsgpackFailure> {
+        if depth >= MSGPACK_DECODE_DEPTH_MAX {
+            return Err(MsgpackFailure::BadFormat);
+        }
+        let table = match self.lua.create_table() {
+            Ok(table) => table,
+            Err(error) => return Ok(Err(error)),
+        };
+        for position in 1..=count {
+            let key = if map {
+                match self.value(depth + 1)? {
+                    Ok(key) => key,
+                    Err(error) => return Ok(Err(error)),
+                }
+            } else {
+                Value::Number(position as f64)
+            };
+            let value = match self.value(depth + 1)? {
+                Ok(value) => value,
+                Err(error) => return Ok(Err(error)),
+            };
+            // A nil key cannot be set (Lua's settable would raise): lua-cmsgpack raises too.
+            if let Err(error) = table.set(key, value) {
+                return Ok(Err(error));
+            }
+        }
+        Ok(Ok(Value::Table(table)))
+    }
 }
 
 #[cfg(test)]
@@ -573,7 +847,7 @@ mod tests {
     }
 
     #[test]
-    fn decoding_arbitrary_text_never_panics_and_what_decodes_encodes_back() {
+    fn decoding_arbitrary_input_never_panics_and_what_decodes_encodes_back() {
         use rand::{Rng, SeedableRng};
         let lua = lua_with_libraries();
         let round_trip: mlua::Function = lua
@@ -587,6 +861,14 @@ mod tests {
             let text: Vec<u8> = (0..length).map(|_| alphabet[random.gen_range(0..alphabet.len())]).collect();
             round_trip.call::<MultiValue>(lua.create_string(&text).unwrap()).unwrap();
         }
+        let unpack: mlua::Function = lua.load("return function(data) return pcall(cmsgpack.unpack, data) end").eval().unwrap();
+        for _ in 0..20_000 {
+            let length = random.gen_range(0..16);
+            let data: Vec<u8> = (0..length).map(|_| random.gen()).collect();
+            unpack.call::<MultiValue>(lua.create_string(&data).unwrap()).unwrap();
+        }
+        let nested = [vec![0x91u8; 100_000], vec![0x01]].concat();
+        assert!(unpack.call::<(bool, Value)>(lua.create_string(&nested).unwrap()).is_ok_and(|(unpacked, _)| !unpacked), "nesting past the limit is refused");
         let encoded: String = lua.load(r#"return cjson.encode(cjson.decode('{"a":[1,2.5,"x\\u00e9",null,true],"b":{}}'))"#).eval().unwrap();
         assert!(encoded == r#"{"a":[1,2.5,"xé",null,true],"b":{}}"# || encoded == r#"{"b":{},"a":[1,2.5,"xé",null,true]}"#, "{encoded}");
     }

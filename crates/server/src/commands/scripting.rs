@@ -1,7 +1,7 @@
 //! Lua scripting: EVAL EVALSHA EVAL_RO EVALSHA_RO and SCRIPT (LOAD EXISTS FLUSH KILL), as Redis
 //! 7.0 runs scripts: Lua 5.1 (mlua, built from its vendored sources), the KEYS and ARGV tables,
 //! `redis.call`, `redis.pcall`, `redis.error_reply`, `redis.status_reply`, `redis.sha1hex` and
-//! `redis.log`, the `cjson` and `bit` libraries (`super::lua_libraries`), replies converted both
+//! `redis.log`, the `cjson`, `bit` and `cmsgpack` libraries (`super::lua_libraries`), replies converted both
 //! ways as Redis converts them (the script sees RESP2 replies), globals and libraries
 //! read-only, and Redis's error texts (`… script: <sha>, on @user_script:<line>.`). Each worker
 //! thread runs its scripts in one Lua state (`ScriptState`), as Redis runs all scripts in one.
@@ -362,7 +362,7 @@ fn protect_globals(lua: &Lua, past_time: Function) -> mlua::Result<Function> {
                 return raw(t, ...)
             end
         end
-        for _, name in ipairs({"string", "table", "math", "redis", "cjson", "bit"}) do
+        for _, name in ipairs({"string", "table", "math", "redis", "cjson", "bit", "cmsgpack"}) do
             G[name] = view(G[name])
         end
         local string_metatable = raw_getmetatable("")
