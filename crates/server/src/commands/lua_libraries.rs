@@ -6,7 +6,7 @@
 //! position of the script's line as Lua's `luaL_error` gives it.
 
 use hybridkv_resp::format_g;
-use mlua::{LightUserData, Lua, MultiValue, Table, Value};
+use mlua::{LightUserData, Lua, LuaString, MultiValue, Table, Value};
 
 use crate::long_double::parse_c_double;
 
@@ -53,17 +53,25 @@ fn cjson_table(lua: &Lua) -> mlua::Result<Table> {
     })?)?;
     cjson.set("decode", lua.create_function(|lua, arguments: MultiValue| {
         let [text] = one_argument(lua, "decode", arguments)?;
-        let text = match text {
-            Value::String(text) => text,
-            Value::Number(_) | Value::Integer(_) => lua.coerce_string(text)?.expect("a number is a string"),
-            other => return Err(raise(lua, format!("bad argument #1 to 'decode' (string expected, got {})", other.type_name()))),
-        };
+        let text = string_argument(lua, "decode", Some(&text))?;
         JsonParser { lua, text: &text.as_bytes(), at: 0, depth: 0 }.decode()
     })?)?;
     cjson.set("null", Value::LightUserData(LightUserData(std::ptr::null_mut())))?;
     cjson.set("_NAME", "cjson")?;
     cjson.set("_VERSION", "2.1.0")?;
     Ok(cjson)
+}
+
+/// A string argument as `luaL_checklstring` takes one: a string, or a number as Lua writes it.
+fn string_argument(lua: &Lua, function: &str, value: Option<&Value>) -> mlua::Result<LuaString> {
+    match value {
+        Some(Value::String(text)) => Ok(text.clone()),
+        Some(number @ (Value::Number(_) | Value::Integer(_))) => Ok(lua.coerce_string(number.clone())?.expect("a number is a string")),
+        other => {
+            let got = other.map_or("no value", Value::type_name);
+            Err(raise(lua, format!("bad argument #1 to '{function}' (string expected, got {got})")))
+        }
+    }
 }
 
 fn one_argument(lua: &Lua, function: &str, arguments: MultiValue) -> mlua::Result<[Value; 1]> {
@@ -517,8 +525,7 @@ fn bit_table(lua: &Lua) -> mlua::Result<Table> {
 /// numeric strings as Lua converts them.
 fn bit_argument(lua: &Lua, function: &str, position: usize, value: &Value) -> mlua::Result<u32> {
     let number = match value {
-        Value::Number(_) | Value::Integer(_) => number_of(value),
-        Value::String(text) => std::str::from_utf8(&text.as_bytes()).ok().and_then(|text| parse_lua_number(text.trim())),
+        Value::Number(_) | Value::Integer(_) | Value::String(_) => lua.coerce_number(value.clone())?,
         _ => None,
     };
     let Some(number) = number else {
@@ -527,14 +534,6 @@ fn bit_argument(lua: &Lua, function: &str, position: usize, value: &Value) -> ml
     };
     // LuaBitOp's conversion: adding 2^52 + 2^51 leaves the rounded integer in the low bits.
     Ok((number + 6_755_399_441_055_744.0).to_bits() as u32)
-}
-
-fn parse_lua_number(text: &str) -> Option<f64> {
-    let (sign, digits) = text.strip_prefix('-').map_or((1.0, text), |rest| (-1.0, rest));
-    if let Some(hex) = digits.strip_prefix("0x").or_else(|| digits.strip_prefix("0X")) {
-        return u64::from_str_radix(hex, 16).ok().map(|number| sign * number as f64);
-    }
-    parse_c_double(text).map(|number| number.value)
 }
 
 fn signed(bits: u32) -> f64 {
@@ -654,14 +653,7 @@ fn pack_table(table: &Table, level: usize, packed: &mut Vec<u8>) -> mlua::Result
 /// `unpack_limit(data, limit [, offset])` (`limit` values, then the offset after them, -1 at
 /// the end).
 fn unpack_msgpack(lua: &Lua, function: &str, arguments: MultiValue, limit: Option<i64>) -> mlua::Result<MultiValue> {
-    let data = match arguments.front() {
-        Some(Value::String(text)) => text.as_bytes().to_vec(),
-        Some(value @ (Value::Number(_) | Value::Integer(_))) => lua.coerce_string(value.clone())?.expect("a number is a string").as_bytes().to_vec(),
-        other => {
-            let got = other.map_or("no value", Value::type_name);
-            return Err(raise(lua, format!("bad argument #1 to '{function}' (string expected, got {got})")));
-        }
-    };
+    let data = string_argument(lua, function, arguments.front())?.as_bytes().to_vec();
     let offset = arguments.get(1).and_then(number_of).unwrap_or(0.0) as i64;
     let limit_value = limit.unwrap_or(0);
     if offset < 0 || limit_value < 0 {
@@ -677,7 +669,7 @@ fn unpack_msgpack(lua: &Lua, function: &str, arguments: MultiValue, limit: Optio
         if values.len() >= MSGPACK_VALUES_MAX {
             return Err(raise(lua, "too many return values at once; use unpack_one or unpack_limit instead.".into()));
         }
-        let value = reader.value(0).map_err(|failure| raise(lua, failure.message().into()))??;
+        let value = reader.value(0).map_err(|failure| failure.raised(lua))?;
         values.push_back(value);
     }
     if !decode_all {
@@ -696,17 +688,26 @@ fn number_of(value: &Value) -> Option<f64> {
     }
 }
 
-/// Why MessagePack input could not be read.
-enum MsgpackFailure {
+/// Why MessagePack input could not be read: the input's fault, or Lua's (memory).
+enum UnpackError {
     Missing,
     BadFormat,
+    Lua(mlua::Error),
 }
 
-impl MsgpackFailure {
-    fn message(&self) -> &'static str {
+impl From<mlua::Error> for UnpackError {
+    fn from(error: mlua::Error) -> Self {
+        UnpackError::Lua(error)
+    }
+}
+
+impl UnpackError {
+    /// The error a script sees, with lua-cmsgpack's texts.
+    fn raised(self, lua: &Lua) -> mlua::Error {
         match self {
-            MsgpackFailure::Missing => "Missing bytes in input.",
-            MsgpackFailure::BadFormat => "Bad data format in input.",
+            UnpackError::Missing => raise(lua, "Missing bytes in input.".into()),
+            UnpackError::BadFormat => raise(lua, "Bad data format in input.".into()),
+            UnpackError::Lua(error) => error,
         }
     }
 }
@@ -718,96 +719,73 @@ struct MsgpackReader<'a> {
 }
 
 impl MsgpackReader<'_> {
-    fn take(&mut self, count: usize) -> Result<&[u8], MsgpackFailure> {
-        let taken = self.data.get(self.at..self.at.checked_add(count).ok_or(MsgpackFailure::Missing)?).ok_or(MsgpackFailure::Missing)?;
-        self.at += count;
+    fn take(&mut self, count: usize) -> Result<&[u8], UnpackError> {
+        let end = self.at.checked_add(count).ok_or(UnpackError::Missing)?;
+        let taken = self.data.get(self.at..end).ok_or(UnpackError::Missing)?;
+        self.at = end;
         Ok(taken)
     }
 
-    fn length(&mut self, bytes: usize) -> Result<usize, MsgpackFailure> {
+    fn length(&mut self, bytes: usize) -> Result<usize, UnpackError> {
         Ok(self.take(bytes)?.iter().fold(0usize, |length, &byte| length << 8 | usize::from(byte)))
     }
 
-    /// One value; the outer error is the input's, the inner Lua's.
-    fn value(&mut self, depth: usize) -> Result<mlua::Result<Value>, MsgpackFailure> {
-        let marker = self.take(1)?[0];
-        let number = |value: f64| Ok(Ok(Value::Number(value)));
-        match marker {
-            0x00..=0x7f => number(f64::from(marker)),
-            0xe0..=0xff => number(f64::from(marker as i8)),
-            0xcc => number(f64::from(self.take(1)?[0])),
-            0xd0 => number(f64::from(self.take(1)?[0] as i8)),
-            0xcd => number(f64::from(u16::from_be_bytes(self.take(2)?.try_into().expect("2 bytes")))),
-            0xd1 => number(f64::from(i16::from_be_bytes(self.take(2)?.try_into().expect("2 bytes")))),
-            0xce => number(f64::from(u32::from_be_bytes(self.take(4)?.try_into().expect("4 bytes")))),
-            0xd2 => number(f64::from(i32::from_be_bytes(self.take(4)?.try_into().expect("4 bytes")))),
-            0xcf => number(u64::from_be_bytes(self.take(8)?.try_into().expect("8 bytes")) as f64),
-            0xd3 => number(i64::from_be_bytes(self.take(8)?.try_into().expect("8 bytes")) as f64),
-            0xca => number(f64::from(f32::from_be_bytes(self.take(4)?.try_into().expect("4 bytes")))),
-            0xcb => number(f64::from_be_bytes(self.take(8)?.try_into().expect("8 bytes"))),
-            0xc0 => Ok(Ok(Value::Nil)),
-            0xc2 | 0xc3 => Ok(Ok(Value::Boolean(marker == 0xc3))),
-            0xa0..=0xbf => self.string(usize::from(marker & 0x1f)),
-            0xd9 => {
-                let length = self.length(1)?;
-                self.string(length)
-            }
-            0xda => {
-                let length = self.length(2)?;
-                self.string(length)
-            }
-            0xdb => {
-                let length = self.length(4)?;
-                self.string(length)
-            }
-            0x90..=0x9f => self.container(usize::from(marker & 0x0f), false, depth),
-            0x80..=0x8f => self.container(usize::from(marker & 0x0f), true, depth),
-            0xdc | 0xde => {
-                let count = self.length(2)?;
-                self.container(count, marker == 0xde, depth)
-            }
-            0xdd | 0xdf => {
-                let count = self.length(4)?;
-                self.container(count, marker == 0xdf, depth)
-            }
-            _ => Err(MsgpackFailure::BadFormat),
-        }
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], UnpackError> {
+        Ok(self.take(N)?.try_into().expect("N bytes taken"))
     }
 
-    fn string(&mut self, length: usize) -> Result<mlua::Result<Value>, MsgpackFailure> {
+    fn value(&mut self, depth: usize) -> Result<Value, UnpackError> {
+        let marker = self.take(1)?[0];
+        let number = match marker {
+            0x00..=0x7f => f64::from(marker),
+            0xe0..=0xff => f64::from(marker as i8),
+            0xcc => f64::from(self.take(1)?[0]),
+            0xd0 => f64::from(self.take(1)?[0] as i8),
+            0xcd => f64::from(u16::from_be_bytes(self.array()?)),
+            0xd1 => f64::from(i16::from_be_bytes(self.array()?)),
+            0xce => f64::from(u32::from_be_bytes(self.array()?)),
+            0xd2 => f64::from(i32::from_be_bytes(self.array()?)),
+            0xcf => u64::from_be_bytes(self.array()?) as f64,
+            0xd3 => i64::from_be_bytes(self.array()?) as f64,
+            0xca => f64::from(f32::from_be_bytes(self.array()?)),
+            0xcb => f64::from_be_bytes(self.array()?),
+            0xc0 => return Ok(Value::Nil),
+            0xc2 | 0xc3 => return Ok(Value::Boolean(marker == 0xc3)),
+            0xa0..=0xbf => return self.string(usize::from(marker & 0x1f)),
+            0xd9..=0xdb => {
+                let length = self.length(1 << (marker - 0xd9))?;
+                return self.string(length);
+            }
+            0x90..=0x9f => return self.container(usize::from(marker & 0x0f), false, depth),
+            0x80..=0x8f => return self.container(usize::from(marker & 0x0f), true, depth),
+            0xdc..=0xdf => {
+                let count = self.length(if marker & 1 == 0 { 2 } else { 4 })?;
+                return self.container(count, marker >= 0xde, depth);
+            }
+            _ => return Err(UnpackError::BadFormat),
+        };
+        Ok(Value::Number(number))
+    }
+
+    fn string(&mut self, length: usize) -> Result<Value, UnpackError> {
         let lua = self.lua;
         let bytes = self.take(length)?;
-        Ok(lua.create_string(bytes).map(Value::String))
+        Ok(Value::String(lua.create_string(bytes)?))
     }
 
     /// An array (`map` false: entries at 1..count) or a map of `count` entries.
-    fn container(&mut self, count: usize, map: bool, depth: usize) -> Result<mlua::Result<Value>, MsgpackFailure> {
+    fn container(&mut self, count: usize, map: bool, depth: usize) -> Result<Value, UnpackError> {
         if depth >= MSGPACK_DECODE_DEPTH_MAX {
-            return Err(MsgpackFailure::BadFormat);
+            return Err(UnpackError::BadFormat);
         }
-        let table = match self.lua.create_table() {
-            Ok(table) => table,
-            Err(error) => return Ok(Err(error)),
-        };
+        let table = self.lua.create_table()?;
         for position in 1..=count {
-            let key = if map {
-                match self.value(depth + 1)? {
-                    Ok(key) => key,
-                    Err(error) => return Ok(Err(error)),
-                }
-            } else {
-                Value::Number(position as f64)
-            };
-            let value = match self.value(depth + 1)? {
-                Ok(value) => value,
-                Err(error) => return Ok(Err(error)),
-            };
+            let key = if map { self.value(depth + 1)? } else { Value::Number(position as f64) };
+            let value = self.value(depth + 1)?;
             // A nil key cannot be set (Lua's settable would raise): lua-cmsgpack raises too.
-            if let Err(error) = table.set(key, value) {
-                return Ok(Err(error));
-            }
+            table.set(key, value)?;
         }
-        Ok(Ok(Value::Table(table)))
+        Ok(Value::Table(table))
     }
 }
 

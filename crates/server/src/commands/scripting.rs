@@ -116,16 +116,18 @@ fn run_script(call: &mut Call<'_>, by_sha: bool, read_only: bool) -> CommandResu
     if key_count < 0 {
         return fail("ERR Number of keys can't be negative");
     }
-    let text = if by_sha {
-        call.shared.scripts.get(&args[1]).map_or_else(|| fail(NO_SCRIPT), Ok)?
+    let (sha, text) = if by_sha {
+        let text = call.shared.scripts.get(&args[1]).map_or_else(|| fail(NO_SCRIPT), Ok)?;
+        // Found: a SHA-1 in hexadecimal, in any case.
+        (String::from_utf8_lossy(&args[1]).to_ascii_lowercase(), text)
     } else {
         // A full cache only stops keeping scripts; EVAL still runs them.
-        let _ = call.shared.scripts.insert(args[1].clone());
-        args[1].clone()
+        let sha = call.shared.scripts.insert(args[1].clone()).unwrap_or_else(|_| sha1_hex(&args[1]));
+        (sha, args[1].clone())
     };
     let (keys, arguments) = args[3..].split_at(key_count as usize);
     let protocol = std::mem::replace(&mut call.session.protocol, ProtocolVersion::Resp2);
-    let outcome = run_lua(call, &text, keys, arguments, read_only);
+    let outcome = run_lua(call, &sha, &text, keys, arguments, read_only);
     call.session.protocol = protocol;
     outcome
 }
@@ -169,11 +171,10 @@ struct ScriptState {
     compiled: HashMap<String, Function>,
 }
 
-/// Runs a script's text in this worker's Lua state (built anew after SCRIPT FLUSH, past
+/// Runs a script's text (whose SHA-1 is `sha`) in this worker's Lua state (built anew after SCRIPT FLUSH, past
 /// `COMPILED_SCRIPTS_MAX` scripts, or when its memory stays high) with KEYS and ARGV set and
 /// the `redis` functions bound to this command's store.
-fn run_lua(call: &mut Call<'_>, text: &[u8], keys: &[Bytes], arguments: &[Bytes], read_only: bool) -> CommandResult {
-    let sha = sha1_hex(text);
+fn run_lua(call: &mut Call<'_>, sha: &str, text: &[u8], keys: &[Bytes], arguments: &[Bytes], read_only: bool) -> CommandResult {
     let generation = call.shared.scripts.generation();
     STATE.with(|slot| {
         let mut slot = slot.borrow_mut();
@@ -182,7 +183,7 @@ fn run_lua(call: &mut Call<'_>, text: &[u8], keys: &[Bytes], arguments: &[Bytes]
             *slot = Some(state);
         }
         let state = slot.as_mut().expect("built above");
-        let outcome = state.run(call, &sha, text, keys, arguments, read_only);
+        let outcome = state.run(call, sha, text, keys, arguments, read_only);
         if !state.fit_for_reuse() {
             *slot = None;
         }
