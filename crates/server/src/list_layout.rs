@@ -840,14 +840,10 @@ impl OpenList {
 
     /// Takes the free parts at the end of the key's parts off it; answers them.
     fn trim_free_parts(&mut self) -> Vec<u32> {
-        self.free_parts.sort_unstable_by(|a, b| b.cmp(a));
-        let mut trimmed = Vec::new();
-        while self.part_count > 0 && self.free_parts.first() == Some(&(self.part_count - 1)) {
-            self.free_parts.remove(0);
-            self.part_count -= 1;
-            trimmed.push(self.part_count);
-        }
-        trimmed
+        debug_assert!(self.free_parts.is_sorted_by(|a, b| a > b), "free parts are kept highest first");
+        let at_end = self.free_parts.iter().zip((0..self.part_count).rev()).take_while(|(&free, last)| free == *last).count();
+        self.part_count -= at_end as u32;
+        self.free_parts.drain(..at_end).collect()
     }
 
     /// Reads every directory and moves the highest-numbered chunks and directories into the
