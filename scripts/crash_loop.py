@@ -7,7 +7,8 @@ latest acknowledged value (or the value of the one write still in flight when th
 
 Each writer connection owns its keys and sends one command at a time (SET, INCR, MSET, DEL,
 MULTI/EXEC; RPUSH, LPOP and LMOVE on lists that grow past one record into chunks; SADD and SREM
-on sets; ZADD, ZINCRBY and ZPOPMIN on sorted sets that grow into buckets), so the latest acknowledged value of every key is known, and at most one write per
+on sets; ZADD, ZINCRBY and ZPOPMIN on sorted sets that grow into buckets; XADD (some trimming),
+XDEL, XREADGROUP and XACK on streams with a consumer group), so the latest acknowledged value of every key is known, and at most one write per
 writer is in flight at the kill. A write in flight may be applied or not, but a multi-key write
 (MSET, MULTI/EXEC, LMOVE) is applied whole or not at all. Some cycles also kill the server while it is
 still recovering. The seed fixes the schedule: every kill delay and every writer's sequence of
@@ -37,6 +38,9 @@ COUNTERS_PER_WRITER = 4
 LISTS_PER_WRITER = 2
 SETS_PER_WRITER = 2
 SORTED_SETS_PER_WRITER = 2
+STREAMS_PER_WRITER = 2
+# Entries an XADD that trims keeps at most.
+STREAM_ENTRIES_KEPT = 300
 # Sorted-set scores are drawn from this many integers, so that members tie (ordered by member).
 SCORES_DISTINCT = 100
 VALUE_PADDING_BYTES_MAX = 300
@@ -75,9 +79,12 @@ class Writer:
         self.lists = [f"w{number}:list{i}" for i in range(LISTS_PER_WRITER)]
         self.sets = [f"w{number}:set{i}" for i in range(SETS_PER_WRITER)]
         self.sorted_sets = [f"w{number}:zset{i}" for i in range(SORTED_SETS_PER_WRITER)]
+        self.streams = [f"w{number}:stream{i}" for i in range(STREAMS_PER_WRITER)]
         # Strings as text, lists as tuples, sets as frozensets, sorted sets as tuples of
-        # (member, score) in Redis's order; None: absent.
-        self.expected = dict.fromkeys(self.keys + self.counters + self.lists + self.sets + self.sorted_sets)
+        # (member, score) in Redis's order, streams as `StreamState`; None: absent.
+        self.expected = dict.fromkeys(self.keys + self.counters + self.lists + self.sets + self.sorted_sets + self.streams)
+        # The milliseconds of the writer's next stream ID (IDs only grow, across restarts too).
+        self.stream_ms = 0
         self.in_flight = None
         self.sequence = 0
         self.acknowledged = 0
@@ -105,7 +112,9 @@ class Writer:
         return str(int(self.expected[counter] or 0) + 1)
 
     def write_once(self, client):
-        kind = self.rng.choices(["set", "incr", "mset", "multi", "del", "list", "set-type", "zset"], weights=[40, 20, 15, 15, 10, 20, 10, 10])[0]
+        kind = self.rng.choices(["set", "incr", "mset", "multi", "del", "list", "set-type", "zset", "stream"], weights=[40, 20, 15, 15, 10, 20, 10, 10, 10])[0]
+        if kind == "stream":
+            return self.write_stream(client)
         if kind == "list":
             return self.write_list(client)
         if kind == "set-type":
@@ -184,6 +193,39 @@ class Writer:
             rest = in_redis_order({member: score for member, score in scores.items() if member != lowest[0]})
             self.send({key: rest or None}, lambda: client.zpopmin(key), [lowest])
 
+    def write_stream(self, client):
+        """Creates the stream with its group, or XADD (sometimes trimming), XDEL, XREADGROUP of
+        the next entry, XACK of a pending one."""
+        key = self.rng.choice(self.streams)
+        state = self.expected[key]
+        if state is None:
+            self.send({key: StreamState((), "0-0", frozenset())}, lambda: client.xgroup_create(key, "g", id="$", mkstream=True), True)
+            return
+        kind = self.rng.choice(["xadd", "xadd", "xadd-trim", "xdel", "xreadgroup", "xack"])
+        if kind.startswith("xadd"):
+            self.stream_ms += 1
+            entry = (f"{self.stream_ms}-0", self.unique_value())
+            entries = state.entries + (entry,)
+            trim = {"maxlen": STREAM_ENTRIES_KEPT, "approximate": False} if kind == "xadd-trim" else {}
+            entries = entries[-STREAM_ENTRIES_KEPT:] if trim else entries
+            changes = {key: StreamState(entries, state.last_delivered, state.pending)}
+            self.send(changes, lambda: client.xadd(key, {"v": entry[1]}, id=entry[0], **trim), entry[0])
+        elif kind == "xdel" and state.entries:
+            removed = self.rng.choice(state.entries)
+            changes = {key: StreamState(tuple(entry for entry in state.entries if entry != removed), state.last_delivered, state.pending)}
+            self.send(changes, lambda: client.xdel(key, removed[0]), 1)
+        elif kind == "xreadgroup":
+            after = stream_ms_of(state.last_delivered)
+            entry = next((entry for entry in state.entries if stream_ms_of(entry[0]) > after), None)
+            if entry is None:
+                return
+            changes = {key: StreamState(state.entries, entry[0], state.pending | {entry[0]})}
+            self.send(changes, lambda: client.xreadgroup("g", "c", {key: ">"}, count=1), [[key, [(entry[0], {"v": entry[1]})]]])
+        elif kind == "xack" and state.pending:
+            acknowledged = self.rng.choice(sorted(state.pending))
+            changes = {key: StreamState(state.entries, state.last_delivered, state.pending - {acknowledged})}
+            self.send(changes, lambda: client.xack(key, "g", acknowledged), 1)
+
     def send(self, changes: dict, command, expected_reply):
         self.in_flight = changes
         reply = command()
@@ -192,6 +234,29 @@ class Writer:
         self.expected.update(changes)
         self.in_flight = None
         self.acknowledged += 1
+
+
+@dataclass(frozen=True)
+class StreamState:
+    """A writer's stream: its entries (ID, value) in order, and its group's last delivered ID
+    and pending IDs."""
+
+    entries: tuple
+    last_delivered: str
+    pending: frozenset
+
+
+def stream_ms_of(entry_id: str) -> int:
+    return int(entry_id.split("-")[0])
+
+
+def stream_state(client, key):
+    if not client.exists(key):
+        return None
+    entries = tuple((entry_id, fields["v"]) for entry_id, fields in client.xrange(key))
+    group = client.xinfo_groups(key)[0]
+    pending = frozenset(item["message_id"] for item in client.xpending_range(key, "g", "-", "+", 1_000_000))
+    return StreamState(entries, group["last-delivered-id"], pending)
 
 
 def in_redis_order(scores: dict) -> tuple:
@@ -225,6 +290,8 @@ def check_after_restart(client, writer: Writer, tally: Tally, cycle: int):
         actual[key] = frozenset(client.smembers(key)) or None
     for key in writer.sorted_sets:
         actual[key] = tuple(client.zrange(key, 0, -1, withscores=True)) or None
+    for key in writer.streams:
+        actual[key] = stream_state(client, key)
     in_flight = writer.in_flight or {}
     for key, value in actual.items():
         allowed = [writer.expected[key]] + ([in_flight[key]] if key in in_flight else [])

@@ -333,3 +333,15 @@ def assert_same_replies(ours: list, theirs: list):
     assert len(ours) == len(theirs)
     for (name, words, got), (_, _, expected) in zip(ours, theirs):
         assert got == expected, f"{name}: {words}"
+
+
+def blocked_clients(client) -> int:
+    """INFO's count of clients blocked in a command (a pop, XREAD, WAIT)."""
+    return int(client.info("clients")["blocked_clients"])
+
+
+def wait_until(condition, timeout_seconds=5.0):
+    deadline = time.monotonic() + timeout_seconds
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)

@@ -11,7 +11,7 @@ import time
 import pytest
 import redis
 
-from conftest import RawClient, assert_same, assert_watch_sees, both
+from conftest import RawClient, assert_same, assert_watch_sees, blocked_clients, both, wait_until
 
 ELEMENTS = 20_000
 
@@ -111,17 +111,6 @@ def test_list_size_limit_is_a_clear_error(small_blocks_server):
     assert client.lindex("huge", -1) == f"{length - 1}:{padding}"
     assert client.lpop("huge") == f"0:{padding}"
     assert client.delete("huge") == 1 and client.dbsize() == 0
-
-
-def blocked_clients(client) -> int:
-    return int(client.info("clients")["blocked_clients"])
-
-
-def wait_until(condition, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
 
 
 def test_a_blocked_pop_is_served_by_a_later_push_and_times_out_otherwise(shared_server):

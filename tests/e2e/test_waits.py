@@ -11,18 +11,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from conftest import free_port
-
-
-def blocked_clients(client) -> int:
-    return client.info("clients")["blocked_clients"]
-
-
-def wait_until(predicate, timeout_seconds=5.0):
-    deadline = time.monotonic() + timeout_seconds
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
+from conftest import blocked_clients, free_port, wait_until
 
 
 def metrics_text(port: int) -> str:

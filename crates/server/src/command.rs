@@ -233,26 +233,39 @@ impl Call<'_> {
 pub type Handler = fn(&mut Call<'_>) -> CommandResult;
 
 /// Which arguments are keys, as Redis's COMMAND INFO describes them: positions `first..=last`
-/// (negative `last` counts from the end) every `step`; `first == 0` means no keys.
+/// (negative `last` counts from the end) every `step`; `first == 0` means no keys, unless
+/// `after_streams`.
 #[derive(Clone, Copy, Debug)]
 pub struct KeySpec {
     pub first: usize,
     pub last: isize,
     pub step: usize,
+    /// XREAD's and XREADGROUP's keys: the first half of the arguments after the word STREAMS
+    /// (Redis's "movable keys"; COMMAND INFO shows 0, 0, 0).
+    pub after_streams: bool,
 }
 
 impl KeySpec {
-    pub const NONE: KeySpec = KeySpec { first: 0, last: 0, step: 0 };
-    pub const ONE: KeySpec = KeySpec { first: 1, last: 1, step: 1 };
-    pub const ALL: KeySpec = KeySpec { first: 1, last: -1, step: 1 };
+    pub const NONE: KeySpec = KeySpec { first: 0, last: 0, step: 0, after_streams: false };
+    pub const ONE: KeySpec = KeySpec { first: 1, last: 1, step: 1, after_streams: false };
+    pub const ALL: KeySpec = KeySpec { first: 1, last: -1, step: 1, after_streams: false };
+
+    pub const STREAMS: KeySpec = KeySpec { first: 0, last: 0, step: 0, after_streams: true };
 
     pub fn keys<'a>(&self, args: &'a [Bytes]) -> Vec<&'a [u8]> {
+        if self.after_streams {
+            return streams_keys(args);
+        }
         let Some((first, last)) = self.key_positions(args.len()) else { return Vec::new() };
         (first..=last).step_by(self.step.max(1)).map(|position| args[position].as_ref()).collect()
     }
 
-    /// The key, when the arguments name exactly one (without building the list).
+    /// The key, when the arguments name exactly one (without building the list); None for
+    /// keys after STREAMS, whose commands are never grouped.
     pub fn only_key<'a>(&self, args: &'a [Bytes]) -> Option<&'a [u8]> {
+        if self.after_streams {
+            return None;
+        }
         let (first, last) = self.key_positions(args.len())?;
         (first <= last && last - first < self.step.max(1)).then(|| args[first].as_ref())
     }
@@ -265,6 +278,26 @@ impl KeySpec {
         let last = if self.last < 0 { len as isize + self.last } else { self.last };
         Some((self.first, (last.max(0) as usize).min(len - 1)))
     }
+}
+
+/// The keys of XREAD and XREADGROUP: the first half of the arguments after the word STREAMS,
+/// found past the options before it as the commands parse them (COUNT and BLOCK take a value,
+/// GROUP two), so that a group or consumer named STREAMS is not taken for the word.
+fn streams_keys(args: &[Bytes]) -> Vec<&[u8]> {
+    let mut at = 1;
+    while let Some(argument) = args.get(at) {
+        let values = match argument.to_ascii_uppercase().as_slice() {
+            b"STREAMS" => {
+                let rest = &args[at + 1..];
+                return rest[..rest.len() / 2].iter().map(|key| key.as_ref()).collect();
+            }
+            b"COUNT" | b"BLOCK" => 1,
+            b"GROUP" => 2,
+            _ => 0,
+        };
+        at += 1 + values;
+    }
+    Vec::new()
 }
 
 /// The command writes keys: it runs inside a transaction over its keys.
@@ -482,14 +515,18 @@ mod tests {
     #[test]
     fn key_specs_pick_key_positions() {
         let mset = arguments(&["MSET", "a", "1", "b", "2"]);
-        assert_eq!(KeySpec { first: 1, last: -1, step: 2 }.keys(&mset), vec![&b"a"[..], b"b"]);
+        assert_eq!(KeySpec { first: 1, last: -1, step: 2, after_streams: false }.keys(&mset), vec![&b"a"[..], b"b"]);
         assert_eq!(KeySpec::ONE.keys(&mset), vec![&b"a"[..]]);
         assert_eq!(KeySpec::ALL.keys(&arguments(&["DEL", "x", "y"])), vec![&b"x"[..], b"y"]);
         assert!(KeySpec::NONE.keys(&mset).is_empty());
         assert!(KeySpec::ONE.keys(&arguments(&["GET"])).is_empty());
+        assert_eq!(KeySpec::STREAMS.keys(&arguments(&["XREAD", "COUNT", "1", "STREAMS", "a", "b", "0", "$"])), vec![&b"a"[..], b"b"]);
+        assert_eq!(KeySpec::STREAMS.keys(&arguments(&["XREADGROUP", "GROUP", "streams", "STREAMS", "NOACK", "streams", "k", ">"])), vec![&b"k"[..]]);
+        assert!(KeySpec::STREAMS.keys(&arguments(&["XREAD", "COUNT", "STREAMS"])).is_empty());
+        assert_eq!(KeySpec::STREAMS.only_key(&arguments(&["XREAD", "STREAMS", "a", "0"])), None, "never grouped");
         assert_eq!(KeySpec::ONE.only_key(&mset), Some(&b"a"[..]));
-        assert_eq!(KeySpec { first: 1, last: -1, step: 2 }.only_key(&mset), None, "two keys");
-        assert_eq!(KeySpec { first: 1, last: -1, step: 2 }.only_key(&arguments(&["MSET", "a", "1"])), Some(&b"a"[..]));
+        assert_eq!(KeySpec { first: 1, last: -1, step: 2, after_streams: false }.only_key(&mset), None, "two keys");
+        assert_eq!(KeySpec { first: 1, last: -1, step: 2, after_streams: false }.only_key(&arguments(&["MSET", "a", "1"])), Some(&b"a"[..]));
         assert_eq!(KeySpec::ALL.only_key(&arguments(&["DEL"])), None);
     }
 

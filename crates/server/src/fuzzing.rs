@@ -1,7 +1,7 @@
 //! What the fuzz target `server_values` (fuzz/fuzz_targets/server_values.rs) drives, and a unit
 //! test runs over random inputs: every decoder of the values the server stores, over arbitrary
-//! bytes. None may panic; a list chunk or directory or hash bucket that decodes re-encodes to bytes that
-//! decode the same; an HLL whose registers decode is raised as the registers say; any score
+//! bytes. None may panic; a list chunk or directory, hash bucket, stream root, stream entry or
+//! consumer group that decodes re-encodes to bytes that decode the same; an HLL whose registers decode is raised as the registers say; any score
 //! decodes to an indexable GEO position.
 
 use bytes::Bytes;
@@ -9,7 +9,10 @@ use bytes::Bytes;
 use crate::geohash;
 use crate::hyperloglog::{Hll, REGISTERS};
 use crate::sorted_set_layout::decode_order_entry;
-use crate::values::{decode_list_chunk, decode_list_directory, decode_score, encode_list, encode_list_directory, list_chunk_last, HashRecord, Stored};
+use crate::values::{
+    decode_list_chunk, decode_list_directory, decode_score, decode_stream_entry, encode_list, encode_list_directory, encode_stream_entry, list_chunk_last, ConsumerGroup,
+    HashRecord, Stored,
+};
 
 pub fn decode_stored_values(data: &[u8]) {
     let _ = Stored::decode(data.to_vec());
@@ -26,6 +29,15 @@ pub fn decode_stored_values(data: &[u8]) {
     }
     if let Ok(bucket) = HashRecord::decode_bucket(data) {
         assert_eq!(HashRecord::decode_bucket(&bucket.encode_bucket()).ok(), Some(bucket));
+    }
+    if let Ok(Stored::Stream(root)) = Stored::decode(data.to_vec()) {
+        assert!(matches!(Stored::decode(root.encode()), Ok(Stored::Stream(again)) if again == root));
+    }
+    if let Ok((id, fields)) = decode_stream_entry(&record) {
+        assert_eq!(decode_stream_entry(&encode_stream_entry(id, &fields)).ok(), Some((id, fields)));
+    }
+    if let Ok(group) = ConsumerGroup::decode(data) {
+        assert_eq!(ConsumerGroup::decode(&group.encode()).ok(), Some(group));
     }
     raise_hll_register(data);
     decode_position(data);

@@ -133,7 +133,7 @@ impl OpenHash {
             Stored::Bucketed(stored_collection, root) => {
                 (stored_collection, Layout::Bucketed { root, buckets: BTreeMap::new(), stored_root: Some(root) })
             }
-            Stored::String(_) | Stored::List(_) | Stored::ChunkedList(_) => return fail(WRONGTYPE),
+            Stored::String(_) | Stored::List(_) | Stored::ChunkedList(_) | Stored::Stream(_) => return fail(WRONGTYPE),
         };
         if stored_collection != collection {
             return fail(WRONGTYPE);

@@ -244,6 +244,17 @@ impl OpenList {
         self.len
     }
 
+    /// The records holding elements (chunks), and the list's records in all (with its top and
+    /// directories), as stored when it was opened or as `save` would lay out a small list.
+    pub fn record_counts(&self) -> (u64, u64) {
+        if self.part_count == 0 {
+            let records = u64::from(self.len > 0);
+            return (records, records);
+        }
+        let parts_in_use = u64::from(self.part_count) - self.free_parts.len() as u64;
+        (parts_in_use - self.directories.len() as u64, parts_in_use + 1)
+    }
+
     /// Marks the list changed though no element changed (LTRIM that keeps everything: Redis
     /// still counts it a write, for WATCH).
     pub fn touch(&mut self) {
@@ -454,6 +465,28 @@ impl OpenList {
             Some(last) if count == chunk.len as usize => Ok(last),
             _ => Err(CorruptValue("list chunk disagrees with its directory").into()),
         }
+    }
+
+    /// How many of the first `count` elements fill whole chunks: what can go from the head
+    /// without rewriting a chunk (XTRIM's `~`, as Redis drops only whole nodes). Directories
+    /// that fit whole are not read.
+    pub fn head_elements_in_whole_chunks(&mut self, store: &mut dyn KeyStore, count: u64) -> Result<u64, CommandError> {
+        let mut taken = 0;
+        for directory in 0..self.directories.len() {
+            let directory_len = self.directories[directory].len;
+            if taken + directory_len <= count {
+                taken += directory_len;
+                continue;
+            }
+            for chunk in self.chunks_of(store, directory)?.iter() {
+                if taken + u64::from(chunk.len) > count {
+                    break;
+                }
+                taken += u64::from(chunk.len);
+            }
+            break;
+        }
+        Ok(taken)
     }
 
     /// Replaces element `index` (< len).

@@ -100,6 +100,8 @@ pub struct SessionState {
     kept_registration: Option<KeysRegistration>,
     /// EXEC is running its queued commands (nothing blocks there, as in Redis).
     pub in_exec: bool,
+    /// A script is running the command (`redis.call`): XREAD refuses BLOCK, as in Redis.
+    pub in_script: bool,
     /// Pub/Sub: the channels and patterns the client listens to and its mailbox, from its first
     /// (un)subscription on.
     pub pubsub: Option<ClientSubscriptions>,
@@ -131,6 +133,9 @@ pub struct KeyWait {
     pub keys: Vec<Bytes>,
     pub delay: ReplyDelay,
     pub timeout_reply: Reply,
+    /// The command to run again after a wake: its own arguments, or XREAD's with `$` replaced
+    /// by the ID it stood for when the command first ran.
+    pub arguments: Vec<Bytes>,
 }
 
 impl ReplyDelay {
@@ -164,6 +169,7 @@ impl SessionState {
             retry_delay: None,
             kept_registration: None,
             in_exec: false,
+            in_script: false,
             pubsub: None,
             reply_in_mailbox: false,
             key_events: Vec::new(),
@@ -530,15 +536,14 @@ struct Connection {
     delayed_reply: Option<DelayedReply>,
     /// CLIENT PAUSE holds the first pending request back (`wait_out_pause`).
     pause_hold: Option<PauseHold>,
-    /// A blocking list pop waiting for its keys.
+    /// A blocking command waiting for its keys.
     key_wait: Option<BlockedPop>,
 }
 
-/// A blocking pop whose keys were all empty: what it waits for, its arguments to run it again,
-/// and its registration when it was kept from the wait before.
+/// A blocking command whose keys had nothing for it: what it waits for (and the command to
+/// run again), and its registration when it was kept from the wait before.
 struct BlockedPop {
     wait: KeyWait,
-    arguments: Vec<Bytes>,
     registration: Option<KeysRegistration>,
 }
 
@@ -603,11 +608,6 @@ impl Drop for KeysRegistration {
     fn drop(&mut self) {
         self.shared.blocked_keys.unregister(self.database, &self.keys, self.client_id);
     }
-}
-
-/// A blocking list pop: its arguments are kept to run it again after a wake.
-fn blocks_on_keys(args: &[Bytes]) -> bool {
-    args[0].first().is_some_and(|first| first.eq_ignore_ascii_case(&b'b')) && commands::lookup(&args[0]).is_some_and(|spec| spec.has(BLOCKS_ON_KEYS))
 }
 
 /// Unregisters its client when dropped: when the connection ends, and also when its task
@@ -680,7 +680,7 @@ impl Connection {
                         self.flush().await?;
                     }
                 }
-                if let Some(BlockedPop { wait, arguments, registration }) = self.key_wait.take() {
+                if let Some(BlockedPop { wait, registration }) = self.key_wait.take() {
                     let registration = registration.unwrap_or_else(|| KeysRegistration {
                         shared: Arc::clone(&self.shared),
                         database: wait.database,
@@ -691,7 +691,7 @@ impl Connection {
                         KeyWaitEnd::Written(registration) => {
                             self.state.retry_delay = Some(wait.delay);
                             self.state.kept_registration = Some(registration);
-                            self.pending.push_front(arguments);
+                            self.pending.push_front(wait.arguments);
                             continue;
                         }
                         KeyWaitEnd::Wait(WaitEnd::ConnectionEnds) => return Ok(()),
@@ -840,7 +840,6 @@ impl Connection {
                         }
                     }
                     Err(arguments) => {
-                        let retry = blocks_on_keys(&arguments).then(|| arguments.clone());
                         let reply = execute(arguments, state, shared);
                         state.retry_delay = None;
                         // Registered again under the same keys, a pop that blocks again keeps the
@@ -848,7 +847,7 @@ impl Connection {
                         let registration = state.kept_registration.take();
                         if let Some(wait) = state.key_wait.take() {
                             state.take_notices(output);
-                            *key_wait = Some(BlockedPop { wait, arguments: retry.expect("only a blocking pop waits for keys"), registration });
+                            *key_wait = Some(BlockedPop { wait, registration });
                             break;
                         }
                         drop(registration);

@@ -10,7 +10,7 @@
 //! list (`crate::list_layout`) of entries in Redis's order, each the score as 8 bytes that sort
 //! as the scores do (`order_entry`) followed by the member, stored in the key's second part space
 //! (`SECOND_PART_SPACE`): the list's top (or its one record) at the space's first part, its
-//! directories and chunks after it (`OrderSpace`). A rank or a range end is found by binary
+//! directories and chunks after it (`crate::second_space`). A rank or a range end is found by binary
 //! search (`OpenList::partition_point`: over the directories, then one directory's chunks, by
 //! their last entries, then within one chunk; the chunks read are kept for the command); a write
 //! removes the member's old entry and inserts the new one, rewriting one chunk, its directory
@@ -22,11 +22,11 @@
 //! change is in the command's one engine batch, so a crash keeps both structures or neither.
 
 use bytes::Bytes;
-use hybridkv_engine::{EngineError, ScanPage, Value, SECOND_PART_SPACE};
 
 use crate::command::{CommandError, KeyStore};
 use crate::hash_layout::{HashLimits, OpenHash, Saved};
 use crate::list_layout::{End, ListLimits, OpenList, CHUNKS_TARGET, DIRECTORY_CHUNKS_MAX};
+use crate::second_space::SecondSpace;
 use crate::values::{decode_score, encode_score, Collection, CorruptValue};
 
 /// A member and its score.
@@ -89,88 +89,6 @@ pub fn order_index_limits(value_bytes_max: u64, parts_per_key_max: u32) -> ListL
     ListLimits { value_bytes_max, chunks_max, chunks_target: u64::from(chunks_max / 2).min(CHUNKS_TARGET), directory_chunks_max: DIRECTORY_CHUNKS_MAX }
 }
 
-/// The key's second part space seen as a key of its own for `OpenList`: the list's top is
-/// part SECOND_PART_SPACE, its part `n` (a directory, chunk or free part) part
-/// SECOND_PART_SPACE + 1 + n.
-struct OrderSpace<'s> {
-    store: &'s mut dyn KeyStore,
-}
-
-const ORDER_TOP_PART: u32 = SECOND_PART_SPACE;
-
-fn order_list_part(number: u32) -> u32 {
-    ORDER_TOP_PART + 1 + number
-}
-
-impl OrderSpace<'_> {
-    /// Deletes the list's parts (directories, chunks, free parts), last first (the space stays
-    /// dense).
-    fn delete_list_parts(&mut self, key: &[u8]) -> Result<(), EngineError> {
-        let mut count = 0;
-        while self.store.get_part(key, order_list_part(count))?.is_some() {
-            count += 1;
-        }
-        for number in (0..count).rev() {
-            self.store.delete_part(key, order_list_part(number))?;
-        }
-        Ok(())
-    }
-}
-
-impl KeyStore for OrderSpace<'_> {
-    fn get(&mut self, key: &[u8]) -> Result<Option<Value>, EngineError> {
-        Ok(self.store.get_part(key, ORDER_TOP_PART)?.map(|bytes| Value { bytes, expiry_unix_ms: 0, version: 0 }))
-    }
-    fn put(&mut self, key: &[u8], value: &[u8], _: u64) -> Result<(), EngineError> {
-        self.delete_list_parts(key)?;
-        self.store.put_part(key, ORDER_TOP_PART, value)
-    }
-    fn put_keeping_parts(&mut self, key: &[u8], value: &[u8], _: u64) -> Result<(), EngineError> {
-        self.store.put_part(key, ORDER_TOP_PART, value)
-    }
-    fn delete(&mut self, key: &[u8]) -> Result<bool, EngineError> {
-        let existed = self.store.get_part(key, ORDER_TOP_PART)?.is_some();
-        self.delete_list_parts(key)?;
-        if existed {
-            self.store.delete_part(key, ORDER_TOP_PART)?;
-        }
-        Ok(existed)
-    }
-    fn get_part(&mut self, key: &[u8], number: u32) -> Result<Option<Vec<u8>>, EngineError> {
-        self.store.get_part(key, order_list_part(number))
-    }
-    fn put_part(&mut self, key: &[u8], number: u32, value: &[u8]) -> Result<(), EngineError> {
-        self.store.put_part(key, order_list_part(number), value)
-    }
-    fn delete_part(&mut self, key: &[u8], number: u32) -> Result<(), EngineError> {
-        self.store.delete_part(key, order_list_part(number))
-    }
-    fn parts_per_key_max(&self) -> u32 {
-        self.store.parts_per_key_max() - 1
-    }
-    fn rename(&mut self, _: &[u8], _: &[u8]) -> Result<bool, EngineError> {
-        unreachable!("the order index only reads and writes its own records")
-    }
-    fn copy(&mut self, _: &[u8], _: &[u8]) -> Result<bool, EngineError> {
-        unreachable!("the order index only reads and writes its own records")
-    }
-    fn key_count(&mut self) -> Result<u64, EngineError> {
-        unreachable!("the order index only reads and writes its own records")
-    }
-    fn scan(&mut self, _: u64, _: usize) -> Result<ScanPage, EngineError> {
-        unreachable!("the order index only reads and writes its own records")
-    }
-    fn random_key(&mut self) -> Result<Option<Vec<u8>>, EngineError> {
-        unreachable!("the order index only reads and writes its own records")
-    }
-    fn delete_every_key(&mut self) -> Result<(), EngineError> {
-        unreachable!("the order index only reads and writes its own records")
-    }
-    fn is_transaction(&self) -> bool {
-        self.store.is_transaction()
-    }
-}
-
 /// A sorted set as one command sees it: read lazily, changed in memory, written back by `save`.
 pub struct OpenSortedSet {
     key: Bytes,
@@ -185,7 +103,7 @@ impl OpenSortedSet {
     pub fn open(store: &mut dyn KeyStore, key: &Bytes, order_limits: ListLimits) -> Result<Option<OpenSortedSet>, CommandError> {
         let Some(members) = OpenHash::open(store, key, Collection::SortedSet)? else { return Ok(None) };
         let order = match members.is_stored_bucketed() {
-            true => Some(OpenList::open(&mut OrderSpace { store }, key, order_limits)?.ok_or(CorruptValue("bucketed sorted set without its order index"))?),
+            true => Some(OpenList::open(&mut SecondSpace { store }, key, order_limits)?.ok_or(CorruptValue("bucketed sorted set without its order index"))?),
             false => None,
         };
         Ok(Some(OpenSortedSet { key: key.clone(), members, order, order_limits }))
@@ -217,7 +135,7 @@ impl OpenSortedSet {
         let old = self.score(store, &member)?;
         self.members.set(store, member.clone(), encode_score(score))?;
         if let Some(order) = &mut self.order {
-            let mut space = OrderSpace { store };
+            let mut space = SecondSpace { store };
             if let Some(old) = old {
                 let rank = entry_rank(order, &mut space, &(member.clone(), old))?;
                 order.remove(&mut space, rank)?;
@@ -234,7 +152,7 @@ impl OpenSortedSet {
         let Some(score) = self.score(store, member)? else { return Ok(false) };
         self.members.remove(store, member)?;
         if let Some(order) = &mut self.order {
-            let mut space = OrderSpace { store };
+            let mut space = SecondSpace { store };
             let rank = entry_rank(order, &mut space, &(Bytes::copy_from_slice(member), score))?;
             let removed = order.remove(&mut space, rank)?;
             if decode_order_entry(&removed)?.0.as_ref() != member {
@@ -252,7 +170,7 @@ impl OpenSortedSet {
         assert!(ranks.end <= self.len(), "ranks {ranks:?} past a set of {}", self.len());
         match &mut self.order {
             Some(order) => {
-                let entries = order.range(&mut OrderSpace { store }, ranks.start, ranks.end - 1)?;
+                let entries = order.range(&mut SecondSpace { store }, ranks.start, ranks.end - 1)?;
                 Ok(entries.iter().map(decode_order_entry).collect::<Result<_, _>>()?)
             }
             None => {
@@ -274,7 +192,7 @@ impl OpenSortedSet {
             }
         }
         if let Some(order) = &mut self.order {
-            order.remove_range(&mut OrderSpace { store }, ranks.start, ranks.end)?;
+            order.remove_range(&mut SecondSpace { store }, ranks.start, ranks.end)?;
         }
         Ok(members)
     }
@@ -290,7 +208,7 @@ impl OpenSortedSet {
     /// then true along Redis's order: a binary search over the order index.
     pub fn partition_point(&mut self, store: &mut dyn KeyStore, reached: impl Fn(&Scored) -> bool) -> Result<u64, CommandError> {
         match &mut self.order {
-            Some(order) => search(order, &mut OrderSpace { store }, reached),
+            Some(order) => search(order, &mut SecondSpace { store }, reached),
             None => Ok(self.small_members()?.iter().position(reached).map_or(self.len(), |at| at as u64)),
         }
     }
@@ -309,7 +227,7 @@ impl OpenSortedSet {
             None => None,
         };
         let saved = self.members.save(store, hash_limits, versions_watched)?;
-        let mut space = OrderSpace { store };
+        let mut space = SecondSpace { store };
         match (saved, self.order, in_one_record) {
             (Saved::Bucketed, Some(order), _) => order.save(&mut space),
             (Saved::Bucketed, None, Some(members)) => {
@@ -328,19 +246,21 @@ impl OpenSortedSet {
 
 /// The rank `entry` has, or would have, in the order index: order entries compare as bytes in
 /// Redis's order, so the probes compare without decoding.
-fn entry_rank(order: &mut OpenList, space: &mut OrderSpace<'_>, entry: &Scored) -> Result<u64, CommandError> {
+fn entry_rank(order: &mut OpenList, space: &mut SecondSpace<'_>, entry: &Scored) -> Result<u64, CommandError> {
     let target = order_entry(&entry.0, entry.1);
     order.partition_point(space, |other| Ok(other.as_ref() >= target.as_ref()))
 }
 
 /// Binary search over the order index: the first rank whose entry `reached` holds for.
-fn search(order: &mut OpenList, space: &mut OrderSpace<'_>, reached: impl Fn(&Scored) -> bool) -> Result<u64, CommandError> {
+fn search(order: &mut OpenList, space: &mut SecondSpace<'_>, reached: impl Fn(&Scored) -> bool) -> Result<u64, CommandError> {
     order.partition_point(space, |entry| Ok(reached(&decode_order_entry(entry)?)))
 }
 
 #[cfg(test)]
 mod tests {
     use rand::{Rng, SeedableRng};
+
+    use hybridkv_engine::SECOND_PART_SPACE;
 
     use super::*;
     use crate::memory_store::MemoryStore;

@@ -13,6 +13,8 @@
 //! | 8   | sorted set (bucketed) | as tag 2                                                  |
 //! | 9   | list (chunked) top | element count (u64 LE), part count, free part count, directory count (u32 LE each), the free parts (u32 LE each), then per directory in list order: part (u32 LE), elements (u64 LE), element bytes (u64 LE) |
 //! | 10  | list directory (a part) | chunk count (u32 LE), then per chunk in list order: part (u32 LE), elements (u32 LE), element bytes (u32 LE) |
+//! | 11  | stream | length (u64 LE), last ID (ms, seq: u64 LE each), max deleted ID (ms, seq), entries added (u64 LE), group count (u32 LE), then per group: name length (LEB128), name |
+//! | 12  | stream consumer group (a part) | last delivered ID (ms, seq), entries read (u64 LE, 2^64 - 1: unknown), consumer count (u32 LE), per consumer by name: name length (LEB128), name, seen time (u64 LE ms), pending count (u32 LE), per pending entry by ID: ID (ms, seq), consumer number (u32 LE), delivery time (u64 LE ms), deliveries (u64 LE) |
 //!
 //! A small hash is one record with named bins (as in Aerospike): HSET rewrites the record, and
 //! fields keep their insertion order, as Redis's small hashes do. A hash whose record would pass
@@ -33,6 +35,10 @@
 //! of chunks of consecutive elements, each a tag-5 record, all stored as the key's parts
 //! (`crate::list_layout`). "Element
 //! bytes" is the sum of the chunk's encoded elements (their length prefixes included).
+//!
+//! A stream is a tag-11 record of its counters over a list of its entries in the key's second
+//! part space (`crate::stream_layout`); each entry is its ID (16 bytes big-endian, so entries
+//! compare as bytes as their IDs do), then its fields and values as a tag-5 body.
 
 use bytes::Bytes;
 
@@ -47,6 +53,8 @@ pub const TAG_ZSET: u8 = 7;
 pub const TAG_ZSET_ROOT: u8 = 8;
 pub const TAG_LIST_TOP: u8 = 9;
 pub const TAG_LIST_DIRECTORY: u8 = 10;
+pub const TAG_STREAM: u8 = 11;
+pub const TAG_STREAM_GROUP: u8 = 12;
 
 /// The types stored as fields (`crate::hash_layout`): a hash, a set whose members are fields
 /// with empty values, and a sorted set whose members are fields with their scores as values.
@@ -98,6 +106,8 @@ pub enum Stored {
     List(Vec<Bytes>),
     /// The root of a list whose elements are in chunks.
     ChunkedList(ListIndex),
+    /// A stream's counters (its entries are in the key's second part space).
+    Stream(StreamRoot),
 }
 
 impl Stored {
@@ -115,6 +125,7 @@ impl Stored {
             Some(&TAG_LIST) => decode_list_body(&bytes).map(Stored::List),
             Some(&TAG_LIST_ROOT) => ListRoot::decode(&bytes[1..]).map(|root| Stored::ChunkedList(ListIndex::Chunks(root))),
             Some(&TAG_LIST_TOP) => ListTop::decode(&bytes[1..]).map(|top| Stored::ChunkedList(ListIndex::Directories(top))),
+            Some(&TAG_STREAM) => StreamRoot::decode(&bytes[1..]).map(Stored::Stream),
             Some(_) => Err(CorruptValue("unknown type tag")),
             None => Err(CorruptValue("empty value")),
         }
@@ -129,6 +140,7 @@ pub fn type_name_of(bytes: &[u8]) -> &'static str {
         Some(&TAG_SET | &TAG_SET_ROOT) => "set",
         Some(&TAG_LIST | &TAG_LIST_ROOT | &TAG_LIST_TOP) => "list",
         Some(&TAG_ZSET | &TAG_ZSET_ROOT) => "zset",
+        Some(&TAG_STREAM) => "stream",
         _ => "none",
     }
 }
@@ -305,8 +317,13 @@ fn decode_list_body(record: &Bytes) -> Result<Vec<Bytes>, CorruptValue> {
 }
 
 /// Visits the byte range of each element of a tag-5 record in order; answers their count.
-fn walk_list_body(record: &[u8], mut visit: impl FnMut(std::ops::Range<usize>)) -> Result<usize, CorruptValue> {
-    let mut body = &record[1..];
+fn walk_list_body(record: &[u8], visit: impl FnMut(std::ops::Range<usize>)) -> Result<usize, CorruptValue> {
+    walk_body(record, 1, visit)
+}
+
+/// Visits the byte range of each element of a tag-5 body starting at `start` of `record`.
+fn walk_body(record: &[u8], start: usize, mut visit: impl FnMut(std::ops::Range<usize>)) -> Result<usize, CorruptValue> {
+    let mut body = &record[start..];
     let count = read_length(&mut body)?;
     for _ in 0..count {
         let length = read_length(&mut body)?;
@@ -541,6 +558,242 @@ impl ListRoot {
     }
 }
 
+/// A stream entry's ID: milliseconds, then a sequence number; IDs order as these pairs do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct StreamId {
+    pub ms: u64,
+    pub seq: u64,
+}
+
+/// Bytes of an ID at the front of a stream entry.
+pub const STREAM_ID_BYTES: usize = 16;
+
+impl StreamId {
+    pub const ZERO: StreamId = StreamId { ms: 0, seq: 0 };
+    pub const MAX: StreamId = StreamId { ms: u64::MAX, seq: u64::MAX };
+
+    /// Big-endian, so that IDs compare as bytes as they compare as pairs.
+    pub fn to_be_bytes(self) -> [u8; STREAM_ID_BYTES] {
+        let mut bytes = [0; STREAM_ID_BYTES];
+        bytes[..8].copy_from_slice(&self.ms.to_be_bytes());
+        bytes[8..].copy_from_slice(&self.seq.to_be_bytes());
+        bytes
+    }
+
+    /// The ID at the front of a stream entry.
+    pub fn of_entry(entry: &[u8]) -> Result<StreamId, CorruptValue> {
+        let Some(bytes) = entry.get(..STREAM_ID_BYTES) else { return Err(CorruptValue("stream entry too short")) };
+        let half = |at: usize| u64::from_be_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+        Ok(StreamId { ms: half(0), seq: half(8) })
+    }
+
+    /// The next ID, None past the last.
+    pub fn next(self) -> Option<StreamId> {
+        match self.seq.checked_add(1) {
+            Some(seq) => Some(StreamId { seq, ..self }),
+            None => Some(StreamId { ms: self.ms.checked_add(1)?, seq: 0 }),
+        }
+    }
+
+    /// The previous ID, None before 0-0.
+    pub fn previous(self) -> Option<StreamId> {
+        match self.seq.checked_sub(1) {
+            Some(seq) => Some(StreamId { seq, ..self }),
+            None => Some(StreamId { ms: self.ms.checked_sub(1)?, seq: u64::MAX }),
+        }
+    }
+}
+
+impl std::fmt::Display for StreamId {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(formatter, "{}-{}", self.ms, self.seq)
+    }
+}
+
+/// A stream entry as its list stores it: the ID, then the fields and values (`fields`: field,
+/// value, field, value…) as a tag-5 body.
+pub fn encode_stream_entry(id: StreamId, fields: &[Bytes]) -> Bytes {
+    let body_bytes: usize = fields.iter().map(|item| item.len() + 5).sum();
+    let mut bytes = Vec::with_capacity(STREAM_ID_BYTES + 10 + body_bytes);
+    bytes.extend_from_slice(&id.to_be_bytes());
+    write_length(&mut bytes, fields.len());
+    for item in fields {
+        write_length(&mut bytes, item.len());
+        bytes.extend_from_slice(item);
+    }
+    Bytes::from(bytes)
+}
+
+/// A stream entry's ID and its fields and values (slices of `entry`).
+pub fn decode_stream_entry(entry: &Bytes) -> Result<(StreamId, Vec<Bytes>), CorruptValue> {
+    let id = StreamId::of_entry(entry)?;
+    let mut items = Vec::new();
+    let count = walk_body(entry, STREAM_ID_BYTES, |item| items.push(entry.slice(item)))?;
+    if count == 0 || count % 2 != 0 {
+        return Err(CorruptValue("stream entry without fields and values in pairs"));
+    }
+    Ok((id, items))
+}
+
+/// A stream's key record (tag 11): its counters and its consumer groups' names (group `n` is
+/// the key's part `n`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StreamRoot {
+    pub length: u64,
+    /// The greatest ID the stream ever had (or XSETID gave it): new IDs must be greater.
+    pub last_id: StreamId,
+    pub max_deleted_id: StreamId,
+    /// Entries ever added (XADD), as Redis counts them for consumer groups' lag.
+    pub entries_added: u64,
+    pub groups: Vec<Bytes>,
+}
+
+const STREAM_ROOT_HEADER_BYTES: usize = 52;
+
+impl StreamRoot {
+    pub fn encode(&self) -> Vec<u8> {
+        let names: usize = self.groups.iter().map(|name| name.len() + 5).sum();
+        let mut bytes = Vec::with_capacity(1 + STREAM_ROOT_HEADER_BYTES + names);
+        bytes.push(TAG_STREAM);
+        for number in [self.length, self.last_id.ms, self.last_id.seq, self.max_deleted_id.ms, self.max_deleted_id.seq, self.entries_added] {
+            bytes.extend_from_slice(&number.to_le_bytes());
+        }
+        bytes.extend_from_slice(&(self.groups.len() as u32).to_le_bytes());
+        for name in &self.groups {
+            write_length(&mut bytes, name.len());
+            bytes.extend_from_slice(name);
+        }
+        bytes
+    }
+
+    fn decode(body: &[u8]) -> Result<StreamRoot, CorruptValue> {
+        if body.len() < STREAM_ROOT_HEADER_BYTES {
+            return Err(CorruptValue("stream root too short"));
+        }
+        let id_at = |offset: usize| StreamId { ms: u64_at(body, offset), seq: u64_at(body, offset + 8) };
+        let group_count = u32_at(body, 48) as usize;
+        let mut rest = &body[STREAM_ROOT_HEADER_BYTES..];
+        // Each name takes at least its length byte: a corrupt count cannot make us allocate more.
+        let mut groups = Vec::with_capacity(group_count.min(rest.len()));
+        for _ in 0..group_count {
+            groups.push(read_bytes(&mut rest)?);
+        }
+        if !rest.is_empty() {
+            return Err(CorruptValue("bytes after the last stream group"));
+        }
+        Ok(StreamRoot { length: u64_at(body, 0), last_id: id_at(8), max_deleted_id: id_at(24), entries_added: u64_at(body, 40), groups })
+    }
+}
+
+/// A consumer of a stream's group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Consumer {
+    pub name: Bytes,
+    /// When it last read or claimed (Unix ms).
+    pub seen_ms: u64,
+}
+
+/// An entry delivered to a consumer of a group and not acknowledged yet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pending {
+    pub consumer: Bytes,
+    /// When it was last delivered (Unix ms).
+    pub delivered_ms: u64,
+    pub deliveries: u64,
+}
+
+/// A stream's consumer group (tag 12, a part of the stream's key).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConsumerGroup {
+    /// The last ID delivered to one of its consumers.
+    pub last_id: StreamId,
+    /// Entries the group has read, as Redis counts them for its lag; None when unknown.
+    pub entries_read: Option<u64>,
+    /// By name (bytes order, as Redis lists them).
+    pub consumers: Vec<Consumer>,
+    /// Delivered and not acknowledged, by ID; each names one of `consumers`.
+    pub pending: std::collections::BTreeMap<StreamId, Pending>,
+}
+
+/// `entries_read` as stored when unknown.
+const ENTRIES_READ_UNKNOWN: u64 = u64::MAX;
+const GROUP_HEADER_BYTES: usize = 28;
+const PENDING_ENTRY_BYTES: usize = 36;
+
+impl ConsumerGroup {
+    pub fn encode(&self) -> Vec<u8> {
+        let consumer_bytes: usize = self.consumers.iter().map(|consumer| consumer.name.len() + 13).sum();
+        let mut bytes = Vec::with_capacity(1 + GROUP_HEADER_BYTES + consumer_bytes + 4 + PENDING_ENTRY_BYTES * self.pending.len());
+        bytes.push(TAG_STREAM_GROUP);
+        for number in [self.last_id.ms, self.last_id.seq, self.entries_read.unwrap_or(ENTRIES_READ_UNKNOWN)] {
+            bytes.extend_from_slice(&number.to_le_bytes());
+        }
+        bytes.extend_from_slice(&(self.consumers.len() as u32).to_le_bytes());
+        for consumer in &self.consumers {
+            write_length(&mut bytes, consumer.name.len());
+            bytes.extend_from_slice(&consumer.name);
+            bytes.extend_from_slice(&consumer.seen_ms.to_le_bytes());
+        }
+        bytes.extend_from_slice(&(self.pending.len() as u32).to_le_bytes());
+        for (id, pending) in &self.pending {
+            let consumer = self.consumers.binary_search_by(|consumer| consumer.name.cmp(&pending.consumer)).expect("a pending entry names a consumer of its group");
+            for number in [id.ms, id.seq] {
+                bytes.extend_from_slice(&number.to_le_bytes());
+            }
+            bytes.extend_from_slice(&(consumer as u32).to_le_bytes());
+            bytes.extend_from_slice(&pending.delivered_ms.to_le_bytes());
+            bytes.extend_from_slice(&pending.deliveries.to_le_bytes());
+        }
+        bytes
+    }
+
+    pub fn decode(record: &[u8]) -> Result<ConsumerGroup, CorruptValue> {
+        let Some((&TAG_STREAM_GROUP, body)) = record.split_first() else { return Err(CorruptValue("stream group without its tag")) };
+        if body.len() < GROUP_HEADER_BYTES {
+            return Err(CorruptValue("stream group too short"));
+        }
+        let last_id = StreamId { ms: u64_at(body, 0), seq: u64_at(body, 8) };
+        let entries_read = Some(u64_at(body, 16)).filter(|&read| read != ENTRIES_READ_UNKNOWN);
+        let consumer_count = u32_at(body, 24) as usize;
+        let mut rest = &body[GROUP_HEADER_BYTES..];
+        let mut consumers = Vec::with_capacity(consumer_count.min(rest.len() / 9));
+        for _ in 0..consumer_count {
+            let name = read_bytes(&mut rest)?;
+            let seen_ms = take_u64(&mut rest)?;
+            consumers.push(Consumer { name, seen_ms });
+        }
+        if consumers.windows(2).any(|pair| pair[0].name >= pair[1].name) {
+            return Err(CorruptValue("stream group consumers out of order"));
+        }
+        let pending_count = take_u32(&mut rest)? as usize;
+        if rest.len() != pending_count * PENDING_ENTRY_BYTES {
+            return Err(CorruptValue("stream group pending entries of the wrong length"));
+        }
+        let mut pending = std::collections::BTreeMap::new();
+        for entry in rest.chunks_exact(PENDING_ENTRY_BYTES) {
+            let id = StreamId { ms: u64_at(entry, 0), seq: u64_at(entry, 8) };
+            let consumer = consumers.get(u32_at(entry, 16) as usize).ok_or(CorruptValue("pending entry of no consumer"))?;
+            pending.insert(id, Pending { consumer: consumer.name.clone(), delivered_ms: u64_at(entry, 20), deliveries: u64_at(entry, 28) });
+        }
+        if pending.len() != pending_count {
+            return Err(CorruptValue("stream group pending entries out of order"));
+        }
+        Ok(ConsumerGroup { last_id, entries_read, consumers, pending })
+    }
+}
+
+fn take_u64(body: &mut &[u8]) -> Result<u64, CorruptValue> {
+    let Some((number, rest)) = body.split_first_chunk::<8>() else { return Err(CorruptValue("truncated number")) };
+    *body = rest;
+    Ok(u64::from_le_bytes(*number))
+}
+
+fn take_u32(body: &mut &[u8]) -> Result<u32, CorruptValue> {
+    let Some((number, rest)) = body.split_first_chunk::<4>() else { return Err(CorruptValue("truncated number")) };
+    *body = rest;
+    Ok(u32::from_le_bytes(*number))
+}
+
 /// A sorted-set member's score as its field value.
 pub fn encode_score(score: f64) -> Bytes {
     debug_assert!(!score.is_nan(), "Redis never stores a NaN score");
@@ -629,6 +882,40 @@ mod tests {
             let body_bytes = hash.encode_bucket().len() as u64 - 2;
             assert_eq!(field_entry_bytes(&vec![1u8; field], &vec![2u8; value]), body_bytes);
         }
+    }
+
+    #[test]
+    fn stream_records_round_trip_and_reject_what_does_not_add_up() {
+        let root = StreamRoot {
+            length: 3,
+            last_id: StreamId { ms: 9, seq: u64::MAX },
+            max_deleted_id: StreamId { ms: 2, seq: 1 },
+            entries_added: 7,
+            groups: vec![Bytes::from_static(b"g1"), Bytes::new()],
+        };
+        assert!(matches!(Stored::decode(root.encode()), Ok(Stored::Stream(decoded)) if decoded == root));
+        assert_eq!(type_name_of(&root.encode()), "stream");
+        assert!(Stored::decode(root.encode()[..40].to_vec()).is_err());
+        let entry = encode_stream_entry(StreamId { ms: 1, seq: 2 }, &[Bytes::from_static(b"f"), Bytes::new()]);
+        assert_eq!(decode_stream_entry(&entry).unwrap(), (StreamId { ms: 1, seq: 2 }, vec![Bytes::from_static(b"f"), Bytes::new()]));
+        assert!(decode_stream_entry(&encode_stream_entry(StreamId::ZERO, &[Bytes::new()])).is_err(), "fields come in pairs");
+        assert!(StreamId { ms: 1, seq: 0 }.to_be_bytes() > StreamId { ms: 0, seq: u64::MAX }.to_be_bytes());
+        assert_eq!((StreamId::MAX.next(), StreamId::ZERO.previous()), (None, None));
+        assert_eq!(StreamId { ms: 1, seq: u64::MAX }.next(), Some(StreamId { ms: 2, seq: 0 }));
+
+        let mut group = ConsumerGroup { last_id: StreamId { ms: 5, seq: 0 }, entries_read: None, ..ConsumerGroup::default() };
+        for name in [&b"alice"[..], b"bob"] {
+            group.consumers.push(Consumer { name: Bytes::copy_from_slice(name), seen_ms: 10 });
+        }
+        group.pending.insert(StreamId { ms: 4, seq: 1 }, Pending { consumer: Bytes::from_static(b"bob"), delivered_ms: 11, deliveries: 3 });
+        assert_eq!(ConsumerGroup::decode(&group.encode()).unwrap(), group);
+        group.entries_read = Some(4);
+        let mut record = group.encode();
+        assert_eq!(ConsumerGroup::decode(&record).unwrap(), group);
+        let consumer_number_at = record.len() - 20;
+        record[consumer_number_at] = 2;
+        assert!(ConsumerGroup::decode(&record).is_err(), "a pending entry of no consumer");
+        assert!(ConsumerGroup::decode(&group.encode()[..30]).is_err());
     }
 
     #[test]

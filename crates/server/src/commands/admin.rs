@@ -130,7 +130,7 @@ pub fn memory(call: &mut Call<'_>) -> CommandResult {
 const MEMORY_USAGE_SAMPLES_DEFAULT: u64 = 5;
 
 /// MEMORY USAGE key [SAMPLES count]: the bytes the key's records and index entries take
-/// (`hybridkv_engine::stored_bytes`); for a bucketed hash or set (a chunked list), `count` of its buckets (its parts) (0: all) are
+/// (`hybridkv_engine::stored_bytes`); for a bucketed hash or set (a chunked list, a stream's groups), `count` of its buckets (its parts) (0: all) are
 /// read and the others counted as their average, as Redis samples an aggregate's elements.
 fn memory_usage(call: &mut Call<'_>) -> CommandResult {
     let key = call.args[2].clone();
@@ -140,6 +140,7 @@ fn memory_usage(call: &mut Call<'_>) -> CommandResult {
     let parts = match Stored::decode(value.bytes)? {
         Stored::Bucketed(_, root) => root.bucket_count,
         Stored::ChunkedList(index) => index.part_count(),
+        Stored::Stream(root) => root.groups.len() as u32,
         _ => 0,
     };
     if parts > 0 {

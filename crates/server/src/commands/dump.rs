@@ -21,6 +21,8 @@ const RESTORE_ELEMENTS_MAX: usize = 4 * 1024 * 1024;
 /// Redis's LFU counter is a byte.
 const RESTORE_FREQ_MAX: i64 = 255;
 
+const DUMP_OF_STREAM: &str = "ERR hybridkv cannot DUMP a stream (Redis's stream payload is not written yet)";
+
 /// DUMP key: the payload, or nil for a missing key. A bucketed hash, set or sorted set lists its
 /// fields in bucket order.
 pub fn dump(call: &mut Call<'_>) -> CommandResult {
@@ -34,6 +36,7 @@ pub fn dump(call: &mut Call<'_>) -> CommandResult {
             return Ok(Reply::Bulk(Bytes::from(encode_dump(&DumpValue::List(elements)))));
         }
         Stored::Small(collection, _) | Stored::Bucketed(collection, _) => collection,
+        Stored::Stream(_) => return fail(DUMP_OF_STREAM),
     };
     let fields = OpenHash::open(call.store, &key, collection)?.expect("the key was just read").into_fields(call.store)?;
     let value = match collection {

@@ -95,6 +95,7 @@ fn redis_encoding(stored: &Stored) -> &'static str {
         Stored::Bucketed(..) => "hashtable",
         // Redis 7.0 keeps every list as a quicklist (7.2 added listpack lists).
         Stored::List(_) | Stored::ChunkedList(_) => "quicklist",
+        Stored::Stream(_) => "stream",
     }
 }
 

@@ -400,10 +400,16 @@ pub(super) fn parse_timeout(call: &mut Call<'_>, text: &[u8]) -> Result<ReplyDel
 /// of `keys` (registered now, under the keys' locks, so that no write is missed) and the
 /// command runs again; inside EXEC the answer is `timeout_reply` at once, as in Redis.
 pub(super) fn block(call: &mut Call<'_>, keys: Vec<Bytes>, delay: ReplyDelay, timeout_reply: Reply) -> CommandResult {
+    let arguments = call.args.to_vec();
+    block_to_run(call, keys, delay, timeout_reply, arguments)
+}
+
+/// `block`, running `arguments` after a wake instead of the command's own.
+pub(super) fn block_to_run(call: &mut Call<'_>, keys: Vec<Bytes>, delay: ReplyDelay, timeout_reply: Reply, arguments: Vec<Bytes>) -> CommandResult {
     if !call.session.in_exec {
         let database = call.session.database;
         call.shared.blocked_keys.register(database, &keys, &call.session.client);
-        call.session.key_wait = Some(KeyWait { database, keys, delay, timeout_reply: timeout_reply.clone() });
+        call.session.key_wait = Some(KeyWait { database, keys, delay, timeout_reply: timeout_reply.clone(), arguments });
     }
     Ok(timeout_reply)
 }

@@ -17,6 +17,7 @@ mod scripting;
 mod sets;
 mod sorted_set_ranges;
 mod sorted_sets;
+mod streams;
 mod strings;
 mod tracking;
 mod tx;
@@ -47,21 +48,23 @@ const WRITES: u16 = WRITE | IN_MULTI;
 const BLIND_WRITES: u16 = WRITES | BLIND_WRITE;
 const BLOCKING_WRITES: u16 = WRITES | BLOCKS_ON_KEYS;
 const SESSION_OR_SERVER: u16 = IN_MULTI | AFTER_TRANSACTION;
-const PAIRS: KeySpec = KeySpec { first: 1, last: -1, step: 2 };
-const TWO: KeySpec = KeySpec { first: 1, last: 2, step: 1 };
+const PAIRS: KeySpec = KeySpec { first: 1, last: -1, step: 2, after_streams: false };
+const TWO: KeySpec = KeySpec { first: 1, last: 2, step: 1, after_streams: false };
 /// SINTERCARD's, LMPOP's, ZMPOP's and ZUNION's keys follow their count (the options after them are taken for keys too: a
 /// transaction over a few more keys than needed).
-const AFTER_COUNT: KeySpec = KeySpec { first: 2, last: -1, step: 1 };
+const AFTER_COUNT: KeySpec = KeySpec { first: 2, last: -1, step: 1, after_streams: false };
 /// GEORADIUS's STORE key may be any argument after its source: every argument is taken for a
 /// key (a transaction over a few more keys than needed).
 const STORE_IN_OPTIONS: KeySpec = KeySpec::ALL;
 /// EVAL's keys follow its script and their count; its arguments after them are taken for keys
 /// too (a transaction over a few more keys than needed).
-const AFTER_NUMKEYS: KeySpec = KeySpec { first: 3, last: -1, step: 1 };
+const AFTER_NUMKEYS: KeySpec = KeySpec { first: 3, last: -1, step: 1, after_streams: false };
+/// XINFO's key follows its subcommand.
+const SUBCOMMAND_KEY: KeySpec = KeySpec { first: 2, last: 2, step: 1, after_streams: false };
 /// BLPOP's and BRPOP's keys come before their timeout.
-const LAST_IS_TIMEOUT: KeySpec = KeySpec { first: 1, last: -2, step: 1 };
+const LAST_IS_TIMEOUT: KeySpec = KeySpec { first: 1, last: -2, step: 1, after_streams: false };
 /// BLMPOP's keys follow its timeout and their count (with its options, as for SINTERCARD).
-const AFTER_TIMEOUT_AND_COUNT: KeySpec = KeySpec { first: 3, last: -1, step: 1 };
+const AFTER_TIMEOUT_AND_COUNT: KeySpec = KeySpec { first: 3, last: -1, step: 1, after_streams: false };
 
 macro_rules! command {
     ($name:literal, $arity:expr, $keys:expr, $flags:expr, $group:literal, $summary:literal, $handler:path) => {
@@ -135,7 +138,7 @@ pub static TABLE: &[CommandSpec] = &[
     command!("bitpos", -3, KeySpec::ONE, READ, "bitmap", "Returns the first set or clear bit of a string or of a range of it (BYTE or BIT).", bits::bitpos),
     command!("bitfield", -2, KeySpec::ONE, WRITES, "bitmap", "Reads, sets and increments integers of 1 to 64 bits at any offset of a string (GET SET INCRBY, OVERFLOW WRAP|SAT|FAIL).", bitfield::bitfield),
     command!("bitfield_ro", -2, KeySpec::ONE, READ, "bitmap", "BITFIELD with GET only.", bitfield::bitfield_ro),
-    command!("bitop", -4, KeySpec { first: 2, last: -1, step: 1 }, WRITES, "bitmap", "Combines strings bit by bit (AND OR XOR NOT) into a destination key.", bits::bitop),
+    command!("bitop", -4, KeySpec { first: 2, last: -1, step: 1, after_streams: false }, WRITES, "bitmap", "Combines strings bit by bit (AND OR XOR NOT) into a destination key.", bits::bitop),
     command!("del", -2, KeySpec::ALL, WRITES, "keyspace", "Deletes keys.", keys::del),
     command!("unlink", -2, KeySpec::ALL, WRITES, "keyspace", "Deletes keys.", keys::del),
     command!("exists", -2, KeySpec::ALL, READ, "keyspace", "Counts the keys that exist.", keys::exists),
@@ -197,6 +200,21 @@ pub static TABLE: &[CommandSpec] = &[
     command!("blmove", 6, TWO, BLOCKING_WRITES, "list", "LMOVE, waiting for the source to have an element up to the timeout.", lists::blmove),
     command!("brpoplpush", 4, TWO, BLOCKING_WRITES, "list", "RPOPLPUSH, waiting for the source to have an element up to the timeout.", lists::brpoplpush),
     command!("blmpop", -5, AFTER_TIMEOUT_AND_COUNT, BLOCKING_WRITES, "list", "LMPOP, waiting for one of the lists to have elements up to the timeout.", lists::blmpop),
+    command!("xadd", -5, KeySpec::ONE, WRITES, "stream", "Appends an entry to a stream, creating it if needed (NOMKSTREAM; MAXLEN|MINID [=|~] threshold [LIMIT count] trims it).", streams::xadd),
+    command!("xlen", 2, KeySpec::ONE, READ_PARTS, "stream", "Returns the number of entries in a stream.", streams::xlen),
+    command!("xrange", -4, KeySpec::ONE, READ_PARTS, "stream", "Returns the entries with IDs in a range (COUNT), oldest first.", streams::xrange),
+    command!("xrevrange", -4, KeySpec::ONE, READ_PARTS, "stream", "Returns the entries with IDs in a range (COUNT), newest first.", streams::xrevrange),
+    command!("xdel", -3, KeySpec::ONE, WRITES, "stream", "Deletes entries by ID; returns how many there were.", streams::xdel),
+    command!("xtrim", -4, KeySpec::ONE, WRITES, "stream", "Removes the oldest entries (MAXLEN|MINID [=|~] threshold [LIMIT count]).", streams::xtrim),
+    command!("xread", -4, KeySpec::STREAMS, READ_PARTS, "stream", "Returns the entries after the given IDs of one or more streams ($: the last now); BLOCK waits for one up to the timeout (ms, 0: no limit).", streams::xread),
+    command!("xsetid", -3, KeySpec::ONE, WRITES, "stream", "Sets a stream's last ID (ENTRIESADDED MAXDELETEDID).", streams::xsetid),
+    command!("xinfo", -2, SUBCOMMAND_KEY, READ_PARTS, "stream", "Information about a stream, its groups or a group's consumers (STREAM [FULL [COUNT count]], GROUPS, CONSUMERS).", streams::xinfo),
+    command!("xgroup", -2, SUBCOMMAND_KEY, WRITES, "stream", "Manages a stream's consumer groups (CREATE SETID DESTROY CREATECONSUMER DELCONSUMER).", streams::xgroup),
+    command!("xreadgroup", -7, KeySpec::STREAMS, WRITES, "stream", "Reads entries for a consumer of a group: new ones (>, pending until XACK unless NOACK) or its pending ones after an ID; BLOCK waits for new ones.", streams::xreadgroup),
+    command!("xack", -4, KeySpec::ONE, WRITES, "stream", "Acknowledges pending entries of a group.", streams::xack),
+    command!("xpending", -3, KeySpec::ONE, READ_PARTS, "stream", "A group's pending entries: a summary, or a range (IDLE, consumer).", streams::xpending),
+    command!("xclaim", -6, KeySpec::ONE, WRITES, "stream", "Gives pending entries idle long enough to another consumer (IDLE TIME RETRYCOUNT FORCE JUSTID LASTID).", streams::xclaim),
+    command!("xautoclaim", -6, KeySpec::ONE, WRITES, "stream", "Claims pending entries idle long enough from a start ID on (COUNT JUSTID); answers the ID to go on from.", streams::xautoclaim),
     command!("sadd", -3, KeySpec::ONE, WRITES, "set", "Adds members to a set.", sets::sadd),
     command!("srem", -3, KeySpec::ONE, WRITES, "set", "Removes members from a set.", sets::srem),
     command!("sismember", 3, KeySpec::ONE, READ_PARTS, "set", "Whether a member is in a set.", sets::sismember),
@@ -371,6 +389,20 @@ static SUBCOMMANDS: &[(&str, &[Subcommand])] = &[
         subcommand("shardnumsub", -2, "[<shardchannel> ...]", "Return the number of subscribers for the specified shard level channel(s)"),
         subcommand("help", 2, "", "Prints this help."),
     ]),
+    ("xinfo", &[
+        subcommand("consumers", 4, "<key> <groupname>", "Show consumers of <groupname>."),
+        subcommand("groups", 3, "<key>", "Show the stream consumer groups."),
+        subcommand("stream", -3, "<key> [FULL [COUNT <count>]", "Show information about the stream."),
+        subcommand("help", 2, "", "Prints this help."),
+    ]),
+    ("xgroup", &[
+        subcommand("create", -5, "<key> <groupname> <id|$> [option]", "Create a new consumer group. Options are:\n* MKSTREAM\n  Create the empty stream if it does not exist.\n* ENTRIESREAD entries_read\n  Set the group's entries_read counter (internal use)."),
+        subcommand("createconsumer", 5, "<key> <groupname> <consumer>", "Create a new consumer in the specified group."),
+        subcommand("delconsumer", 5, "<key> <groupname> <consumer>", "Remove the specified consumer."),
+        subcommand("destroy", 4, "<key> <groupname>", "Remove the specified group."),
+        subcommand("setid", -5, "<key> <groupname> <id|$> [ENTRIESREAD entries_read]", "Set the current group ID and entries_read counter."),
+        subcommand("help", 2, "", "Prints this help."),
+    ]),
     ("memory", &[
         subcommand("purge", 2, "", "Empty the record caches (a COLD start without a restart)."),
         subcommand("usage", -3, "<key> [SAMPLES <count>]", "Bytes the key's records and index entries take (a big hash's buckets sampled)."),
@@ -388,7 +420,7 @@ pub fn subcommand_help(command: &str) -> Reply {
     for subcommand in subcommands_of(command) {
         let usage = format!("{} {}", subcommand.name.to_ascii_uppercase(), subcommand.arguments);
         lines.push(Reply::Simple(usage.trim_end().to_string().into()));
-        lines.push(Reply::Simple(format!("    {}", subcommand.summary).into()));
+        lines.extend(subcommand.summary.lines().map(|line| Reply::Simple(format!("    {line}").into())));
     }
     Reply::Array(lines)
 }

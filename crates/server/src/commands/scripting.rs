@@ -127,8 +127,9 @@ fn run_script(call: &mut Call<'_>, by_sha: bool, read_only: bool) -> CommandResu
     };
     let (keys, arguments) = args[3..].split_at(key_count as usize);
     let protocol = std::mem::replace(&mut call.session.protocol, ProtocolVersion::Resp2);
+    let in_script = std::mem::replace(&mut call.session.in_script, true);
     let outcome = run_lua(call, &sha, &text, keys, arguments, read_only);
-    call.session.protocol = protocol;
+    (call.session.protocol, call.session.in_script) = (protocol, in_script);
     outcome
 }
 
