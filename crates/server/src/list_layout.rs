@@ -4,7 +4,7 @@
 //! A small list is one record (tag 5, `values`). Once its elements would pass
 //! `SMALL_LIST_BYTES_MAX` it becomes a B-tree of two levels under a top record (tag 9): the top
 //! lists directories (part, element count, element bytes), each directory (tag 10) lists up to
-//! `DIRECTORY_CHUNKS_MAX` chunks (part, element count, element bytes), and each chunk (tag 5)
+//! `OpenList::directory_chunks_most` chunks (part, element count, element bytes), and each chunk (tag 5)
 //! holds consecutive elements; directories and chunks are the key's engine parts (a part lives
 //! and dies with its key, as a hash's buckets do). A push or pop reads and writes the top, the
 //! directory and the chunk at that end; an index (LINDEX, LSET) is found from the top's and one
@@ -20,7 +20,7 @@
 //! that fit in one; a changed chunk left under a quarter of the target also takes in a stored
 //! neighbour of its directory that fits, so removals here and there leave no swarm of small
 //! chunks. Directories are resized the same way, by chunk count: split in equal pieces past
-//! `DIRECTORY_CHUNKS_MAX`, a changed one under a quarter of it merged with a neighbour that fits.
+//! that maximum, a changed one under a quarter of it merged with a neighbour that fits.
 //!
 //! Part numbers stay dense (the engine finds a key's parts from 0 up), but a part freed by a
 //! dropped chunk or directory is not deleted unless it is the last: its stale record stays, the
@@ -52,8 +52,11 @@ pub const CHUNKS_TARGET: u64 = 8 * 1024;
 /// A changed chunk under this fraction of the target takes in a stored neighbour that fits.
 const SMALL_CHUNK_FRACTION: u64 = 4;
 /// Chunks one directory lists at most (its record is 5 + 12 bytes a chunk, rewritten by every
-/// change to one of its chunks); fewer when the namespace's value limit is smaller.
+/// change to one of its chunks); fewer when the namespace's value limit is smaller, and fewer
+/// in a list of fewer chunks (`OpenList::directory_chunks_most`).
 pub const DIRECTORY_CHUNKS_MAX: usize = 256;
+/// Chunks a directory may list in any list, however few chunks it has.
+const DIRECTORY_CHUNKS_MIN: usize = 32;
 /// A changed directory under this fraction of its maximum takes in a neighbour that fits.
 const SMALL_DIRECTORY_FRACTION: usize = 4;
 /// Free parts the top may list before `save` moves chunks and directories into them.
@@ -748,11 +751,22 @@ impl OpenList {
         Ok(())
     }
 
+    /// Chunks a directory lists at most in a list of this size: about the square root of twice
+    /// its chunks, so that the top (20 bytes a directory) and a directory (12 bytes a chunk),
+    /// both decoded and rewritten by every push and pop, stay about as long as each other;
+    /// within `DIRECTORY_CHUNKS_MIN` and the limits' maximum. It grows with the list, as the
+    /// chunk target does; directories past it are split when next changed.
+    fn directory_chunks_most(&self) -> usize {
+        let chunks = self.element_bytes / self.limits.chunk_bytes_target(self.element_bytes);
+        let balanced = ((2 * chunks) as f64).sqrt() as usize;
+        balanced.max(DIRECTORY_CHUNKS_MIN).min(self.limits.directory_chunks_max())
+    }
+
     /// Splits the directories that list more than their maximum in equal pieces, then merges
     /// a changed directory under a quarter of it with a neighbour that fits (read if need be;
     /// a neighbour taken in does not take in the next).
     fn resize_directories(&mut self, store: &mut dyn KeyStore) -> Result<(), CommandError> {
-        let most = self.limits.directory_chunks_max();
+        let most = self.directory_chunks_most();
         let mut at = 0;
         while at < self.directories.len() {
             let count = self.directories[at].chunks.as_ref().map_or(0, VecDeque::len);
@@ -1337,6 +1351,27 @@ mod tests {
             list.push(store, End::Tail, element.clone()).unwrap();
             list.save(store).unwrap();
         }
+    }
+
+    #[test]
+    fn directories_hold_about_the_square_root_of_twice_the_chunks() {
+        let mut store = MemoryStore::default();
+        let mut list = open(&mut store);
+        // 3,000 chunks of 4 KiB: directories of at most sqrt(6000) = 77 chunks, not 256.
+        for number in 0..3_000 * 40 {
+            list.push(&mut store, End::Tail, Bytes::from(format!("{number:0>100}"))).unwrap();
+        }
+        list.save(&mut store).unwrap();
+        let Stored::ChunkedList(ListIndex::Directories(top)) = Stored::decode(store.keys[&key().to_vec()].bytes.clone()).unwrap() else { panic!("a top") };
+        let chunk_count = top.part_count as usize - top.directories.len();
+        assert!((2_900..=3_100).contains(&chunk_count), "{chunk_count} chunks");
+        let most = ((2 * chunk_count) as f64).sqrt() as usize;
+        for directory in &top.directories {
+            let entries = decode_list_directory(&store.parts[&(key().to_vec(), directory.part)]).unwrap();
+            assert!(entries.len() <= most, "{} chunks in a directory", entries.len());
+        }
+        assert!(top.directories.len() >= chunk_count / most, "{} directories", top.directories.len());
+        assert_well_formed(&store, LIMITS);
     }
 
     #[test]
