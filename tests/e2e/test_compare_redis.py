@@ -451,6 +451,33 @@ CASES = {
         ["MULTI"], ["BZPOPMIN", "nokey", "0"], ["BZMPOP", "0", "1", "nokey", "MIN"], ["ZADD", "nokey", "5", "x"], ["BZPOPMAX", "nokey", "0"], ["EXEC"],
         ["EXISTS", "bz", "nokey"],
     ],
+    # A numeric SORT of a value that overflows (1e400) is left out: Redis 7.0 reads strtod's
+    # errno without clearing it first, so every later numeric SORT of that server fails until
+    # some other call resets errno (hybridkv fails that SORT only).
+    "sort": [
+        ["rpush", "l", "3", "1", "2", "10", "1.5", "-1", "0x10", " 7", "1e2"], ["sort", "l"], ["sort", "l", "desc"],
+        ["sort", "l", "limit", "1", "3"], ["sort", "l", "limit", "-1", "2"], ["sort", "l", "limit", "5", "-1"], ["sort", "l", "limit", "100", "2"],
+        ["sort", "l", "limit", "0", "0"], ["sort", "l", "limit", "x", "1"], ["sort", "l", "alpha"],
+        ["sort", "l", "alpha", "desc", "limit", "2", "3"], ["sort", "l", "foo"], ["sort", "l", "limit", "1"], ["sort", "l", "by", "nosort"],
+        ["sort", "l", "by", "nosort", "desc"], ["sort", "l", "by", "nosort", "desc", "limit", "1", "2"],
+        ["sort", "l", "by", "nosort", "limit", "2", "2"], ["rpush", "bad", "1", "a", "2"], ["sort", "bad"], ["sort", "bad", "alpha"],
+        ["rpush", "e", "1", "", "2"], ["sort", "e"], ["rpush", "nan", "1", "nan"], ["sort", "nan"], ["set", "w_1", "30"], ["set", "w_2", "20"],
+        ["set", "w_3", "10"], ["set", "w_10", "5"], ["hset", "h_1", "f", "b"], ["hset", "h_2", "f", "a"], ["hset", "h_3", "f", "c"],
+        ["set", "o_1", "one"], ["set", "o_2", "two"], ["sort", "l", "by", "w_*"], ["sort", "l", "by", "w_*", "desc"],
+        ["sort", "l", "by", "w_*", "get", "o_*", "get", "#"], ["sort", "l", "by", "h_*->f", "alpha"],
+        ["sort", "l", "by", "h_*->f", "alpha", "get", "#", "get", "h_*->f"],
+        ["sort", "l", "get", "o_*", "get", "h_*->f", "get", "nokey", "get", "x*->"], ["sort", "l", "by", "w_*", "limit", "0", "2", "get", "o_*"],
+        ["sort", "l", "store", "dst"], ["lrange", "dst", "0", "-1"], ["type", "dst"], ["sort", "l", "by", "w_*", "get", "o_*", "store", "dst2"],
+        ["lrange", "dst2", "0", "-1"], ["sort", "nokey", "store", "dst"], ["exists", "dst"], ["sort", "nokey"], ["sort_ro", "l", "store", "x"],
+        ["sort_ro", "l", "by", "w_*", "get", "o_*"], ["sadd", "s", "5", "3", "9", "1"], ["sort", "s"], ["sort", "s", "desc", "limit", "1", "2"],
+        ["sort", "s", "by", "nosort", "store", "sdst"], ["lrange", "sdst", "0", "-1"], ["sadd", "sa", "b", "a", "c"], ["sort", "sa", "alpha"],
+        ["sort", "sa"], ["zadd", "z", "3", "c", "1", "a", "2", "b"], ["sort", "z", "alpha"], ["sort", "z", "by", "nosort"],
+        ["sort", "z", "by", "nosort", "desc"], ["sort", "z", "by", "nosort", "limit", "1", "1"],
+        ["sort", "z", "by", "nosort", "desc", "limit", "1", "5"], ["set", "str", "x"], ["sort", "str"], ["sort", "l", "by", "str"],
+        ["hset", "hh", "a", "1"], ["sort", "hh"], ["sort", "l", "by", "w_*->f"], ["sort", "l", "get", "w_*->"], ["multi"],
+        ["sort", "l", "by", "w_*", "get", "o_*"], ["sort", "l", "store", "dst3"], ["exec"],
+        ["eval", "return redis.call('sort',KEYS[1],'by','nosort')", "1", "l"], ["eval", "return redis.call('sort',KEYS[1],'desc')", "1", "s"],
+    ],
     "streams": [
         ["xadd", "s", "1-1", "a", "1"], ["xadd", "s", "1-2", "a", "1"], ["xadd", "s", "5-0", "a", "1"], ["xrange", "s", "(1-2", "+"],
         ["xrange", "s", "0-0", "(0-0"], ["xrange", "s", "(18446744073709551615-18446744073709551615", "+"], ["xrange", "s", "-", "(0-0"],
@@ -702,7 +729,7 @@ def run_case(client: redis.Redis, commands):
 # Cases compared as the servers replied: redis-py's sorted-set conversions read scores as floats
 # (hiding how they were written) and misread replies inside EXEC; its COMMAND conversion reads
 # COMMAND LIST's names as COMMAND's entries.
-UNCONVERTED_CASES = {"sorted sets", "blocking sorted sets", "command list", "geo", "scripting", "streams", "stream groups"}
+UNCONVERTED_CASES = {"sorted sets", "blocking sorted sets", "command list", "geo", "scripting", "streams", "stream groups", "sort"}
 
 
 @pytest.mark.parametrize("protocol", [2, 3])

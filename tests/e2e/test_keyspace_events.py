@@ -58,6 +58,7 @@ COMMANDS = [
     ["GEOADD", "g1", "13.361389", "38.115556", "Palermo", "15.087269", "37.502669", "Catania"], ["GEOADD", "g1", "NX", "1", "1", "Palermo"],
     ["GEOSEARCHSTORE", "g2", "g1", "FROMMEMBER", "Palermo", "BYRADIUS", "200", "km"], ["GEORADIUS", "g1", "15", "37", "200", "km", "STOREDIST", "g3"],
     ["GEOSEARCHSTORE", "g2", "g1", "FROMMEMBER", "Palermo", "BYRADIUS", "1", "m"], ["GEORADIUS", "none1", "15", "37", "1", "km", "STORE", "g3"],
+    ["RPUSH", "so", "3", "1", "2"], ["SORT", "so", "STORE", "so2"], ["SORT", "so", "BY", "nosort", "GET", "#", "STORE", "so2"], ["SORT", "none1", "STORE", "so2"],
     ["XADD", "x1", "1-1", "f", "v"], ["XADD", "x1", "MAXLEN", "1", "2-1", "f", "v"], ["XADD", "none1", "NOMKSTREAM", "1-1", "f", "v"],
     ["XDEL", "x1", "2-1", "9-9"], ["XDEL", "x1", "9-9"], ["XADD", "x1", "3-1", "f", "v"], ["XTRIM", "x1", "MAXLEN", "0"], ["XTRIM", "x1", "MAXLEN", "0"],
     ["XSETID", "x1", "5-5"], ["XGROUP", "CREATE", "x1", "g", "0"], ["XGROUP", "CREATE", "x2", "g", "$", "MKSTREAM"], ["XGROUP", "SETID", "x1", "g", "0"],

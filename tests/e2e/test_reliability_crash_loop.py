@@ -25,7 +25,7 @@ def test_acknowledged_writes_survive_a_crash_loop(tmp_path, index, data):
     assert tally.problems == []
     assert tally.cycles == CYCLES
     assert tally.acknowledged_writes > 0, "the load did not get going"
-    assert tally.keys_checked == CYCLES * WRITERS * (crash_loop.KEYS_PER_WRITER + crash_loop.COUNTERS_PER_WRITER + crash_loop.LISTS_PER_WRITER + crash_loop.SETS_PER_WRITER + crash_loop.SORTED_SETS_PER_WRITER)
+    assert tally.keys_checked == CYCLES * WRITERS * (crash_loop.KEYS_PER_WRITER + crash_loop.COUNTERS_PER_WRITER + crash_loop.LISTS_PER_WRITER + crash_loop.SETS_PER_WRITER + crash_loop.SORTED_SETS_PER_WRITER + crash_loop.STREAMS_PER_WRITER)
 
 
 class FakeClient:
@@ -47,6 +47,18 @@ class FakeClient:
     def zrange(self, key, start, stop, withscores):
         assert (start, stop, withscores) == (0, -1, True)
         return list(self.values.get(key) or ())
+
+    def exists(self, key):
+        return int(self.values.get(key) is not None)
+
+    def xrange(self, key):
+        return [(entry_id, {"v": value}) for entry_id, value in self.values[key].entries]
+
+    def xinfo_groups(self, key):
+        return [{"name": "g", "last-delivered-id": self.values[key].last_delivered}]
+
+    def xpending_range(self, key, group, minimum, maximum, count):
+        return [{"message_id": entry_id} for entry_id in sorted(self.values[key].pending)][:count]
 
 
 def writer_with(expected: dict, in_flight=None) -> crash_loop.Writer:
@@ -99,3 +111,11 @@ def test_checker_flags_a_lost_list_element_a_lost_member_and_a_half_applied_move
     assert [problem.split(":")[1].split()[0] for problem in check(writer, {"w0:list1": ("b",)}).problems] == ["HALF-APPLIED"]
     writer = writer_with({"w0:list0": ("a", "b")}, dict(moved))
     assert check(writer, moved).problems == [] and writer.expected["w0:list1"] == ("b",)
+
+
+def test_checker_flags_a_lost_stream_entry_and_a_lost_pending_entry():
+    state = crash_loop.StreamState((("1-0", "a"), ("2-0", "b")), "1-0", frozenset({"1-0"}))
+    writer = writer_with({"w0:stream0": state, "w0:stream1": state})
+    found = {"w0:stream0": crash_loop.StreamState((("1-0", "a"),), "1-0", frozenset({"1-0"})), "w0:stream1": crash_loop.StreamState(state.entries, "1-0", frozenset())}
+    assert [problem.split(":")[1].split()[0] for problem in check(writer, found).problems] == ["LOST", "LOST"]
+    assert check(writer_with({"w0:stream0": state}), {}).problems == []

@@ -333,6 +333,10 @@ pub const CROSSES_DATABASES: u16 = 1024;
 /// May block its client until a key is written (BLPOP…): never grouped with other writes, and
 /// its connection keeps its arguments to run it again (`SessionState::key_wait`).
 pub const BLOCKS_ON_KEYS: u16 = 2048;
+/// May read or write keys its arguments do not name (SORT with BY, GET or STORE: keys made
+/// from patterns): then it runs over every partition, in EXEC too, and is never grouped
+/// (`commands::reaches_other_keys`).
+pub const READS_KEYS_BY_PATTERN: u16 = 4096;
 
 pub struct CommandSpec {
     pub name: &'static str,
@@ -387,8 +391,10 @@ pub fn run(spec: &CommandSpec, args: &[Bytes], session: &mut SessionState, share
     };
     let namespace = namespace.clone();
     let keys = spec.keys.keys(args);
-    let result = if spec.has(WRITE | READS_PARTS) && !keys.is_empty() && !spec.has(CROSSES_DATABASES) {
-        run_over_keys(spec.handler, &keys, args, session, shared, &namespace)
+    let result = if spec.has(READS_KEYS_BY_PATTERN) && crate::commands::reaches_other_keys(args) {
+        run_over_keys(spec.handler, Over::EveryPartition, args, session, shared, &namespace)
+    } else if spec.has(WRITE | READS_PARTS) && !keys.is_empty() && !spec.has(CROSSES_DATABASES) {
+        run_over_keys(spec.handler, Over::Keys(&keys), args, session, shared, &namespace)
     } else {
         let mut store = DirectStore(&namespace);
         (spec.handler)(&mut Call { args, session, shared, namespace: &namespace, store: &mut store })
@@ -424,24 +430,30 @@ pub fn account(spec: &'static CommandSpec, args: &[Bytes], elapsed: Duration, re
     shared.monitors.feed(spec.name, session.database, &session.client.address, args);
 }
 
-/// Runs `handler` in a transaction over `keys` of the session's namespace: its writes commit as
-/// one batch, watchers of what it changed hear of it, and its reply waits for their durability.
-pub fn run_over_keys(
-    handler: Handler,
-    keys: &[&[u8]],
-    args: &[Bytes],
-    session: &mut SessionState,
-    shared: &Shared,
-    namespace: &Arc<Namespace>,
-) -> CommandResult {
+/// The partitions a command's transaction holds.
+pub enum Over<'k> {
+    /// Those of these keys.
+    Keys(&'k [&'k [u8]]),
+    /// Every one: the command may reach keys its arguments do not name.
+    EveryPartition,
+}
+
+/// Runs `handler` in a transaction over `over` of the session's namespace: its writes commit
+/// as one batch, watchers of what it changed hear of it, and its reply waits for their
+/// durability.
+pub fn run_over_keys(handler: Handler, over: Over<'_>, args: &[Bytes], session: &mut SessionState, shared: &Shared, namespace: &Arc<Namespace>) -> CommandResult {
     let (database, writer) = (session.database, session.client.id);
     let events_before = session.key_events.len();
-    let outcome = namespace.transaction_deferred(keys, |transaction| {
+    let body = |transaction: &mut Transaction<'_>| {
         let mut call = Call { args, session, shared, namespace, store: transaction };
         let result = run_in_transaction(handler, &mut call);
         shared.keys_written(database, writer, || transaction.changed_keys());
         result
-    });
+    };
+    let outcome = match over {
+        Over::Keys(keys) => namespace.transaction_deferred(keys, body),
+        Over::EveryPartition => namespace.transaction_over_all(body),
+    };
     match outcome {
         Ok((result, ticket)) => {
             if let Some(ticket) = ticket {

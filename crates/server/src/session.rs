@@ -16,7 +16,7 @@ use tokio::net::TcpStream;
 
 use crate::command::{
     self, engine_error_reply, unknown_command, wrong_arity, CommandSpec, ADMIN, BEFORE_AUTH, BLIND_WRITE, BLOCKS_ON_KEYS, CROSSES_DATABASES, GROUPED_ARGUMENT_BYTES_MAX,
-    GROUPED_WRITES_MAX, IN_MULTI, READONLY, TRANSACTION_CONTROL, WRITE,
+    GROUPED_WRITES_MAX, IN_MULTI, READONLY, READS_KEYS_BY_PATTERN, TRANSACTION_CONTROL, WRITE,
 };
 use crate::commands;
 use crate::config::{EngineCallMode, READ_CHUNK_BYTES, REPLY_FLUSH_BYTES};
@@ -377,7 +377,7 @@ fn groupable_write(args: &[Bytes], session: &SessionState) -> Option<&'static Co
     }
     let spec = commands::lookup(&args[0])?;
     let script = spec.group == "scripting";
-    let single_key_write = spec.keys.only_key(args).is_some() && spec.has(WRITE) && !spec.has(CROSSES_DATABASES | BLOCKS_ON_KEYS) && !script;
+    let single_key_write = spec.keys.only_key(args).is_some() && spec.has(WRITE) && !spec.has(CROSSES_DATABASES | BLOCKS_ON_KEYS | READS_KEYS_BY_PATTERN) && !script;
     (single_key_write && spec.arity_ok(args.len())).then_some(spec)
 }
 

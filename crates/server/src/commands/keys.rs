@@ -10,7 +10,7 @@ use hybridkv_resp::Reply;
 use super::sets::{intset_numbers, INTSET_MEMBERS_MAX};
 use super::sorted_sets;
 use super::{is, parse_integer, subcommand_help, unknown_subcommand, SYNTAX_ERROR};
-use crate::command::{fail, run_over_keys, Call, CommandError, CommandResult, DB_INDEX_OUT_OF_RANGE};
+use crate::command::{fail, run_over_keys, Call, CommandError, CommandResult, Over, DB_INDEX_OUT_OF_RANGE};
 use crate::glob::glob_match;
 use crate::keyspace_events::GENERIC;
 use crate::hash_layout::OpenHash;
@@ -324,7 +324,7 @@ pub fn copy(call: &mut Call<'_>) -> CommandResult {
             return copy_to_another_database(call, database, replace);
         }
         let keys = [&call.args[1][..], &call.args[2][..]];
-        return run_over_keys(copy, &keys, call.args, call.session, call.shared, call.namespace);
+        return run_over_keys(copy, Over::Keys(&keys), call.args, call.session, call.shared, call.namespace);
     }
     let (source, target) = (&call.args[1], &call.args[2]);
     if call.store.get(source)?.is_none() {

@@ -15,6 +15,7 @@ mod lua_libraries;
 mod pubsub;
 mod scripting;
 mod sets;
+mod sort;
 mod sorted_set_ranges;
 mod sorted_sets;
 mod streams;
@@ -24,13 +25,14 @@ mod tx;
 mod waits;
 
 pub use connection::selectable_database;
+pub use sort::reaches_other_keys;
 
 use std::sync::OnceLock;
 
 use bytes::Bytes;
 use hybridkv_resp::Reply;
 
-use crate::command::{arity_allows, fail, wrong_arity, Call, CommandError, CommandSpec, KeySpec, KeyStore, ADMIN, AFTER_TRANSACTION, BEFORE_AUTH, BLIND_WRITE, BLOCKS_ON_KEYS, CROSSES_DATABASES, IN_MULTI, READONLY, READS_PARTS, TRANSACTION_CONTROL, WHOLE_KEYSPACE, WRITE};
+use crate::command::{arity_allows, fail, wrong_arity, Call, CommandError, CommandSpec, KeySpec, KeyStore, ADMIN, AFTER_TRANSACTION, BEFORE_AUTH, BLIND_WRITE, BLOCKS_ON_KEYS, CROSSES_DATABASES, IN_MULTI, READONLY, READS_KEYS_BY_PATTERN, READS_PARTS, TRANSACTION_CONTROL, WHOLE_KEYSPACE, WRITE};
 use crate::long_double::LongDouble;
 use crate::values::Stored;
 
@@ -200,6 +202,8 @@ pub static TABLE: &[CommandSpec] = &[
     command!("blmove", 6, TWO, BLOCKING_WRITES, "list", "LMOVE, waiting for the source to have an element up to the timeout.", lists::blmove),
     command!("brpoplpush", 4, TWO, BLOCKING_WRITES, "list", "RPOPLPUSH, waiting for the source to have an element up to the timeout.", lists::brpoplpush),
     command!("blmpop", -5, AFTER_TIMEOUT_AND_COUNT, BLOCKING_WRITES, "list", "LMPOP, waiting for one of the lists to have elements up to the timeout.", lists::blmpop),
+    command!("sort", -2, KeySpec::ONE, WRITES | READS_PARTS | READS_KEYS_BY_PATTERN, "generic", "Sorts a list, set or sorted set as numbers or ALPHA, BY other keys' values, with LIMIT, GET patterns and STORE.", sort::sort),
+    command!("sort_ro", -2, KeySpec::ONE, READ_PARTS | READS_KEYS_BY_PATTERN, "generic", "SORT without STORE.", sort::sort_ro),
     command!("xadd", -5, KeySpec::ONE, WRITES, "stream", "Appends an entry to a stream, creating it if needed (NOMKSTREAM; MAXLEN|MINID [=|~] threshold [LIMIT count] trims it).", streams::xadd),
     command!("xlen", 2, KeySpec::ONE, READ_PARTS, "stream", "Returns the number of entries in a stream.", streams::xlen),
     command!("xrange", -4, KeySpec::ONE, READ_PARTS, "stream", "Returns the entries with IDs in a range (COUNT), oldest first.", streams::xrange),

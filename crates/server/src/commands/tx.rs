@@ -16,7 +16,7 @@ use hybridkv_resp::Reply;
 use super::selectable_database;
 use crate::command::{
     account, engine_error_reply, fail, run_in_transaction, run_measured, Call, CommandError, CommandResult, CommandSpec, KeyStore, AFTER_TRANSACTION, DB_INDEX_OUT_OF_RANGE,
-    READONLY, WHOLE_KEYSPACE, WRITE,
+    READONLY, READS_KEYS_BY_PATTERN, WHOLE_KEYSPACE, WRITE,
 };
 use crate::session::MultiState;
 use crate::watch::{WatchedKey, WATCHED_KEYS_PER_SESSION_MAX};
@@ -130,7 +130,7 @@ pub fn exec(call: &mut Call<'_>) -> CommandResult {
     let selected_before = session.database;
     // The key commands see the database they were queued for (COPY … DB compares with it).
     session.select(database);
-    let whole_keyspace = multi.queued.iter().any(|(spec, _)| spec.has(WHOLE_KEYSPACE));
+    let whole_keyspace = multi.queued.iter().any(|(spec, args)| spec.has(WHOLE_KEYSPACE) || spec.has(READS_KEYS_BY_PATTERN) && super::reaches_other_keys(args));
     let events_before = session.key_events.len();
     let touched = || watched_set.touched();
     let body = |transaction: &mut Transaction<'_>| {
