@@ -3,7 +3,8 @@ texts included, must be the same. The fixed cases of test_compare_redis.py check
 edge cases one by one; these check how commands combine: a key that changes type, a hash that
 grows past the small-hash limit into buckets and shrinks back, sets that do the same and combine (SINTER,
 SUNIONSTORE, SMOVE…), lists pushed, popped, trimmed and moved between keys, sorted sets scored,
-ranged, popped and combined (with sets too), counters written as strings,
+ranged, popped and combined (with sets too), streams added to, trimmed and read by consumer groups,
+sorted (SORT BY and GET other keys), counters written as strings,
 renames onto keys of another type, transactions that mix them, and two connections, so that
 one writes the keys the other watches.
 
@@ -24,7 +25,14 @@ SEEDS = range(40)
 COMMANDS_PER_SEED = 400
 
 # Replies whose order Redis does not specify: compared as sorted lists (HGETALL as sorted pairs).
-UNORDERED = {"KEYS", "HKEYS", "HVALS", "HRANDFIELD", "SMEMBERS", "SINTER", "SUNION", "SDIFF", "SPOP", "SRANDMEMBER", "ZRANDMEMBER"}
+# SORT BY a pattern leaves elements whose BY values tie (missing ones too) in the order the
+# key gave them, which for a set is each server's own ("SORT BY" in `reply_name`).
+UNORDERED = {"KEYS", "HKEYS", "HVALS", "HRANDFIELD", "SMEMBERS", "SINTER", "SUNION", "SDIFF", "SPOP", "SRANDMEMBER", "ZRANDMEMBER", "SORT BY"}
+
+
+def reply_name(arguments: list[str]) -> str:
+    """The name a reply is normalized by: the command's, or "SORT BY" for a SORT by a pattern."""
+    return "SORT BY" if arguments[0] == "SORT" and "BY" in arguments[2:] else arguments[0]
 
 
 def value(rng: random.Random) -> str:
@@ -77,6 +85,13 @@ SCRIPTS = [
     "redis.call('rpush', KEYS[1], ARGV[1]) return redis.call('lrange', KEYS[1], 0, -1)",
     "return redis.call('zadd', KEYS[2], 1, ARGV[1])",
 ]
+
+
+def stream_id(rng: random.Random, adding: bool = False) -> str:
+    """A stream entry ID (explicit: `*` would take each server's clock), sometimes one that is
+    refused."""
+    ids = ["1-1", "2-0", "2", "3-5", "5-*", "10-1", "0-0", "x"]
+    return rng.choice(ids + (["2-*", "3-*"] if adding else ["-", "+"]))
 
 
 def position(rng: random.Random) -> tuple[str, str]:
@@ -218,6 +233,24 @@ def command(rng: random.Random) -> list[str]:
         lambda: ["GEOSEARCH", key] + geo_search_options(rng) + rng.choice([[], ["WITHDIST"], ["WITHCOORD", "WITHHASH"]]),
         lambda: ["GEOSEARCHSTORE", key, other] + geo_search_options(rng) + rng.choice([[], ["STOREDIST"]]),
         lambda: ["GEORADIUS", key, *position(rng), rng.choice(["100", "5000"]), "km"] + rng.choice([[], ["WITHDIST", "ASC"], ["STORE", other]]),
+        lambda: ["XADD", key] + rng.choice([[], [], ["NOMKSTREAM"], ["MAXLEN", rng.choice(["2", "=", "0"]), "3"][: 3 if rng.random() < 0.5 else 4], ["MINID", stream_id(rng)]])
+        + [stream_id(rng, adding=True), rng.choice(FIELDS), value(rng)] + ([rng.choice(FIELDS), value(rng)] if rng.random() < 0.3 else []),
+        lambda: [rng.choice(["XRANGE", "XREVRANGE"]), key, rng.choice(["-", "+", "(2-0"]), rng.choice(["+", "-", "5"])] + rng.choice([[], ["COUNT", rng.choice(["1", "2", "0"])]]),
+        lambda: ["XLEN", key],
+        lambda: ["XDEL", key, stream_id(rng)] + ([stream_id(rng)] if rng.random() < 0.5 else []),
+        lambda: ["XTRIM", key] + rng.choice([["MAXLEN", rng.choice(["1", "3", "x"])], ["MINID", stream_id(rng)], ["MAXLEN", "=", "2"]]),
+        lambda: ["XREAD"] + rng.choice([[], ["COUNT", "2"], ["BLOCK", "10"]]) + ["STREAMS", key, other, stream_id(rng), rng.choice(["0", "$"])],
+        lambda: ["XSETID", key, rng.choice(["10-0", "3-3", "0-1", "bad"])],
+        lambda: ["XGROUP", "CREATE", key, rng.choice(["g1", "g2"]), rng.choice(["0", "$", "2-0"])] + rng.choice([[], ["MKSTREAM"]]),
+        lambda: ["XGROUP", rng.choice(["DESTROY", "CREATECONSUMER", "DELCONSUMER"]), key, rng.choice(["g1", "g2"])] + rng.choice([[], ["c1"], ["c2"]]),
+        lambda: ["XREADGROUP", "GROUP", rng.choice(["g1", "g2"]), rng.choice(["c1", "c2"])] + rng.choice([[], ["COUNT", "2"], ["NOACK"], ["BLOCK", "10"]]) + ["STREAMS", key, rng.choice([">", ">", "0"])],
+        lambda: ["XACK", key, rng.choice(["g1", "g2"]), stream_id(rng), stream_id(rng)],
+        lambda: ["XPENDING", key, rng.choice(["g1", "g2"])],
+        lambda: ["XCLAIM", key, rng.choice(["g1", "g2"]), rng.choice(["c1", "c2"]), "0", stream_id(rng), stream_id(rng), "JUSTID"],
+        lambda: ["XAUTOCLAIM", key, rng.choice(["g1", "g2"]), rng.choice(["c1", "c2"]), "0", "0"] + rng.choice([[], ["COUNT", "1"], ["JUSTID"]]),
+        lambda: ["XINFO", "GROUPS", key],
+        # A set has no order of its own: BY nosort only with STORE, which sorts a set ALPHA.
+        lambda: ["SORT", key] + rng.choice([[], ["ALPHA"], ["DESC", "LIMIT", "1", "2"], ["BY", "k*"], ["BY", "h*->f1", "ALPHA"], ["GET", "#", "GET", "k*"], ["ALPHA", "STORE", other], ["BY", "nosort", "STORE", other]]),
         lambda: ["EVAL", rng.choice(SCRIPTS), "2", key, other, value(rng)],
         # Session commands: queued in MULTI too, where a bad subcommand discards the transaction.
         lambda: ["CLIENT", "SETNAME", rng.choice(["alpha", "beta"])],
@@ -299,10 +332,10 @@ def run(clients: list[redis.Redis], commands: list[tuple[int, list[str]]]) -> li
                 reply = client.execute_command(*arguments)
         except redis.ResponseError as error:
             reply = error
-        name = arguments[0]
+        name = reply_name(arguments)
         if name == "EXEC" and isinstance(reply, list):
             # Each of EXEC's replies is normalized as its own command's.
-            replies.append([normalized(command[0], item) for command, item in zip(queued[connection], reply)])
+            replies.append([normalized(reply_name(command), item) for command, item in zip(queued[connection], reply)])
         else:
             replies.append(normalized(name, reply))
         queued[connection] = [] if name in ("MULTI", "EXEC", "DISCARD") else queued[connection] + [arguments]

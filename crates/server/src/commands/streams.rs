@@ -302,11 +302,12 @@ pub fn xrevrange(call: &mut Call<'_>) -> CommandResult {
     range(call, true)
 }
 
-/// XDEL key id [id ...]: every ID is checked before anything is deleted.
+/// XDEL key id [id ...]: every ID is checked (once the key is found, as Redis 7.0 does) before
+/// anything is deleted.
 pub fn xdel(call: &mut Call<'_>) -> CommandResult {
-    let ids = call.args[2..].iter().map(|text| parse_strict_id(text)).collect::<Result<Vec<_>, _>>()?;
     let key = call.args[1].clone();
     let Some(mut stream) = open(call, &key)? else { return Ok(Reply::Integer(0)) };
+    let ids = call.args[2..].iter().map(|text| parse_strict_id(text)).collect::<Result<Vec<_>, _>>()?;
     let mut deleted = 0;
     for id in ids {
         deleted += i64::from(stream.delete(call.store, id)?);
@@ -806,12 +807,13 @@ fn open_group(call: &mut Call<'_>, key: &Bytes, name: &[u8], context: &str) -> R
     }
 }
 
-/// XACK key group id [id ...]: the entries taken off the group's pending entries.
+/// XACK key group id [id ...]: the entries taken off the group's pending entries (the IDs are
+/// checked once the key and group are found, as Redis 7.0 does).
 pub fn xack(call: &mut Call<'_>) -> CommandResult {
-    let ids = call.args[3..].iter().map(|text| parse_strict_id(text)).collect::<Result<Vec<_>, _>>()?;
     let (key, name) = (call.args[1].clone(), call.args[2].clone());
     let Some(mut stream) = open(call, &key)? else { return Ok(Reply::Integer(0)) };
     let Some(mut group) = stream.take_group(call.store, &name)? else { return Ok(Reply::Integer(0)) };
+    let ids = call.args[3..].iter().map(|text| parse_strict_id(text)).collect::<Result<Vec<_>, _>>()?;
     let acknowledged = ids.iter().filter(|id| group.pending.remove(id).is_some()).count();
     if acknowledged > 0 {
         stream.put_group(&name, group);
