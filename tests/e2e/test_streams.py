@@ -192,3 +192,13 @@ def test_a_consumer_group_past_the_value_limit_is_refused_whole(small_blocks_ser
         assert str(error).startswith("consumer group 'g' would take") and "3000 pending entries, over the limit of 32768 bytes" in str(error)
     assert client.xpending("s", "g")["pending"] == 0 and client.xinfo_groups("s")[0]["last-delivered-id"] == "0-0"
     assert len(client.xreadgroup("g", "c", {"s": ">"}, count=500)[0][1]) == 500
+
+
+def test_memory_usage_counts_a_streams_entries_and_a_sorted_sets_order_index(r):
+    fill(r, "measured", ENTRIES)
+    r.zadd("ranked", {f"member:{number}:{'p' * 40}": number for number in range(ENTRIES)})
+    entry_bytes = sum(len(f"{number}") + number % 200 + 20 for number in range(ENTRIES))
+    exact, estimated = r.memory_usage("measured", samples=0), r.memory_usage("measured")
+    assert entry_bytes < exact < 3 * entry_bytes and 0.5 * exact < estimated < 2 * exact
+    member_bytes = ENTRIES * (len("member:10000:") + 40 + 8)
+    assert r.memory_usage("ranked", samples=0) > 2 * member_bytes, "the hash and the order index both hold every member"

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use hybridkv_engine::Durability;
+use hybridkv_engine::{Durability, SECOND_PART_SPACE};
 use hybridkv_resp::Reply;
 
 use super::{is, parse_integer, subcommand_help, unknown_subcommand, SYNTAX_ERROR, TABLE};
@@ -131,7 +131,9 @@ const MEMORY_USAGE_SAMPLES_DEFAULT: u64 = 5;
 
 /// MEMORY USAGE key [SAMPLES count]: the bytes the key's records and index entries take
 /// (`hybridkv_engine::stored_bytes`); for a bucketed hash or set (a chunked list, a stream's groups), `count` of its buckets (its parts) (0: all) are
-/// read and the others counted as their average, as Redis samples an aggregate's elements.
+/// read and the others counted as their average, as Redis samples an aggregate's elements; so
+/// are the parts of a list in the key's second space (a sorted set's order index, a stream's
+/// entries).
 fn memory_usage(call: &mut Call<'_>) -> CommandResult {
     let key = call.args[2].clone();
     let samples = memory_usage_samples(&call.args[3..])?;
@@ -146,7 +148,29 @@ fn memory_usage(call: &mut Call<'_>) -> CommandResult {
     if parts > 0 {
         bytes += sampled_buckets_bytes(call, &key, parts, samples)?;
     }
+    bytes += second_space_bytes(call, &key, samples)?;
     Ok(Reply::Integer(i64::try_from(bytes).unwrap_or(i64::MAX)))
+}
+
+/// The bytes of the list in the key's second part space (a sorted set's order index, a
+/// stream's entries): its top or one record, and `samples` of its other parts (0: all) spread
+/// evenly over them, averaged and counted for every part.
+fn second_space_bytes(call: &mut Call<'_>, key: &[u8], samples: u64) -> Result<u64, CommandError> {
+    let Some(top) = call.store.get_part(key, SECOND_PART_SPACE)? else { return Ok(0) };
+    let top_bytes = hybridkv_engine::stored_bytes(0, top.len(), true);
+    let part_count = match Stored::decode(top)? {
+        Stored::ChunkedList(index) => index.part_count(),
+        _ => 0,
+    };
+    let read = samples.min(u64::from(part_count));
+    let mut sampled_bytes = 0;
+    for sample in 0..read {
+        let number = (sample * u64::from(part_count) / read) as u32;
+        if let Some(part) = call.store.get_part(key, SECOND_PART_SPACE + 1 + number)? {
+            sampled_bytes += hybridkv_engine::stored_bytes(0, part.len(), true);
+        }
+    }
+    Ok(top_bytes + (sampled_bytes * u64::from(part_count)).checked_div(read).unwrap_or(0))
 }
 
 /// SAMPLES' count as Redis parses it: a non-negative integer, 0 for every element; the last
