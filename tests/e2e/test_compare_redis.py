@@ -499,6 +499,8 @@ CASES = {
         ["EVAL", "return redis.call('XREAD','BLOCK','1','STREAMS',KEYS[1],'0')", "1", "s2"],
         ["EVAL", "return redis.call('XREADGROUP','GROUP','g','c','BLOCK','1','STREAMS',KEYS[1],'>')", "1", "s2"], ["RENAME", "s2", "s3"],
         ["XRANGE", "s3", "-", "+"], ["COPY", "s3", "s4"], ["XLEN", "s4"], ["DEL", "s3"], ["XLEN", "s3"],
+        ["XADD", "s9", "LIMIT", "0", "5-5", "a", "b"], ["XADD", "s9", "LIMIT", "5", "5-5", "a", "b"], ["XADD", "s9", "MAXLEN", "5", "LIMIT", "0", "5-5", "a", "b"],
+        ["XADD", "s9", "MAXLEN", "~", "5", "LIMIT", "0", "5-5", "a", "b"], ["XTRIM", "s9", "LIMIT", "0"], ["XTRIM", "s9", "MAXLEN", "~", "0", "LIMIT", "0"], ["XLEN", "s9"],
     ],
     "stream groups": [
         ["xgroup", "foo"], ["xgroup", "create"], ["xgroup", "create", "nokey", "g", "0"], ["xgroup", "create", "g1", "grp", "$", "mkstream"],

@@ -179,12 +179,13 @@ fn parse_add_or_trim(args: &[Bytes], xadd: bool) -> Result<(AddOrTrim, usize), C
     if limit != 0 && strategy.is_none() {
         return fail("ERR syntax error, LIMIT cannot be used without specifying a trimming strategy");
     }
-    let Some(to) = strategy else {
-        return if xadd { Ok((options, at)) } else { fail("ERR syntax error, XTRIM must be called with a trimming strategy") };
-    };
+    if !xadd && strategy.is_none() {
+        return fail("ERR syntax error, XTRIM must be called with a trimming strategy");
+    }
     if limit_given && !approximate {
         return fail("ERR syntax error, LIMIT cannot be used without the special ~ option");
     }
+    let Some(to) = strategy else { return Ok((options, at)) };
     let limit = match (limit_given, approximate) {
         (true, _) => limit as u64,
         (false, true) => NODE_ENTRIES_MAX * NODE_ENTRIES_MAX,
