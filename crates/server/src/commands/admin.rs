@@ -146,7 +146,7 @@ fn memory_usage(call: &mut Call<'_>) -> CommandResult {
         _ => 0,
     };
     if parts > 0 {
-        bytes += sampled_buckets_bytes(call, &key, parts, samples)?;
+        bytes += sampled_parts_bytes(call, &key, 0, parts, samples, |number| buckets_per_share(number, parts))?;
     }
     bytes += second_space_bytes(call, &key, samples)?;
     Ok(Reply::Integer(i64::try_from(bytes).unwrap_or(i64::MAX)))
@@ -162,15 +162,8 @@ fn second_space_bytes(call: &mut Call<'_>, key: &[u8], samples: u64) -> Result<u
         Stored::ChunkedList(index) => index.part_count(),
         _ => 0,
     };
-    let read = samples.min(u64::from(part_count));
-    let mut sampled_bytes = 0;
-    for sample in 0..read {
-        let number = (sample * u64::from(part_count) / read) as u32;
-        if let Some(part) = call.store.get_part(key, SECOND_PART_SPACE + 1 + number)? {
-            sampled_bytes += hybridkv_engine::stored_bytes(0, part.len(), true);
-        }
-    }
-    Ok(top_bytes + (sampled_bytes * u64::from(part_count)).checked_div(read).unwrap_or(0))
+    let parts_bytes = sampled_parts_bytes(call, key, SECOND_PART_SPACE + 1, part_count, samples, |_| u64::from(part_count))?;
+    Ok(top_bytes + parts_bytes)
 }
 
 /// SAMPLES' count as Redis parses it: a non-negative integer, 0 for every element; the last
@@ -188,16 +181,16 @@ fn memory_usage_samples(options: &[Bytes]) -> Result<u64, CommandError> {
     Ok(samples)
 }
 
-/// The bytes of `samples` of the hash's buckets, spread evenly over them, each scaled to the
-/// whole hash by its share of the field hashes, averaged.
-fn sampled_buckets_bytes(call: &mut Call<'_>, key: &[u8], bucket_count: u32, samples: u64) -> Result<u64, CommandError> {
-    let read = samples.min(u64::from(bucket_count));
+/// The bytes of `samples` of the `count` parts from `first_part` on, spread evenly over them,
+/// each scaled to the whole by `weight(its number among them)`, averaged: for a hash's buckets
+/// its share of the field hashes, for a list's parts their count.
+fn sampled_parts_bytes(call: &mut Call<'_>, key: &[u8], first_part: u32, count: u32, samples: u64, weight: impl Fn(u32) -> u64) -> Result<u64, CommandError> {
+    let read = samples.min(u64::from(count));
     let mut scaled_bytes = 0;
     for sample in 0..read {
-        let number = (sample * u64::from(bucket_count) / read) as u32;
-        if let Some(bucket) = call.store.get_part(key, number)? {
-            let bytes = hybridkv_engine::stored_bytes(0, bucket.len(), true);
-            scaled_bytes += bytes * buckets_per_share(number, bucket_count);
+        let number = (sample * u64::from(count) / read) as u32;
+        if let Some(part) = call.store.get_part(key, first_part + number)? {
+            scaled_bytes += hybridkv_engine::stored_bytes(0, part.len(), true) * weight(number);
         }
     }
     Ok(scaled_bytes.checked_div(read).unwrap_or(0))
@@ -229,9 +222,7 @@ pub fn slowlog(call: &mut Call<'_>) -> CommandResult {
     let log = &call.shared.slowlog;
     let subcommand = String::from_utf8_lossy(&call.args[1]).to_ascii_lowercase();
     match subcommand.as_str() {
-        "get" if call.args.len() > 3 => {
-            fail(format!("ERR unknown subcommand or wrong number of arguments for '{}'. Try SLOWLOG HELP.", String::from_utf8_lossy(&call.args[1])))
-        }
+        "get" if call.args.len() > 3 => Err(super::subcommand_syntax_error("slowlog", &call.args[1])),
         "get" => {
             let count = match call.args.get(2) {
                 None => Some(SLOWLOG_GET_COUNT_DEFAULT),

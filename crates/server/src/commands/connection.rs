@@ -309,8 +309,7 @@ fn client_setinfo(call: &mut Call<'_>) -> CommandResult {
 
 /// Redis's answer to a CLIENT subcommand given more arguments than it takes.
 fn too_many_arguments(call: &Call<'_>) -> CommandResult {
-    let subcommand = String::from_utf8_lossy(&call.args[1]);
-    fail(format!("ERR unknown subcommand or wrong number of arguments for '{subcommand}'. Try CLIENT HELP."))
+    Err(super::subcommand_syntax_error("client", &call.args[1]))
 }
 
 /// CLIENT PAUSE timeout [WRITE|ALL] (ALL when not given), checked in Redis's order: the mode,

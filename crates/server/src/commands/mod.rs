@@ -434,6 +434,12 @@ pub fn unknown_subcommand(command: &str, subcommand: &[u8]) -> CommandError {
     CommandError::Redis(format!("ERR unknown subcommand '{}'. Try {} HELP.", String::from_utf8_lossy(subcommand), command.to_ascii_uppercase()).into())
 }
 
+/// Redis's addReplySubcommandSyntaxError: a known subcommand of `command` with arguments it
+/// does not take.
+pub fn subcommand_syntax_error(command: &str, subcommand: &[u8]) -> CommandError {
+    CommandError::Redis(format!("ERR unknown subcommand or wrong number of arguments for '{}'. Try {} HELP.", String::from_utf8_lossy(subcommand), command.to_ascii_uppercase()).into())
+}
+
 /// Whether `args` name a subcommand of `spec` with an argument count it takes (commands without
 /// subcommands, and COMMAND without one, always pass).
 pub fn check_subcommand(spec: &CommandSpec, args: &[Bytes]) -> Result<(), CommandError> {

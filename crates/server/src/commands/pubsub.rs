@@ -5,7 +5,7 @@ use bytes::Bytes;
 use hybridkv_resp::Reply;
 
 use super::{subcommand_help, unknown_subcommand};
-use crate::command::{fail, Call, CommandResult};
+use crate::command::{Call, CommandResult};
 use crate::pubsub::Kind;
 
 /// The confirmations went to the session's mailbox, ahead of any message published after them;
@@ -78,8 +78,7 @@ pub fn pubsub(call: &mut Call<'_>) -> CommandResult {
 /// more arguments).
 fn names(call: &mut Call<'_>, kind: Kind) -> CommandResult {
     if call.args.len() > 3 {
-        let subcommand = String::from_utf8_lossy(&call.args[1]).into_owned();
-        return fail(format!("ERR unknown subcommand or wrong number of arguments for '{subcommand}'. Try PUBSUB HELP."));
+        return Err(super::subcommand_syntax_error("pubsub", &call.args[1]));
     }
     let pattern = call.args.get(2).map(Bytes::as_ref);
     Ok(Reply::Array(call.shared.pubsub.names(kind, pattern).into_iter().map(Reply::Bulk).collect()))

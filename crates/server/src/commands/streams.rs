@@ -8,7 +8,8 @@ use hybridkv_engine::now_unix_ms;
 use hybridkv_resp::{ProtocolVersion, Reply};
 
 use super::lists::block_to_run;
-use super::{is, parse_integer, subcommand_help, unknown_subcommand, SYNTAX_ERROR, WRONGTYPE};
+use super::sorted_set_ranges::is_c_space;
+use super::{is, parse_integer, subcommand_help, subcommand_syntax_error, unknown_subcommand, SYNTAX_ERROR, WRONGTYPE};
 use crate::command::{fail, wrong_arity, Call, CommandError, CommandResult};
 use crate::keyspace_events::STREAM;
 use crate::list_layout::{End, ListLimits};
@@ -41,7 +42,7 @@ fn parse_unsigned(text: &[u8]) -> Option<u64> {
     if let Ok(number) = parse_integer(text) {
         return u64::try_from(number).ok();
     }
-    let text = std::str::from_utf8(text).ok()?.trim_start_matches([' ', '\t', '\n', '\x0b', '\x0c', '\r']);
+    let text = std::str::from_utf8(text).ok()?.trim_start_matches(is_c_space);
     let (negative, digits) = match text.as_bytes().first() {
         Some(b'-') => (true, &text[1..]),
         Some(b'+') => (false, &text[1..]),
@@ -694,11 +695,6 @@ fn no_key_or_group(key: &[u8], group: &[u8], context: &str) -> CommandError {
 /// `NOGROUP` for XGROUP and XINFO naming a group the stream lacks.
 fn no_group(key: &[u8], group: &[u8]) -> CommandError {
     CommandError::Redis(format!("NOGROUP No such consumer group '{}' for key name '{}'", String::from_utf8_lossy(group), String::from_utf8_lossy(key)).into())
-}
-
-/// Redis's addReplySubcommandSyntaxError.
-fn subcommand_syntax_error(command: &str, subcommand: &[u8]) -> CommandError {
-    CommandError::Redis(format!("ERR unknown subcommand or wrong number of arguments for '{}'. Try {} HELP.", String::from_utf8_lossy(subcommand), command.to_ascii_uppercase()).into())
 }
 
 /// ENTRIESREAD's value: at least 0, or -1 for unknown.
