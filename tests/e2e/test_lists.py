@@ -48,6 +48,67 @@ def test_a_big_list_answers_as_redis_through_pushes_pops_and_edits(pair):
     assert_same(pair, lambda client: sorted(client.scan_iter(_type="list")))
 
 
+def pipelined_replies(client, commands):
+    """Each command's reply, an error as its text, from one pipeline without MULTI."""
+    pipe = client.pipeline(transaction=False)
+    for words in commands:
+        pipe.execute_command(*words)
+    return [f"error: {reply}" if isinstance(reply, Exception) else reply for reply in pipe.execute(raise_on_error=False)]
+
+
+def test_pipelined_pushes_and_pops_answer_as_redis_whatever_else_touches_their_list(pair):
+    # A pipelined group keeps a pushed or popped list open for its next push or pop on that
+    # key; every other command on the key (a write in the same group, or a read after it) must
+    # see the list as written, so batches mix them at random, on lists big enough for chunks.
+    random = __import__("random").Random(46)
+    both(pair, lambda client: client.flushdb())
+    keys = ["q1", "q2"]
+
+    def element():
+        return f"{random.randrange(1000)}:" + "e" * random.choice((5, 300, 2000))
+
+    def next_command():
+        key = random.choice(keys)
+        pick = random.random()
+        if pick < 0.30:
+            return (random.choice(("LPUSH", "RPUSH")), key, *[element() for _ in range(random.choice((1, 1, 3)))])
+        if pick < 0.50:
+            return (random.choice(("LPOP", "RPOP")), key, *random.choice(((), ("1",), ("0",), ("40",))))
+        if pick < 0.55:
+            return (random.choice(("LPUSHX", "RPUSHX")), key, element())
+        others = (
+            ("EXPIRE", key, "1000"), ("PERSIST", key), ("LSET", key, str(random.randrange(-50, 50)), "set"),
+            ("LINSERT", key, "BEFORE", "set", "inserted"), ("LREM", key, "2", "set"), ("LTRIM", key, "0", str(random.randrange(50, 3000))),
+            ("APPEND", key, "x"), ("LLEN", key), ("LRANGE", key, "0", "3"), ("LINDEX", key, "-1"), ("TYPE", key), ("TTL", key),
+            ("DEL", key), ("SET", key, "a string"), ("LMOVE", key, random.choice(keys), "LEFT", "RIGHT"),
+        )
+        return random.choice(others)
+
+    for _ in range(60):
+        batch = [next_command() for _ in range(random.randrange(1, 80))]
+        assert_same(pair, lambda client: pipelined_replies(client, batch))
+    assert_same(pair, lambda client: [(client.type(key), client.ttl(key)) for key in keys])
+    assert_same(pair, lambda client: [client.lrange(key, 0, -1) if client.type(key) == "list" else client.get(key) for key in keys])
+
+
+def test_pipelined_pushes_past_the_part_limit_each_answer_as_alone(small_blocks_server):
+    # The pushes of a pipelined group save their list once, at the group's end; when that save
+    # is over the list's part limit, the group runs again one command at a time, so each push
+    # answers what it would have answered alone.
+    client = small_blocks_server.client(decode_responses=True)
+    padding = "x" * 1000
+    one_by_one = []
+    for number in range(1200):
+        try:
+            one_by_one.append(client.rpush("alone", f"{number}:{padding}"))
+        except redis.ResponseError as error:
+            one_by_one.append(f"error: {error}")
+    pipelined = pipelined_replies(client, [("RPUSH", "pipelined", f"{number}:{padding}") for number in range(1200)])
+    assert pipelined == one_by_one
+    assert any(str(reply).startswith("error: list would need") for reply in pipelined)
+    assert client.lrange("pipelined", 0, -1) == client.lrange("alone", 0, -1)
+
+
 def test_a_queue_passing_through_a_big_list_keeps_every_element_in_order(r):
     fill(r, "queue", (str(number) for number in range(5000)))
     taken = []

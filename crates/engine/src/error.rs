@@ -30,6 +30,9 @@ pub enum EngineError {
     UndeclaredKey,
     #[error("corrupt {what}: {detail}")]
     Corrupt { what: String, detail: String },
+    /// The transaction's body gave up for a reason of its own: nothing it wrote is kept.
+    #[error("transaction aborted: {reason}")]
+    Aborted { reason: String },
     #[error(transparent)]
     Media(#[from] MediaError),
 }

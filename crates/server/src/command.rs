@@ -10,7 +10,9 @@ use bytes::Bytes;
 use hybridkv_engine::{EngineError, Namespace, ScanPage, Transaction, Value};
 use hybridkv_resp::Reply;
 
+use crate::group_store::GroupStore;
 use crate::keyspace_events::KeyEvent;
+use crate::list_layout::OpenList;
 use crate::session::SessionState;
 use crate::shared::Shared;
 use crate::values::CorruptValue;
@@ -87,6 +89,18 @@ pub trait KeyStore {
     /// What `get` answers for each key, in order.
     fn get_many(&mut self, keys: &[&[u8]]) -> Vec<Result<Option<Value>, EngineError>> {
         keys.iter().map(|key| self.get(key)).collect()
+    }
+
+    /// Keeps `list`, changed and not saved, for the next command of a pipelined group
+    /// (`GroupStore`), which saves it before anything else reads or writes its key; gives it
+    /// back to be saved now when this store keeps none.
+    fn keep_list(&mut self, list: OpenList) -> Option<OpenList> {
+        Some(list)
+    }
+
+    /// The list an earlier command of the group kept under `key`.
+    fn take_kept_list(&mut self, _key: &[u8]) -> Option<OpenList> {
+        None
     }
 }
 
@@ -489,10 +503,13 @@ pub fn run_grouped(commands: &[ReadyCommand], session: &mut SessionState, shared
     let events_before = session.key_events.len();
     let outcome = namespace.transaction_deferred(&keys, |transaction| {
         let mut results = Vec::with_capacity(commands.len());
+        let mut store = GroupStore::new(transaction);
         for (spec, args) in commands {
-            let mut call = Call { args, session: &mut *session, shared, namespace: &namespace, store: &mut *transaction };
+            let mut call = Call { args, session: &mut *session, shared, namespace: &namespace, store: &mut store };
             results.push(run_in_transaction(spec.handler, &mut call)?);
+            store.check_no_list_dropped()?;
         }
+        store.save_kept_lists()?;
         shared.keys_written(database, writer, || transaction.changed_keys());
         Ok(results)
     });

@@ -18,6 +18,7 @@ mod config;
 pub mod fuzzing;
 mod geohash;
 mod glob;
+mod group_store;
 mod hash_layout;
 mod hyperloglog;
 mod info;

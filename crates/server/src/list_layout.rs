@@ -223,6 +223,16 @@ impl OpenList {
         Ok(Some(list))
     }
 
+    /// `open`, taking the list an earlier push or pop of a pipelined group kept open
+    /// (`save_or_keep`). The caller must end with `save_or_keep` or `save`: the kept changes
+    /// live only in this list (a group whose command drops it runs again one command at a time).
+    pub fn open_kept(store: &mut dyn KeyStore, key: &Bytes, limits: ListLimits) -> Result<Option<OpenList>, CommandError> {
+        match store.take_kept_list(key) {
+            Some(list) => Ok(Some(list)),
+            None => OpenList::open(store, key, limits),
+        }
+    }
+
     /// The key's list, or a new empty one when the key is missing.
     pub fn open_or_new(store: &mut dyn KeyStore, key: &Bytes, limits: ListLimits) -> Result<OpenList, CommandError> {
         Ok(OpenList::open(store, key, limits)?.unwrap_or_else(|| OpenList::empty(key, limits)))
@@ -245,6 +255,10 @@ impl OpenList {
 
     pub fn len(&self) -> u64 {
         self.len
+    }
+
+    pub fn key(&self) -> &[u8] {
+        &self.key
     }
 
     /// The records holding elements (chunks), and the list's records in all (with its top and
@@ -706,6 +720,19 @@ impl OpenList {
         Ok(())
     }
 
+    /// `save`, or, in a pipelined group, keeps the list open for the group's next command on
+    /// its key (`KeyStore::keep_list`), which saves it before anything else touches the key. A
+    /// list left empty is saved now: its key is deleted, as the next command must see.
+    pub fn save_or_keep(self, store: &mut dyn KeyStore) -> Result<(), CommandError> {
+        if !self.changed || self.len == 0 {
+            return self.save(store);
+        }
+        match store.keep_list(self) {
+            Some(list) => list.save(store),
+            None => Ok(()),
+        }
+    }
+
     fn all_elements(&mut self, store: &mut dyn KeyStore) -> Result<Vec<Bytes>, CommandError> {
         let mut all = Vec::with_capacity(self.len.min(1 << 20) as usize);
         let mut cursor = self.first(store, End::Head)?;
@@ -774,12 +801,12 @@ impl OpenList {
                 at += 1;
                 continue;
             }
+            let growing_end = self.growing_end(at);
             let directory = self.directories.remove(at).expect("at is in range");
-            let piece_chunks = count.div_ceil(count.div_ceil(most));
             let mut chunks = directory.chunks.expect("counted above");
             let mut part = directory.part;
-            while !chunks.is_empty() {
-                let rest = chunks.split_off(piece_chunks.min(chunks.len()));
+            for piece_chunks in directory_piece_sizes(count, most, growing_end) {
+                let rest = chunks.split_off(piece_chunks);
                 let mut piece = Directory::in_memory(chunks);
                 piece.part = part.take();
                 self.directories.insert(at, piece);
@@ -803,6 +830,20 @@ impl OpenList {
             at += 1;
         }
         Ok(())
+    }
+
+    /// The end of the list directory `at` grows at: its first or last directory when only its
+    /// chunk at that end of the list changed (pushes to that end), else None.
+    fn growing_end(&self, at: usize) -> Option<End> {
+        let chunks = self.directories[at].chunks.as_ref()?;
+        let (first_dirty, last_dirty) = (chunks.front()?.dirty, chunks.back()?.dirty);
+        if at == 0 && first_dirty && !last_dirty {
+            Some(End::Head)
+        } else if at + 1 == self.directories.len() && last_dirty && !first_dirty {
+            Some(End::Tail)
+        } else {
+            None
+        }
     }
 
     /// The neighbour (previous first) of directory `at` whose chunks fit with its own within
@@ -1001,6 +1042,26 @@ fn change_stored_neighbour_that_fits(store: &mut dyn KeyStore, key: &[u8], chunk
 /// within `target` element bytes (at least one element each). Equal pieces leave room on both
 /// sides: a chunk that grows by one element at a time in its middle (a sorted set's order
 /// index) is split in halves, not into a full chunk and a one-element one at every growth.
+/// The chunk counts, in list order, of the fewest directories of at most `most` chunks that
+/// `count` chunks split into: equal pieces, except for a directory growing at an end of the
+/// list, whose pieces are full but the one at that end. Pushes to one end then leave full
+/// directories behind them, so the top lists about half as many as equal halves would.
+fn directory_piece_sizes(count: usize, most: usize, growing_end: Option<End>) -> Vec<usize> {
+    assert!(most > 0 && count > most, "{count} chunks need no split at most {most}");
+    let pieces = count.div_ceil(most);
+    let remainder = count - (pieces - 1) * most;
+    let sizes: Vec<usize> = match growing_end {
+        Some(End::Head) => std::iter::once(remainder).chain(std::iter::repeat_n(most, pieces - 1)).collect(),
+        Some(End::Tail) => std::iter::repeat_n(most, pieces - 1).chain(std::iter::once(remainder)).collect(),
+        None => {
+            let piece = count.div_ceil(pieces);
+            (0..pieces).map(|number| piece.min(count - number * piece)).collect()
+        }
+    };
+    debug_assert!(sizes.iter().sum::<usize>() == count && sizes.iter().all(|&size| size > 0 && size <= most));
+    sizes
+}
+
 fn split_chunk(chunk: Chunk, target: u64) -> Vec<Chunk> {
     if chunk.element_bytes <= target || chunk.element_bytes <= chunk.stored_bytes {
         return vec![chunk];
@@ -1372,6 +1433,40 @@ mod tests {
         }
         assert!(top.directories.len() >= chunk_count / most, "{} directories", top.directories.len());
         assert_well_formed(&store, LIMITS);
+    }
+
+    #[test]
+    fn pushes_to_one_end_leave_full_directories_behind_them() {
+        // Equal halves left directories of 16 to 32 chunks behind a growing end, and a top
+        // twice as long as needed, decoded and rewritten by every push.
+        for end in [End::Head, End::Tail] {
+            let mut store = MemoryStore::default();
+            for number in 0..1_500 {
+                let mut list = OpenList::open_or_new(&mut store, &key(), LIMITS).unwrap();
+                list.push(&mut store, end, Bytes::from(format!("{number:0>4000}"))).unwrap();
+                list.save(&mut store).unwrap();
+            }
+            let Stored::ChunkedList(ListIndex::Directories(top)) = Stored::decode(store.keys[&key().to_vec()].bytes.clone()).unwrap() else { panic!("a top") };
+            let growing = match end {
+                End::Head => 0,
+                End::Tail => top.directories.len() - 1,
+            };
+            assert!(top.directories.len() > 10, "{} directories", top.directories.len());
+            for (at, directory) in top.directories.iter().enumerate().filter(|&(at, _)| at != growing) {
+                let chunks = decode_list_directory(&store.parts[&(key().to_vec(), directory.part)]).unwrap().len();
+                assert!(chunks >= DIRECTORY_CHUNKS_MIN, "{end:?}: directory {at} of {} holds {chunks} chunks", top.directories.len());
+            }
+            assert_well_formed(&store, LIMITS);
+        }
+    }
+
+    #[test]
+    fn directories_split_in_equal_pieces_unless_growing_at_an_end() {
+        assert_eq!(directory_piece_sizes(33, 32, None), [17, 16]);
+        assert_eq!(directory_piece_sizes(33, 32, Some(End::Head)), [1, 32]);
+        assert_eq!(directory_piece_sizes(33, 32, Some(End::Tail)), [32, 1]);
+        assert_eq!(directory_piece_sizes(70, 32, None), [24, 24, 22]);
+        assert_eq!(directory_piece_sizes(70, 32, Some(End::Head)), [6, 32, 32]);
     }
 
     #[test]

@@ -24,6 +24,12 @@ pub(super) fn open(call: &mut Call<'_>, key: &Bytes) -> Result<Option<OpenList>,
     OpenList::open(call.store, key, limits)
 }
 
+/// `open` for a push or pop, which ends with `save_or_keep` (`OpenList::open_kept`).
+fn open_kept(call: &mut Call<'_>, key: &Bytes) -> Result<Option<OpenList>, CommandError> {
+    let limits = limits(call);
+    OpenList::open_kept(call.store, key, limits)
+}
+
 pub(super) fn open_or_new(call: &mut Call<'_>, key: &Bytes) -> Result<OpenList, CommandError> {
     let limits = limits(call);
     OpenList::open_or_new(call.store, key, limits)
@@ -55,7 +61,7 @@ fn parse_end(word: &[u8]) -> Result<End, CommandError> {
 /// LPUSH, RPUSH and their X forms (`only_existing`): the elements after the key, one at a time.
 fn push(call: &mut Call<'_>, end: End, only_existing: bool) -> CommandResult {
     let key = call.args[1].clone();
-    let mut list = match open(call, &key)? {
+    let mut list = match open_kept(call, &key)? {
         Some(list) => list,
         None if only_existing => return Ok(Reply::Integer(0)),
         None => open_or_new(call, &key)?,
@@ -64,7 +70,7 @@ fn push(call: &mut Call<'_>, end: End, only_existing: bool) -> CommandResult {
         list.push(call.store, end, element.clone())?;
     }
     let len = list.len();
-    list.save(call.store)?;
+    list.save_or_keep(call.store)?;
     call.notify(LIST, push_event(end), &key);
     Ok(Reply::Integer(len as i64))
 }
@@ -94,7 +100,7 @@ fn pop_saved(call: &mut Call<'_>, key: &Bytes, mut list: OpenList, end: End, cou
         popped.push(element);
     }
     let emptied = list.len() == 0;
-    list.save(call.store)?;
+    list.save_or_keep(call.store)?;
     call.notify(LIST, pop_event(end), key);
     if emptied {
         call.notify(GENERIC, "del", key);
@@ -112,11 +118,14 @@ fn pop(call: &mut Call<'_>, end: End) -> CommandResult {
         _ => return Err(crate::command::wrong_arity(name)),
     };
     let key = call.args[1].clone();
-    let Some(list) = open(call, &key)? else {
+    let Some(list) = open_kept(call, &key)? else {
         return Ok(if count.is_some() { Reply::NullArray } else { Reply::Null });
     };
     match count {
-        Some(0) => Ok(Reply::Array(Vec::new())),
+        Some(0) => {
+            list.save_or_keep(call.store)?;
+            Ok(Reply::Array(Vec::new()))
+        }
         Some(count) => Ok(Reply::Array(pop_saved(call, &key, list, end, count)?.into_iter().map(Reply::Bulk).collect())),
         None => Ok(pop_saved(call, &key, list, end, 1)?.pop().map_or(Reply::Null, Reply::Bulk)),
     }

@@ -1,0 +1,226 @@
+//! The store a pipelined group of single-key writes runs on (`command::run_grouped`): the
+//! group's transaction, plus the lists its pushes and pops kept open. Sixteen pipelined pushes
+//! to one list decoded and rewrote its top, end directory and end chunk sixteen times, though
+//! only the last records are written (a key's repeated records collapse in the transaction);
+//! now the first push decodes them, the last save encodes them. Any other access to a kept
+//! list's key, and the end of the group, saves the list first, so every other reader sees it as
+//! written, and a save that fails aborts the group, which then runs one command at a time
+//! (each command meets its own outcome as it would have alone).
+
+use hybridkv_engine::{EngineError, ScanPage, Transaction, Value};
+
+use crate::command::{CommandError, KeyStore};
+use crate::list_layout::OpenList;
+
+pub struct GroupStore<'s, 't> {
+    transaction: &'s mut Transaction<'t>,
+    /// At most one per key, each changed and holding elements; few (a group's commands).
+    kept_lists: Vec<OpenList>,
+    /// Keys whose kept list the running command took and has neither kept again nor written.
+    lent_lists: Vec<Vec<u8>>,
+}
+
+impl<'s, 't> GroupStore<'s, 't> {
+    pub fn new(transaction: &'s mut Transaction<'t>) -> Self {
+        GroupStore { transaction, kept_lists: Vec::new(), lent_lists: Vec::new() }
+    }
+
+    /// Saves every kept list (before the group's transaction commits).
+    pub fn save_kept_lists(&mut self) -> Result<(), EngineError> {
+        while let Some(list) = self.kept_lists.pop() {
+            save(list, self.transaction)?;
+        }
+        Ok(())
+    }
+
+    /// After each command: a command that took a kept list and returned without keeping or
+    /// saving it (an error on its way) dropped the changes of the commands before it, so the
+    /// group must not commit; it runs again one command at a time.
+    pub fn check_no_list_dropped(&mut self) -> Result<(), EngineError> {
+        match self.lent_lists.is_empty() {
+            true => Ok(()),
+            false => Err(EngineError::Aborted { reason: "a list kept open for the group was dropped unsaved".into() }),
+        }
+    }
+
+    /// Notes that `key` is written: a list lent under it is being saved.
+    fn writing(&mut self, key: &[u8]) -> Result<(), EngineError> {
+        self.lent_lists.retain(|lent| lent != key);
+        self.save_kept_list(key)
+    }
+
+    /// Saves the list kept under `key`, if any, before its key is read or written otherwise.
+    fn save_kept_list(&mut self, key: &[u8]) -> Result<(), EngineError> {
+        match self.kept_lists.iter().position(|list| list.key() == key) {
+            Some(at) => save(self.kept_lists.swap_remove(at), self.transaction),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A Redis error from a deferred save (a list over its part limit) aborts the group too: it
+/// belongs to the command that changed the list, which meets it when run alone.
+fn save(list: OpenList, transaction: &mut Transaction<'_>) -> Result<(), EngineError> {
+    list.save(transaction).map_err(|error| match error {
+        CommandError::Engine(error) => error,
+        CommandError::Redis(text) => EngineError::Aborted { reason: text.into_owned() },
+    })
+}
+
+impl KeyStore for GroupStore<'_, '_> {
+    fn get(&mut self, key: &[u8]) -> Result<Option<Value>, EngineError> {
+        self.save_kept_list(key)?;
+        self.transaction.get(key)
+    }
+    fn put(&mut self, key: &[u8], value: &[u8], expiry_unix_ms: u64) -> Result<(), EngineError> {
+        self.writing(key)?;
+        self.transaction.put(key, value, expiry_unix_ms)
+    }
+    fn put_keeping_parts(&mut self, key: &[u8], value: &[u8], expiry_unix_ms: u64) -> Result<(), EngineError> {
+        self.writing(key)?;
+        self.transaction.put_keeping_parts(key, value, expiry_unix_ms)
+    }
+    fn delete(&mut self, key: &[u8]) -> Result<bool, EngineError> {
+        self.writing(key)?;
+        self.transaction.delete(key)
+    }
+    fn rename(&mut self, source: &[u8], target: &[u8]) -> Result<bool, EngineError> {
+        self.writing(source)?;
+        self.writing(target)?;
+        self.transaction.rename(source, target)
+    }
+    fn copy(&mut self, source: &[u8], target: &[u8]) -> Result<bool, EngineError> {
+        self.save_kept_list(source)?;
+        self.writing(target)?;
+        self.transaction.copy(source, target)
+    }
+    fn get_part(&mut self, key: &[u8], number: u32) -> Result<Option<Vec<u8>>, EngineError> {
+        self.save_kept_list(key)?;
+        self.transaction.get_part(key, number)
+    }
+    fn put_part(&mut self, key: &[u8], number: u32, value: &[u8]) -> Result<(), EngineError> {
+        self.writing(key)?;
+        self.transaction.put_part(key, number, value)
+    }
+    fn delete_part(&mut self, key: &[u8], number: u32) -> Result<(), EngineError> {
+        self.writing(key)?;
+        self.transaction.delete_part(key, number)
+    }
+    fn parts_per_key_max(&self) -> u32 {
+        self.transaction.parts_per_key_max()
+    }
+    fn key_count(&mut self) -> Result<u64, EngineError> {
+        self.save_kept_lists()?;
+        self.transaction.key_count()
+    }
+    fn scan(&mut self, cursor: u64, count_hint: usize) -> Result<ScanPage, EngineError> {
+        self.save_kept_lists()?;
+        self.transaction.scan(cursor, count_hint)
+    }
+    fn random_key(&mut self) -> Result<Option<Vec<u8>>, EngineError> {
+        self.save_kept_lists()?;
+        self.transaction.random_key()
+    }
+    fn delete_every_key(&mut self) -> Result<(), EngineError> {
+        self.save_kept_lists()?;
+        self.transaction.delete_every_key()
+    }
+    fn is_transaction(&self) -> bool {
+        true
+    }
+    fn keep_list(&mut self, list: OpenList) -> Option<OpenList> {
+        self.lent_lists.retain(|lent| lent != list.key());
+        debug_assert!(self.kept_lists.iter().all(|kept| kept.key() != list.key()), "a kept list is taken before its key is opened again");
+        self.kept_lists.push(list);
+        None
+    }
+    fn take_kept_list(&mut self, key: &[u8]) -> Option<OpenList> {
+        let at = self.kept_lists.iter().position(|list| list.key() == key)?;
+        self.lent_lists.push(key.to_vec());
+        Some(self.kept_lists.swap_remove(at))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use hybridkv_engine::{Config, Database, Durability, NamespaceConfig, Tier, KIB, MIB};
+    use hybridkv_media::sim::SimStore;
+
+    use super::*;
+    use crate::list_layout::{End, ListLimits};
+
+    fn database() -> Database {
+        let mut namespace = NamespaceConfig::new("lists");
+        (namespace.index, namespace.data, namespace.journal, namespace.durability) = (Tier::Dram, Tier::Dram, Tier::Ssd, Durability::Periodic);
+        (namespace.index_bytes, namespace.data_bytes, namespace.write_block_bytes, namespace.value_bytes_max) = (4 * MIB, 4 * MIB, 64 * KIB, 16 * KIB);
+        let config = Config {
+            data_dir: PathBuf::from("/sim/data"),
+            shmem_dir: PathBuf::from("/sim/shm"),
+            direct_io: false,
+            background_maintenance: false,
+            namespaces: vec![namespace],
+            databases: 1,
+        };
+        Database::open_with(config, Arc::new(SimStore::new(46))).unwrap()
+    }
+
+    const LIMITS: ListLimits = ListLimits { value_bytes_max: 16 * KIB, chunks_max: 255, chunks_target: 64, directory_chunks_max: 8 };
+
+    /// Pushes `elements` to the list under `key` as one grouped command would.
+    fn push(store: &mut GroupStore<'_, '_>, key: &Bytes, elements: &[&str]) {
+        let mut list = OpenList::open_kept(store, key, LIMITS).unwrap().unwrap_or_else(|| OpenList::open_or_new(store, key, LIMITS).unwrap());
+        for element in elements {
+            list.push(store, End::Tail, Bytes::copy_from_slice(element.as_bytes())).unwrap();
+        }
+        list.save_or_keep(store).unwrap();
+    }
+
+    fn elements(store: &mut dyn KeyStore, key: &Bytes) -> Vec<Bytes> {
+        let mut list = OpenList::open(store, key, LIMITS).unwrap().expect("a list");
+        let len = list.len();
+        list.range(store, 0, len - 1).unwrap()
+    }
+
+    #[test]
+    fn a_kept_list_is_written_before_its_key_is_read_and_at_the_group_end() {
+        let database = database();
+        let namespace = database.namespace(0).unwrap();
+        let (key, other) = (Bytes::from_static(b"queue"), Bytes::from_static(b"other"));
+        namespace
+            .transaction(&[&key, &other], |transaction| {
+                let mut store = GroupStore::new(transaction);
+                push(&mut store, &key, &["a", "b"]);
+                push(&mut store, &other, &["x"]);
+                push(&mut store, &key, &["c"]);
+                assert_eq!(store.kept_lists.len(), 2, "both lists kept, once each");
+                assert!(store.transaction.get(&key)?.is_none(), "not written while kept");
+                assert_eq!(elements(&mut store, &key), ["a", "b", "c"], "a read sees the pushes");
+                assert_eq!(store.kept_lists.len(), 1, "the read saved its key's list, not the other");
+                store.save_kept_lists()?;
+                store.check_no_list_dropped()
+            })
+            .unwrap();
+        assert_eq!(elements(&mut crate::command::DirectStore(namespace), &other), ["x"]);
+    }
+
+    #[test]
+    fn a_command_that_drops_a_kept_list_aborts_the_group_and_nothing_is_written() {
+        let database = database();
+        let namespace = database.namespace(0).unwrap();
+        let key = Bytes::from_static(b"queue");
+        let outcome = namespace.transaction(&[&key], |transaction| {
+            let mut store = GroupStore::new(transaction);
+            push(&mut store, &key, &["a"]);
+            store.check_no_list_dropped()?;
+            let taken = OpenList::open_kept(&mut store, &key, LIMITS).unwrap();
+            drop(taken);
+            store.check_no_list_dropped()
+        });
+        assert!(matches!(outcome, Err(EngineError::Aborted { .. })), "{outcome:?}");
+        assert!(namespace.get(&key).unwrap().is_none());
+    }
+}
