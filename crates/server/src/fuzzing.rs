@@ -10,7 +10,7 @@ use crate::geohash;
 use crate::hyperloglog::{Hll, REGISTERS};
 use crate::sorted_set_layout::decode_order_entry;
 use crate::values::{
-    decode_list_chunk, decode_list_directory, decode_score, decode_stream_entry, encode_list, encode_list_directory, encode_stream_entry, list_chunk_last, ConsumerGroup,
+    decode_list_chunk, decode_list_directory, list_directory_is_separated, decode_score, decode_stream_entry, encode_list, encode_list_directory, encode_stream_entry, list_chunk_last, ConsumerGroup,
     HashRecord, Stored,
 };
 
@@ -25,7 +25,7 @@ pub fn decode_stored_values(data: &[u8]) {
         assert_eq!(decode_list_chunk(&again).ok(), Some(elements));
     }
     if let Ok(directory) = decode_list_directory(data) {
-        assert_eq!(decode_list_directory(&encode_list_directory(&directory)).ok(), Some(directory));
+        assert_eq!(decode_list_directory(&encode_list_directory(&directory, list_directory_is_separated(data))).ok(), Some(directory));
     }
     if let Ok(bucket) = HashRecord::decode_bucket(data) {
         assert_eq!(HashRecord::decode_bucket(&bucket.encode_bucket()).ok(), Some(bucket));

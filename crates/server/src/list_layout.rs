@@ -38,7 +38,7 @@ use bytes::Bytes;
 use crate::command::{fail, CommandError, KeyStore};
 use crate::commands::WRONGTYPE;
 use crate::values::{
-    decode_list_chunk, decode_list_directory, element_entry_bytes, encode_list, encode_list_directory, list_chunk_last, list_directory_bytes, ChunkEntry,
+    decode_list_chunk, decode_list_directory, element_entry_bytes, encode_list, encode_list_directory, list_chunk_last, list_directory_bytes, ChunkEntry, Separator,
     CorruptValue, DirectoryEntry, ListIndex, ListTop, Stored,
 };
 
@@ -78,12 +78,20 @@ pub struct ListLimits {
     /// Chunks a directory lists at most (`DIRECTORY_CHUNKS_MAX`, fewer in tests), if its
     /// record fits the value limit.
     pub directory_chunks_max: usize,
+    /// Write each chunk's and directory's last-element separator (tags 13 and 14), for a list
+    /// kept in byte order and searched (`partition_point_at_least`).
+    pub separators: bool,
 }
 
 impl ListLimits {
     /// A list's limits in a namespace.
     pub fn new(value_bytes_max: u64, chunks_max: u32) -> ListLimits {
-        ListLimits { value_bytes_max, chunks_max, chunks_target: CHUNKS_TARGET, directory_chunks_max: DIRECTORY_CHUNKS_MAX }
+        ListLimits { value_bytes_max, chunks_max, chunks_target: CHUNKS_TARGET, directory_chunks_max: DIRECTORY_CHUNKS_MAX, separators: false }
+    }
+
+    /// The limits of a list kept in byte order: with separators.
+    pub fn searched(self) -> ListLimits {
+        ListLimits { separators: true, ..self }
     }
 
     fn small_bytes_max(&self) -> u64 {
@@ -95,7 +103,7 @@ impl ListLimits {
     }
 
     fn directory_chunks_max(&self) -> usize {
-        let fitting = (1..=self.directory_chunks_max).rev().find(|&chunks| list_directory_bytes(chunks) <= self.value_bytes_max);
+        let fitting = (1..=self.directory_chunks_max).rev().find(|&chunks| list_directory_bytes(chunks, self.separators) <= self.value_bytes_max);
         fitting.unwrap_or(1).max(2)
     }
 }
@@ -120,18 +128,38 @@ struct Chunk {
     /// Its record as read but not decoded yet: a search compares only a chunk's last element
     /// (`last_element`) until it has found the one chunk it decodes.
     record: Option<Bytes>,
+    /// Its last element's separator as its directory lists it, or as read; None when not known.
+    /// Elements change only in a loaded chunk, whose separator is taken from its elements.
+    separator: Option<Separator>,
     dirty: bool,
 }
 
 impl Chunk {
     fn in_memory(elements: VecDeque<Bytes>) -> Chunk {
         let element_bytes = elements.iter().map(|element| element_entry_bytes(element)).sum();
-        Chunk { part: None, len: elements.len() as u32, element_bytes, stored_bytes: 0, elements: Some(elements), record: None, dirty: true }
+        Chunk { part: None, len: elements.len() as u32, element_bytes, stored_bytes: 0, elements: Some(elements), record: None, separator: None, dirty: true }
     }
 
     fn stored(entry: &ChunkEntry) -> Chunk {
         let element_bytes = u64::from(entry.element_bytes);
-        Chunk { part: Some(entry.part), len: entry.elements, element_bytes, stored_bytes: element_bytes, elements: None, record: None, dirty: false }
+        Chunk {
+            part: Some(entry.part),
+            len: entry.elements,
+            element_bytes,
+            stored_bytes: element_bytes,
+            elements: None,
+            record: None,
+            separator: entry.separator,
+            dirty: false,
+        }
+    }
+
+    /// Its last element's separator: from its elements when loaded, else as listed or read.
+    fn last_separator(&self) -> Option<Separator> {
+        match &self.elements {
+            Some(elements) => elements.back().map(|last| Separator::of(last)),
+            None => self.separator,
+        }
     }
 }
 
@@ -143,13 +171,23 @@ struct Directory {
     /// In list order, read from its part the first time one is needed; none is empty outside a
     /// method.
     chunks: Option<VecDeque<Chunk>>,
+    /// Its last element's separator as the top lists it; None when not known. Used only while
+    /// its chunks are not loaded: they are the truth once they are.
+    separator: Option<Separator>,
     dirty: bool,
 }
 
 impl Directory {
     fn in_memory(chunks: VecDeque<Chunk>) -> Directory {
         let (len, element_bytes) = (chunks.iter().map(|chunk| u64::from(chunk.len)).sum(), chunks.iter().map(|chunk| chunk.element_bytes).sum());
-        Directory { part: None, len, element_bytes, chunks: Some(chunks), dirty: true }
+        Directory { part: None, len, element_bytes, chunks: Some(chunks), separator: None, dirty: true }
+    }
+
+    fn last_separator(&self) -> Option<Separator> {
+        match &self.chunks {
+            Some(chunks) => chunks.back().and_then(Chunk::last_separator),
+            None => self.separator,
+        }
     }
 
     fn loaded(&mut self) -> &mut VecDeque<Chunk> {
@@ -201,6 +239,7 @@ impl OpenList {
                     len: entry.elements,
                     element_bytes: entry.element_bytes,
                     chunks: None,
+                    separator: entry.separator,
                     dirty: false,
                 });
                 list.directories = directories.collect();
@@ -292,6 +331,11 @@ impl OpenList {
             }
             if entries.iter().any(|entry| self.free_parts.contains(&entry.part)) {
                 return Err(CorruptValue("a list part is both free and a chunk").into());
+            }
+            if let (Some(listed), Some(last)) = (loaded.separator, entries.last().and_then(|entry| entry.separator)) {
+                if listed != last {
+                    return Err(CorruptValue("list directory's last element disagrees with its top").into());
+                }
             }
             self.seen_parts.extend(entries.iter().map(|entry| entry.part));
             loaded.chunks = Some(entries.iter().map(Chunk::stored).collect());
@@ -427,15 +471,39 @@ impl OpenList {
     /// elements, then over one directory's chunks by theirs, then within one chunk, so it
     /// reads about log2(chunks) chunks and decodes no element's position twice.
     pub fn partition_point(&mut self, store: &mut dyn KeyStore, reached: impl Fn(&Bytes) -> Result<bool, CommandError>) -> Result<u64, CommandError> {
-        let directory = self.partition_point_of(self.directories.len(), &reached, |list, directory| {
+        self.search(store, &reached, None)
+    }
+
+    /// The first rank whose element is at least `target` as bytes (`len` when none is), in a
+    /// list kept in byte order: a probe of a directory or chunk whose separator decides it
+    /// reads nothing (`Separator::at_least`), so a search reads about one directory and one
+    /// chunk where each probe read a chunk.
+    pub fn partition_point_at_least(&mut self, store: &mut dyn KeyStore, target: &[u8]) -> Result<u64, CommandError> {
+        self.search(store, &|element: &Bytes| Ok(element.as_ref() >= target), Some(target))
+    }
+
+    /// Binary search for the first rank `reached` holds for, over the directories' last
+    /// elements, then the chunks', then the elements of one chunk; `target`, when `reached` is
+    /// "at least `target`", lets separators decide probes.
+    fn search(&mut self, store: &mut dyn KeyStore, reached: &dyn Fn(&Bytes) -> Result<bool, CommandError>, target: Option<&[u8]>) -> Result<u64, CommandError> {
+        let decided = |separator: Option<Separator>| target.zip(separator).and_then(|(target, separator)| separator.at_least(target));
+        let directory = self.partition_point_of(self.directories.len(), |list, directory| {
+            if let Some(reached) = decided(list.directories[directory].last_separator()) {
+                return Ok(reached);
+            }
             let last = list.chunks_of(store, directory)?.len() - 1;
-            list.last_element(store, At { directory, chunk: last })
+            reached(&list.last_element(store, At { directory, chunk: last })?)
         })?;
         if directory == self.directories.len() {
             return Ok(self.len);
         }
         let chunk_count = self.chunks_of(store, directory)?.len();
-        let chunk = self.partition_point_of(chunk_count, &reached, |list, chunk| list.last_element(store, At { directory, chunk }))?;
+        let chunk = self.partition_point_of(chunk_count, |list, chunk| {
+            if let Some(reached) = decided(list.directories[directory].loaded()[chunk].last_separator()) {
+                return Ok(reached);
+            }
+            reached(&list.last_element(store, At { directory, chunk })?)
+        })?;
         let mut before: u64 = self.directories.iter().take(directory).map(|directory| directory.len).sum();
         before += self.directories[directory].loaded().iter().take(chunk).map(|chunk| u64::from(chunk.len)).sum::<u64>();
         if chunk == chunk_count {
@@ -443,21 +511,16 @@ impl OpenList {
         }
         let at = At { directory, chunk };
         let elements = self.elements_of(store, at)?.len();
-        let offset = self.partition_point_of(elements, &reached, |list, offset| Ok(list.elements_of(store, at)?[offset].clone()))?;
+        let offset = self.partition_point_of(elements, |list, offset| reached(&list.elements_of(store, at)?[offset]))?;
         Ok(before + offset as u64)
     }
 
-    /// The first of `count` items whose `last` element `reached` holds for (count when none).
-    fn partition_point_of(
-        &mut self,
-        count: usize,
-        reached: &impl Fn(&Bytes) -> Result<bool, CommandError>,
-        mut last: impl FnMut(&mut OpenList, usize) -> Result<Bytes, CommandError>,
-    ) -> Result<usize, CommandError> {
+    /// The first of `count` items that `reached` holds for (count when none).
+    fn partition_point_of(&mut self, count: usize, mut reached: impl FnMut(&mut OpenList, usize) -> Result<bool, CommandError>) -> Result<usize, CommandError> {
         let (mut low, mut high) = (0, count);
         while low < high {
             let middle = low + (high - low) / 2;
-            if reached(&last(self, middle)?)? {
+            if reached(self, middle)? {
                 high = middle;
             } else {
                 low = middle + 1;
@@ -479,7 +542,10 @@ impl OpenList {
         }
         let (count, last) = list_chunk_last(chunk.record.as_ref().expect("read above"))?;
         match last {
-            Some(last) if count == chunk.len as usize => Ok(last),
+            Some(last) if count == chunk.len as usize && chunk.separator.is_none_or(|separator| separator == Separator::of(&last)) => {
+                chunk.separator = Some(Separator::of(&last));
+                Ok(last)
+            }
             _ => Err(CorruptValue("list chunk disagrees with its directory").into()),
         }
     }
@@ -955,7 +1021,7 @@ impl OpenList {
         for (part, at) in used {
             let Some(&lowest_free) = self.free_parts.last() else { break };
             let bytes = match at.chunk {
-                usize::MAX => list_directory_bytes(self.directories[at.directory].loaded().len()),
+                usize::MAX => list_directory_bytes(self.directories[at.directory].loaded().len(), self.limits.separators),
                 _ => self.directories[at.directory].loaded()[at.chunk].element_bytes,
             };
             if lowest_free > part || moved_bytes > 0 && moved_bytes + bytes > MOVED_BYTES_MAX {
@@ -992,9 +1058,9 @@ impl OpenList {
                 writes.push((chunk.part.expect("numbered by assign_parts"), encoded));
             }
             let entries: Vec<ChunkEntry> = chunks.iter().map(chunk_entry).collect();
-            writes.push((directory.part.expect("numbered by assign_parts"), encode_list_directory(&entries)));
+            writes.push((directory.part.expect("numbered by assign_parts"), encode_list_directory(&entries, self.limits.separators)));
         }
-        let top_bytes = ListTop::encoded_bytes(self.free_parts.len(), self.directories.len());
+        let top_bytes = ListTop::encoded_bytes(self.free_parts.len(), self.directories.len(), self.limits.separators);
         let largest = writes.iter().map(|(_, encoded)| encoded.len() as u64).chain([top_bytes]).max().expect("the top at least");
         if largest > self.limits.value_bytes_max {
             return fail(format!(
@@ -1010,8 +1076,10 @@ impl OpenList {
             part: directory.part.expect("numbered before the top is written"),
             elements: directory.len,
             element_bytes: directory.element_bytes,
+            separator: directory.last_separator(),
         });
-        ListTop { len: self.len, part_count: self.part_count, free_parts: self.free_parts.clone(), directories: directories.collect() }
+        let separated = self.limits.separators;
+        ListTop { len: self.len, part_count: self.part_count, free_parts: self.free_parts.clone(), directories: directories.collect(), separated }
     }
 }
 
@@ -1028,6 +1096,7 @@ fn chunk_entry(chunk: &Chunk) -> ChunkEntry {
         part: chunk.part.expect("numbered by assign_parts"),
         elements: chunk.len,
         element_bytes: u32::try_from(chunk.element_bytes).expect("a chunk is under the value limit"),
+        separator: chunk.last_separator(),
     }
 }
 
@@ -1128,8 +1197,9 @@ mod tests {
 
     use super::*;
     use crate::memory_store::MemoryStore;
+    use crate::values::list_directory_is_separated;
 
-    const LIMITS: ListLimits = ListLimits { value_bytes_max: 1 << 20, chunks_max: 4096, chunks_target: CHUNKS_TARGET, directory_chunks_max: DIRECTORY_CHUNKS_MAX };
+    const LIMITS: ListLimits = ListLimits { value_bytes_max: 1 << 20, chunks_max: 4096, chunks_target: CHUNKS_TARGET, directory_chunks_max: DIRECTORY_CHUNKS_MAX, separators: false };
     /// Directories of at most 4 chunks, so that small lists have many.
     const SMALL_DIRECTORIES: ListLimits = ListLimits { directory_chunks_max: 4, ..LIMITS };
 
@@ -1172,10 +1242,17 @@ mod tests {
         assert_eq!(parts, (0..top.part_count).collect::<Vec<_>>(), "parts are dense");
         assert!(top.free_parts.len() <= FREE_PARTS_MAX, "{} free parts", top.free_parts.len());
         let part = |number: u32| Bytes::from(store.parts[&(b"list".to_vec(), number)].clone());
+        assert_eq!(top.separated, limits.separators, "the top's format");
         let mut used = top.free_parts.clone();
         for directory in &top.directories {
             used.push(directory.part);
-            let entries = decode_list_directory(&part(directory.part)).unwrap();
+            let record = part(directory.part);
+            assert_eq!(list_directory_is_separated(&record), limits.separators, "a directory's format");
+            let entries = decode_list_directory(&record).unwrap();
+            let last_chunk = decode_list_chunk(&part(entries.last().unwrap().part)).unwrap();
+            if let Some(separator) = directory.separator {
+                assert_eq!(separator, Separator::of(last_chunk.last().unwrap()), "a directory's separator");
+            }
             assert!(entries.len() <= limits.directory_chunks_max());
             assert_eq!(entries.iter().map(|entry| u64::from(entry.elements)).sum::<u64>(), directory.elements);
             assert_eq!(entries.iter().map(|entry| u64::from(entry.element_bytes)).sum::<u64>(), directory.element_bytes);
@@ -1183,6 +1260,10 @@ mod tests {
                 used.push(entry.part);
                 let elements = decode_list_chunk(&part(entry.part)).unwrap();
                 assert_eq!(elements.len() as u32, entry.elements);
+                if let Some(separator) = entry.separator {
+                    assert_eq!(separator, Separator::of(elements.last().unwrap()), "a chunk's separator");
+                }
+                assert!(!limits.separators || entry.separator.is_some(), "a list written with separators knows every chunk's");
                 assert_eq!(elements.iter().map(|element| element_entry_bytes(element)).sum::<u64>(), u64::from(entry.element_bytes));
             }
         }
@@ -1215,9 +1296,65 @@ mod tests {
     }
 
     #[test]
+    fn a_search_of_a_list_with_separators_reads_one_directory_and_one_chunk() {
+        // Elements of 8 bytes: their separators decide every probe. Elements of 24 bytes whose
+        // first 16 are equal: none does, and the search reads the probed chunks as without.
+        for (width, reads_most) in [(8, 2), (24, 40)] {
+            let limits = ListLimits { separators: true, ..SMALL_DIRECTORIES };
+            let mut store = MemoryStore::default();
+            let mut list = OpenList::open_or_new(&mut store, &key(), limits).unwrap();
+            let elements: Vec<Bytes> = (0..3000u32).map(|number| Bytes::from(format!("{:0width$}", number * 2))).collect();
+            for element in &elements {
+                list.push(&mut store, End::Tail, element.clone()).unwrap();
+            }
+            list.save(&mut store).unwrap();
+            assert_well_formed(&store, limits);
+            for probe in [0u32, 1, 777, 3001, 5998, 5999, 9000] {
+                let target = format!("{probe:0width$}");
+                let expected = elements.partition_point(|element| element.as_ref() < target.as_bytes()) as u64;
+                let mut list = OpenList::open(&mut store, &key(), limits).unwrap().unwrap();
+                let reads_before = store.part_reads;
+                assert_eq!(list.partition_point_at_least(&mut store, target.as_bytes()).unwrap(), expected, "probe {probe}");
+                let reads = store.part_reads - reads_before;
+                assert!(reads <= reads_most, "width {width}, probe {probe}: {reads} records read");
+                assert!(width == 8 || reads > 2, "width {width}, probe {probe}: {reads} records read");
+            }
+        }
+    }
+
+    #[test]
+    fn a_list_written_without_separators_is_searched_right_while_it_gains_them() {
+        // A sorted set's order index written before separators existed: tags 9 and 10, then
+        // edited with separators on. Unknown separators are read around, never trusted.
+        let old = SMALL_DIRECTORIES;
+        let new = ListLimits { separators: true, ..SMALL_DIRECTORIES };
+        let mut store = MemoryStore::default();
+        let mut model: Vec<Bytes> = (0..2000u32).map(|number| Bytes::from(format!("{:08}", number * 3))).collect();
+        let mut list = OpenList::open_or_new(&mut store, &key(), old).unwrap();
+        for element in &model {
+            list.push(&mut store, End::Tail, element.clone()).unwrap();
+        }
+        list.save(&mut store).unwrap();
+        let mut random = rand::rngs::StdRng::seed_from_u64(46);
+        for _ in 0..300 {
+            let element = Bytes::from(format!("{:08}", random.gen_range(0..7000u32)));
+            let mut list = OpenList::open(&mut store, &key(), new).unwrap().unwrap();
+            let rank = list.partition_point_at_least(&mut store, &element).unwrap();
+            assert_eq!(rank, model.partition_point(|other| other < &element) as u64);
+            list.insert(&mut store, rank, element.clone()).unwrap();
+            model.insert(rank as usize, element);
+            list.save(&mut store).unwrap();
+        }
+        let Stored::ChunkedList(ListIndex::Directories(top)) = Stored::decode(store.keys[&key().to_vec()].bytes.clone()).unwrap() else { panic!("a top") };
+        assert!(top.separated && top.directories.iter().any(|directory| directory.separator.is_some()));
+        assert_eq!(contents(&mut store), model);
+    }
+
+    #[test]
     fn random_commands_keep_the_list_as_a_model_deque_and_its_parts_dense() {
         random_commands_keep_the_list_as_a_model_deque(LIMITS, 7);
         random_commands_keep_the_list_as_a_model_deque(SMALL_DIRECTORIES, 8);
+        random_commands_keep_the_list_as_a_model_deque(ListLimits { separators: true, ..SMALL_DIRECTORIES }, 9);
     }
 
     fn random_commands_keep_the_list_as_a_model_deque(limits: ListLimits, seed: u64) {
@@ -1395,7 +1532,7 @@ mod tests {
             let part = (chunk as u32 * 3) % 10;
             store.parts.insert((key().to_vec(), part), encode_list(elements.iter()));
             let element_bytes = elements.iter().map(|element| element_entry_bytes(element)).sum::<u64>() as u32;
-            entries.push(ChunkEntry { part, elements: elements.len() as u32, element_bytes });
+            entries.push(ChunkEntry { part, elements: elements.len() as u32, element_bytes, separator: None });
         }
         let root = crate::values::ListRoot { len: 500, chunks: entries };
         store.keys.insert(key().to_vec(), hybridkv_engine::Value { bytes: root.encode(), expiry_unix_ms: 77, version: 0 });

@@ -16,6 +16,7 @@ pub struct MemoryStore {
     pub key_writes: usize,
     /// Bytes of every key and part record written.
     pub bytes_written: usize,
+    pub part_reads: usize,
 }
 
 impl KeyStore for MemoryStore {
@@ -43,6 +44,7 @@ impl KeyStore for MemoryStore {
         unimplemented!("not used by hash_layout")
     }
     fn get_part(&mut self, key: &[u8], number: u32) -> Result<Option<Vec<u8>>, EngineError> {
+        self.part_reads += 1;
         Ok(self.parts.get(&(key.to_vec(), number)).cloned())
     }
     fn put_part(&mut self, key: &[u8], number: u32, value: &[u8]) -> Result<(), EngineError> {

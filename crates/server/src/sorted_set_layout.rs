@@ -86,7 +86,7 @@ pub fn decode_order_entry(entry: &Bytes) -> Result<Scored, CorruptValue> {
 /// the other half).
 pub fn order_index_limits(value_bytes_max: u64, parts_per_key_max: u32) -> ListLimits {
     let chunks_max = parts_per_key_max - 1;
-    ListLimits { value_bytes_max, chunks_max, chunks_target: u64::from(chunks_max / 2).min(CHUNKS_TARGET), directory_chunks_max: DIRECTORY_CHUNKS_MAX }
+    ListLimits { value_bytes_max, chunks_max, chunks_target: u64::from(chunks_max / 2).min(CHUNKS_TARGET), directory_chunks_max: DIRECTORY_CHUNKS_MAX, separators: true }
 }
 
 /// A sorted set as one command sees it: read lazily, changed in memory, written back by `save`.
@@ -248,7 +248,7 @@ impl OpenSortedSet {
 /// Redis's order, so the probes compare without decoding.
 fn entry_rank(order: &mut OpenList, space: &mut SecondSpace<'_>, entry: &Scored) -> Result<u64, CommandError> {
     let target = order_entry(&entry.0, entry.1);
-    order.partition_point(space, |other| Ok(other.as_ref() >= target.as_ref()))
+    order.partition_point_at_least(space, &target)
 }
 
 /// Binary search over the order index: the first rank whose entry `reached` holds for.
@@ -265,7 +265,7 @@ mod tests {
     use super::*;
     use crate::memory_store::MemoryStore;
 
-    const ORDER_LIMITS: ListLimits = ListLimits { value_bytes_max: 1 << 20, chunks_max: 4096, chunks_target: CHUNKS_TARGET, directory_chunks_max: DIRECTORY_CHUNKS_MAX };
+    const ORDER_LIMITS: ListLimits = ListLimits { value_bytes_max: 1 << 20, chunks_max: 4096, chunks_target: CHUNKS_TARGET, directory_chunks_max: DIRECTORY_CHUNKS_MAX, separators: true };
 
     fn hash_limits() -> HashLimits {
         HashLimits::new(1 << 20, 4096)

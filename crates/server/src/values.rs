@@ -14,6 +14,8 @@
 //! | 9   | list (chunked) top | element count (u64 LE), part count, free part count, directory count (u32 LE each), the free parts (u32 LE each), then per directory in list order: part (u32 LE), elements (u64 LE), element bytes (u64 LE) |
 //! | 10  | list directory (a part) | chunk count (u32 LE), then per chunk in list order: part (u32 LE), elements (u32 LE), element bytes (u32 LE) |
 //! | 11  | stream | length (u64 LE), last ID (ms, seq: u64 LE each), max deleted ID (ms, seq), entries added (u64 LE), group count (u32 LE), then per group: name length (LEB128), name |
+//! | 13  | list (chunked) top with separators | as tag 9, each directory's entry followed by the separator of its last element (17 bytes, below) |
+//! | 14  | list directory with separators (a part) | as tag 10, each chunk's entry followed by the separator of its last element |
 //! | 12  | stream consumer group (a part) | last delivered ID (ms, seq), entries read (u64 LE, 2^64 - 1: unknown), consumer count (u32 LE), per consumer by name: name length (LEB128), name, seen time (u64 LE ms), pending count (u32 LE), per pending entry by ID: ID (ms, seq), consumer number (u32 LE), delivery time (u64 LE ms), deliveries (u64 LE) |
 //!
 //! A small hash is one record with named bins (as in Aerospike): HSET rewrites the record, and
@@ -36,6 +38,13 @@
 //! (`crate::list_layout`). "Element
 //! bytes" is the sum of the chunk's encoded elements (their length prefixes included).
 //!
+//! A separator (17 bytes) is a length byte, then the first bytes of an element, zero-padded to 16:
+//! the length byte is the bytes kept (0–16) plus 0x80 when the element is longer than 16 bytes,
+//! or 0xFF when the element is not known (a directory written before it was read). A list whose
+//! elements are kept in byte order (a sorted set's order index, a stream's entries) is written
+//! with separators, so that a search decides most probes from its top and one directory instead
+//! of reading the probed chunks (`Separator::at_least`); other lists are not.
+//!
 //! A stream is a tag-11 record of its counters over a list of its entries in the key's second
 //! part space (`crate::stream_layout`); each entry is its ID (16 bytes big-endian, so entries
 //! compare as bytes as their IDs do), then its fields and values as a tag-5 body.
@@ -55,6 +64,8 @@ pub const TAG_LIST_TOP: u8 = 9;
 pub const TAG_LIST_DIRECTORY: u8 = 10;
 pub const TAG_STREAM: u8 = 11;
 pub const TAG_STREAM_GROUP: u8 = 12;
+pub const TAG_LIST_TOP_SEPARATED: u8 = 13;
+pub const TAG_LIST_DIRECTORY_SEPARATED: u8 = 14;
 
 /// The types stored as fields (`crate::hash_layout`): a hash, a set whose members are fields
 /// with empty values, and a sorted set whose members are fields with their scores as values.
@@ -124,7 +135,8 @@ impl Stored {
             Some(&TAG_ZSET_ROOT) => HashRoot::decode(&bytes[1..]).map(|root| Stored::Bucketed(Collection::SortedSet, root)),
             Some(&TAG_LIST) => decode_list_body(&bytes).map(Stored::List),
             Some(&TAG_LIST_ROOT) => ListRoot::decode(&bytes[1..]).map(|root| Stored::ChunkedList(ListIndex::Chunks(root))),
-            Some(&TAG_LIST_TOP) => ListTop::decode(&bytes[1..]).map(|top| Stored::ChunkedList(ListIndex::Directories(top))),
+            Some(&TAG_LIST_TOP) => ListTop::decode(&bytes[1..], false).map(|top| Stored::ChunkedList(ListIndex::Directories(top))),
+            Some(&TAG_LIST_TOP_SEPARATED) => ListTop::decode(&bytes[1..], true).map(|top| Stored::ChunkedList(ListIndex::Directories(top))),
             Some(&TAG_STREAM) => StreamRoot::decode(&bytes[1..]).map(Stored::Stream),
             Some(_) => Err(CorruptValue("unknown type tag")),
             None => Err(CorruptValue("empty value")),
@@ -138,7 +150,7 @@ pub fn type_name_of(bytes: &[u8]) -> &'static str {
         Some(&TAG_STRING) => "string",
         Some(&TAG_HASH | &TAG_HASH_ROOT) => "hash",
         Some(&TAG_SET | &TAG_SET_ROOT) => "set",
-        Some(&TAG_LIST | &TAG_LIST_ROOT | &TAG_LIST_TOP) => "list",
+        Some(&TAG_LIST | &TAG_LIST_ROOT | &TAG_LIST_TOP | &TAG_LIST_TOP_SEPARATED) => "list",
         Some(&TAG_ZSET | &TAG_ZSET_ROOT) => "zset",
         Some(&TAG_STREAM) => "stream",
         _ => "none",
@@ -353,27 +365,109 @@ pub struct ChunkEntry {
     pub elements: u32,
     /// The chunk's encoded elements (`element_entry_bytes` summed).
     pub element_bytes: u32,
+    /// Its last element's separator; None when not known, or not written (tags 6 and 10).
+    pub separator: Option<Separator>,
 }
 
 const CHUNK_ENTRY_BYTES: usize = 12;
 
-fn encode_chunk_entries(bytes: &mut Vec<u8>, chunks: &[ChunkEntry]) {
+/// The first bytes of an element, enough to order it against a search target most of the time
+/// without reading the element (formats above).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Separator {
+    /// Bytes kept (at most `SEPARATOR_PREFIX_BYTES`), plus `SEPARATOR_TRUNCATED`.
+    length: u8,
+    prefix: [u8; SEPARATOR_PREFIX_BYTES],
+}
+
+const SEPARATOR_PREFIX_BYTES: usize = 16;
+pub const SEPARATOR_BYTES: usize = 1 + SEPARATOR_PREFIX_BYTES;
+const SEPARATOR_TRUNCATED: u8 = 0x80;
+const SEPARATOR_UNKNOWN: u8 = 0xFF;
+
+impl Separator {
+    pub fn of(element: &[u8]) -> Separator {
+        let kept = element.len().min(SEPARATOR_PREFIX_BYTES);
+        let mut prefix = [0; SEPARATOR_PREFIX_BYTES];
+        prefix[..kept].copy_from_slice(&element[..kept]);
+        let truncated = if element.len() > SEPARATOR_PREFIX_BYTES { SEPARATOR_TRUNCATED } else { 0 };
+        Separator { length: kept as u8 | truncated, prefix }
+    }
+
+    fn kept(&self) -> &[u8] {
+        &self.prefix[..usize::from(self.length & !SEPARATOR_TRUNCATED)]
+    }
+
+    /// Whether the element is at least `target` (as bytes), when its kept bytes decide it: a
+    /// truncated element that agrees with `target` on all its kept bytes is undecided when
+    /// `target` is longer than them, and greater otherwise (it extends `target`).
+    pub fn at_least(&self, target: &[u8]) -> Option<bool> {
+        let kept = self.kept();
+        if self.length & SEPARATOR_TRUNCATED == 0 {
+            return Some(kept >= target);
+        }
+        let common = kept.len().min(target.len());
+        match kept[..common].cmp(&target[..common]) {
+            std::cmp::Ordering::Less => Some(false),
+            std::cmp::Ordering::Greater => Some(true),
+            std::cmp::Ordering::Equal => (target.len() <= kept.len()).then_some(true),
+        }
+    }
+
+    fn encode(separator: Option<Separator>, bytes: &mut Vec<u8>) {
+        match separator {
+            Some(separator) => {
+                bytes.push(separator.length);
+                bytes.extend_from_slice(&separator.prefix);
+            }
+            None => {
+                bytes.push(SEPARATOR_UNKNOWN);
+                bytes.extend_from_slice(&[0; SEPARATOR_PREFIX_BYTES]);
+            }
+        }
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Option<Separator>, CorruptValue> {
+        let (length, prefix) = (bytes[0], <[u8; SEPARATOR_PREFIX_BYTES]>::try_from(&bytes[1..SEPARATOR_BYTES]).expect("17 bytes"));
+        let kept = usize::from(length & !SEPARATOR_TRUNCATED);
+        match length {
+            SEPARATOR_UNKNOWN if prefix == [0; SEPARATOR_PREFIX_BYTES] => Ok(None),
+            _ if kept > SEPARATOR_PREFIX_BYTES || (length & SEPARATOR_TRUNCATED != 0 && kept != SEPARATOR_PREFIX_BYTES) => Err(CorruptValue("list separator of the wrong length")),
+            _ if prefix[kept..].iter().any(|&byte| byte != 0) => Err(CorruptValue("list separator padded with bytes")),
+            _ => Ok(Some(Separator { length, prefix })),
+        }
+    }
+}
+
+/// Bytes of a chunk's entry in a directory, with or without its separator.
+fn chunk_entry_bytes(separated: bool) -> usize {
+    CHUNK_ENTRY_BYTES + if separated { SEPARATOR_BYTES } else { 0 }
+}
+
+fn encode_chunk_entries(bytes: &mut Vec<u8>, chunks: &[ChunkEntry], separated: bool) {
     for chunk in chunks {
         for number in [chunk.part, chunk.elements, chunk.element_bytes] {
             bytes.extend_from_slice(&number.to_le_bytes());
+        }
+        if separated {
+            Separator::encode(chunk.separator, bytes);
         }
     }
 }
 
 /// Chunk entries filling `body` exactly; none may be empty.
-fn decode_chunk_entries(body: &[u8]) -> Result<Vec<ChunkEntry>, CorruptValue> {
-    if !body.len().is_multiple_of(CHUNK_ENTRY_BYTES) {
+fn decode_chunk_entries(body: &[u8], separated: bool) -> Result<Vec<ChunkEntry>, CorruptValue> {
+    let entry_bytes = chunk_entry_bytes(separated);
+    if !body.len().is_multiple_of(entry_bytes) {
         return Err(CorruptValue("chunk entries of the wrong length"));
     }
-    let chunks: Vec<ChunkEntry> = body
-        .chunks_exact(CHUNK_ENTRY_BYTES)
-        .map(|entry| ChunkEntry { part: u32_at(entry, 0), elements: u32_at(entry, 4), element_bytes: u32_at(entry, 8) })
-        .collect();
+    let chunks = body
+        .chunks_exact(entry_bytes)
+        .map(|entry| {
+            let separator = if separated { Separator::decode(&entry[CHUNK_ENTRY_BYTES..])? } else { None };
+            Ok(ChunkEntry { part: u32_at(entry, 0), elements: u32_at(entry, 4), element_bytes: u32_at(entry, 8), separator })
+        })
+        .collect::<Result<Vec<ChunkEntry>, CorruptValue>>()?;
     if chunks.iter().any(|chunk| chunk.elements == 0) {
         return Err(CorruptValue("empty list chunk listed"));
     }
@@ -388,26 +482,36 @@ fn u64_at(bytes: &[u8], offset: usize) -> u64 {
     u64::from_le_bytes(bytes[offset..offset + 8].try_into().expect("8 bytes"))
 }
 
-/// A list directory (tag 10, a part of its list's key): chunk count (u32), then per chunk in
-/// list order its entry.
-pub fn encode_list_directory(chunks: &[ChunkEntry]) -> Vec<u8> {
-    let mut bytes = Vec::with_capacity(1 + 4 + chunks.len() * CHUNK_ENTRY_BYTES);
-    bytes.push(TAG_LIST_DIRECTORY);
+/// A list directory (tag 10, or 14 `separated`; a part of its list's key): chunk count (u32),
+/// then per chunk in list order its entry.
+pub fn encode_list_directory(chunks: &[ChunkEntry], separated: bool) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(list_directory_bytes(chunks.len(), separated) as usize);
+    bytes.push(if separated { TAG_LIST_DIRECTORY_SEPARATED } else { TAG_LIST_DIRECTORY });
     bytes.extend_from_slice(&(chunks.len() as u32).to_le_bytes());
-    encode_chunk_entries(&mut bytes, chunks);
+    encode_chunk_entries(&mut bytes, chunks, separated);
     bytes
 }
 
 /// Bytes of a directory record listing `chunks` chunks.
-pub fn list_directory_bytes(chunks: usize) -> u64 {
-    (1 + 4 + chunks * CHUNK_ENTRY_BYTES) as u64
+pub fn list_directory_bytes(chunks: usize, separated: bool) -> u64 {
+    (1 + 4 + chunks * chunk_entry_bytes(separated)) as u64
+}
+
+/// Whether a directory record was written with separators (tag 14).
+pub fn list_directory_is_separated(record: &[u8]) -> bool {
+    record.first() == Some(&TAG_LIST_DIRECTORY_SEPARATED)
 }
 
 pub fn decode_list_directory(record: &[u8]) -> Result<Vec<ChunkEntry>, CorruptValue> {
-    if record.first() != Some(&TAG_LIST_DIRECTORY) || record.len() < 5 {
-        return Err(CorruptValue("list directory without its tag"));
+    let separated = match record.first() {
+        Some(&TAG_LIST_DIRECTORY) => false,
+        Some(&TAG_LIST_DIRECTORY_SEPARATED) => true,
+        _ => return Err(CorruptValue("list directory without its tag")),
+    };
+    if record.len() < 5 {
+        return Err(CorruptValue("list directory too short"));
     }
-    let chunks = decode_chunk_entries(&record[5..])?;
+    let chunks = decode_chunk_entries(&record[5..], separated)?;
     if chunks.len() != u32_at(record, 1) as usize || chunks.is_empty() {
         return Err(CorruptValue("list directory of the wrong length"));
     }
@@ -442,6 +546,8 @@ pub struct DirectoryEntry {
     /// Elements in the directory's chunks.
     pub elements: u64,
     pub element_bytes: u64,
+    /// Its last element's separator; None when not known, or not written (tag 9).
+    pub separator: Option<Separator>,
 }
 
 /// The top record of a chunked list (tag 9): its directories in list order, and the parts
@@ -454,6 +560,8 @@ pub struct ListTop {
     pub part_count: u32,
     pub free_parts: Vec<u32>,
     pub directories: Vec<DirectoryEntry>,
+    /// Written with the directories' separators (tag 13).
+    pub separated: bool,
 }
 
 const LIST_TOP_HEADER_BYTES: usize = 20;
@@ -464,13 +572,14 @@ const DIRECTORY_ENTRY_BYTES: usize = 20;
 
 impl ListTop {
     /// Bytes of a top record with these counts.
-    pub fn encoded_bytes(free_parts: usize, directories: usize) -> u64 {
-        (1 + LIST_TOP_HEADER_BYTES + 4 * free_parts + DIRECTORY_ENTRY_BYTES * directories) as u64
+    pub fn encoded_bytes(free_parts: usize, directories: usize, separated: bool) -> u64 {
+        let entry_bytes = DIRECTORY_ENTRY_BYTES + if separated { SEPARATOR_BYTES } else { 0 };
+        (1 + LIST_TOP_HEADER_BYTES + 4 * free_parts + entry_bytes * directories) as u64
     }
 
     pub fn encode(&self) -> Vec<u8> {
-        let mut bytes = Vec::with_capacity(ListTop::encoded_bytes(self.free_parts.len(), self.directories.len()) as usize);
-        bytes.push(TAG_LIST_TOP);
+        let mut bytes = Vec::with_capacity(ListTop::encoded_bytes(self.free_parts.len(), self.directories.len(), self.separated) as usize);
+        bytes.push(if self.separated { TAG_LIST_TOP_SEPARATED } else { TAG_LIST_TOP });
         bytes.extend_from_slice(&self.len.to_le_bytes());
         for count in [self.part_count, self.free_parts.len() as u32, self.directories.len() as u32] {
             bytes.extend_from_slice(&count.to_le_bytes());
@@ -482,26 +591,33 @@ impl ListTop {
             bytes.extend_from_slice(&directory.part.to_le_bytes());
             bytes.extend_from_slice(&directory.elements.to_le_bytes());
             bytes.extend_from_slice(&directory.element_bytes.to_le_bytes());
+            if self.separated {
+                Separator::encode(directory.separator, &mut bytes);
+            }
         }
         bytes
     }
 
-    fn decode(body: &[u8]) -> Result<ListTop, CorruptValue> {
+    fn decode(body: &[u8], separated: bool) -> Result<ListTop, CorruptValue> {
         if body.len() < LIST_TOP_HEADER_BYTES {
             return Err(CorruptValue("list top too short"));
         }
         let (len, part_count) = (u64_at(body, 0), u32_at(body, 8));
         let (free_count, directory_count) = (u32_at(body, 12) as usize, u32_at(body, 16) as usize);
-        if body.len() as u64 + 1 != ListTop::encoded_bytes(free_count, directory_count) || directory_count == 0 {
+        if body.len() as u64 + 1 != ListTop::encoded_bytes(free_count, directory_count, separated) || directory_count == 0 {
             return Err(CorruptValue("list top of the wrong length"));
         }
         let free_start = LIST_TOP_HEADER_BYTES;
         let free_parts: Vec<u32> = (0..free_count).map(|number| u32_at(body, free_start + 4 * number)).collect();
         let directories_start = free_start + 4 * free_count;
-        let directories: Vec<DirectoryEntry> = (0..directory_count)
-            .map(|number| directories_start + number * DIRECTORY_ENTRY_BYTES)
-            .map(|offset| DirectoryEntry { part: u32_at(body, offset), elements: u64_at(body, offset + 4), element_bytes: u64_at(body, offset + 12) })
-            .collect();
+        let entry_bytes = DIRECTORY_ENTRY_BYTES + if separated { SEPARATOR_BYTES } else { 0 };
+        let directories = (0..directory_count)
+            .map(|number| directories_start + number * entry_bytes)
+            .map(|offset| {
+                let separator = if separated { Separator::decode(&body[offset + DIRECTORY_ENTRY_BYTES..])? } else { None };
+                Ok(DirectoryEntry { part: u32_at(body, offset), elements: u64_at(body, offset + 4), element_bytes: u64_at(body, offset + 12), separator })
+            })
+            .collect::<Result<Vec<DirectoryEntry>, CorruptValue>>()?;
         let elements = directories.iter().try_fold(0u64, |sum, directory| sum.checked_add(directory.elements));
         if elements != Some(len) || directories.iter().any(|directory| directory.elements == 0) {
             return Err(CorruptValue("list top counts disagree"));
@@ -522,7 +638,7 @@ impl ListTop {
             }
             named[word] |= bit;
         }
-        Ok(ListTop { len, part_count, free_parts, directories })
+        Ok(ListTop { len, part_count, free_parts, directories, separated })
     }
 }
 
@@ -544,7 +660,7 @@ impl ListRoot {
         bytes.push(TAG_LIST_ROOT);
         bytes.extend_from_slice(&self.len.to_le_bytes());
         bytes.extend_from_slice(&(self.chunks.len() as u32).to_le_bytes());
-        encode_chunk_entries(&mut bytes, &self.chunks);
+        encode_chunk_entries(&mut bytes, &self.chunks, false);
         bytes
     }
 
@@ -553,7 +669,7 @@ impl ListRoot {
             return Err(CorruptValue("list root too short"));
         }
         let (len, count) = (u64_at(body, 0), u32_at(body, 8) as usize);
-        let chunks = decode_chunk_entries(&body[LIST_ROOT_HEADER_BYTES..])?;
+        let chunks = decode_chunk_entries(&body[LIST_ROOT_HEADER_BYTES..], false)?;
         if chunks.len() != count || count == 0 {
             return Err(CorruptValue("list root of the wrong length"));
         }
@@ -866,6 +982,8 @@ fn read_bytes(body: &mut &[u8]) -> Result<Bytes, CorruptValue> {
 
 #[cfg(test)]
 mod tests {
+    use rand::{Rng, SeedableRng};
+
     use super::*;
 
     #[test]
@@ -970,7 +1088,7 @@ mod tests {
         assert_eq!(list_chunk_last(&record).unwrap(), (elements.len(), elements.last().cloned()));
         let body_bytes: u64 = elements.iter().map(|element| element_entry_bytes(element)).sum();
         assert_eq!(encode_list(elements.iter()).len() as u64, 2 + body_bytes);
-        let root = ListRoot { len: 5, chunks: vec![ChunkEntry { part: 1, elements: 2, element_bytes: 9 }, ChunkEntry { part: 0, elements: 3, element_bytes: 4 }] };
+        let root = ListRoot { len: 5, chunks: vec![ChunkEntry { part: 1, elements: 2, element_bytes: 9, separator: None }, ChunkEntry { part: 0, elements: 3, element_bytes: 4, separator: None }] };
         let Stored::ChunkedList(ListIndex::Chunks(decoded)) = Stored::decode(root.encode()).unwrap() else { panic!("not a list root") };
         assert_eq!(decoded, root);
         assert_eq!(type_name_of(&root.encode()), "list");
@@ -985,31 +1103,91 @@ mod tests {
 
     #[test]
     fn list_tops_and_directories_round_trip_and_are_checked() {
-        let directories = vec![DirectoryEntry { part: 4, elements: 2, element_bytes: 9 }, DirectoryEntry { part: 0, elements: 1 << 40, element_bytes: 1 << 41 }];
-        let top = ListTop { len: 2 + (1 << 40), part_count: 9, free_parts: vec![7, 3], directories };
-        let encoded = top.encode();
-        assert_eq!(encoded.len() as u64, ListTop::encoded_bytes(2, 2));
-        let Stored::ChunkedList(ListIndex::Directories(decoded)) = Stored::decode(encoded.clone()).unwrap() else { panic!("not a list top") };
-        assert_eq!(decoded, top);
-        assert_eq!(ListIndex::Directories(decoded).part_count(), 9);
-        assert_eq!(type_name_of(&encoded), "list");
-        assert!(Stored::decode(encoded[..encoded.len() - 1].to_vec()).is_err(), "truncated");
-        let mut past = top.clone();
-        past.free_parts[0] = 9;
-        assert!(Stored::decode(past.encode()).is_err(), "a free part past the count");
-        let mut counts = top.clone();
-        counts.len += 1;
-        assert!(Stored::decode(counts.encode()).is_err(), "counts that disagree");
-        let mut twice = top.clone();
-        twice.free_parts[1] = 4;
-        assert!(Stored::decode(twice.encode()).is_err(), "a part both free and a directory");
-        let chunks = vec![ChunkEntry { part: 1, elements: 2, element_bytes: 9 }, ChunkEntry { part: 2, elements: 3, element_bytes: 4 }];
-        let record = encode_list_directory(&chunks);
-        assert_eq!(record.len() as u64, list_directory_bytes(2));
-        assert_eq!(decode_list_directory(&record).unwrap(), chunks);
-        assert!(decode_list_directory(&record[..record.len() - 1]).is_err());
-        assert!(decode_list_directory(&encode_list_directory(&[])).is_err(), "an empty directory");
-        assert!(Stored::decode(record).is_err(), "a directory is not a key's value");
+        for separated in [false, true] {
+            let separator = |element: &[u8]| separated.then(|| Separator::of(element));
+            let directories = vec![
+                DirectoryEntry { part: 4, elements: 2, element_bytes: 9, separator: separator(b"a") },
+                DirectoryEntry { part: 0, elements: 1 << 40, element_bytes: 1 << 41, separator: None },
+            ];
+            let top = ListTop { len: 2 + (1 << 40), part_count: 9, free_parts: vec![7, 3], directories, separated };
+            let encoded = top.encode();
+            assert_eq!(encoded.len() as u64, ListTop::encoded_bytes(2, 2, separated));
+            let Stored::ChunkedList(ListIndex::Directories(decoded)) = Stored::decode(encoded.clone()).unwrap() else { panic!("not a list top") };
+            assert_eq!(decoded, top);
+            assert_eq!(ListIndex::Directories(decoded).part_count(), 9);
+            assert_eq!(type_name_of(&encoded), "list");
+            assert!(Stored::decode(encoded[..encoded.len() - 1].to_vec()).is_err(), "truncated");
+            let mut past = top.clone();
+            past.free_parts[0] = 9;
+            assert!(Stored::decode(past.encode()).is_err(), "a free part past the count");
+            let mut counts = top.clone();
+            counts.len += 1;
+            assert!(Stored::decode(counts.encode()).is_err(), "counts that disagree");
+            let mut twice = top.clone();
+            twice.free_parts[1] = 4;
+            assert!(Stored::decode(twice.encode()).is_err(), "a part both free and a directory");
+            let chunks = vec![
+                ChunkEntry { part: 1, elements: 2, element_bytes: 9, separator: separator(&[9; 40]) },
+                ChunkEntry { part: 2, elements: 3, element_bytes: 4, separator: separator(b"") },
+            ];
+            let record = encode_list_directory(&chunks, separated);
+            assert_eq!(record.len() as u64, list_directory_bytes(2, separated));
+            assert_eq!(list_directory_is_separated(&record), separated);
+            assert_eq!(decode_list_directory(&record).unwrap(), chunks);
+            assert!(decode_list_directory(&record[..record.len() - 1]).is_err());
+            assert!(decode_list_directory(&encode_list_directory(&[], separated)).is_err(), "an empty directory");
+            assert!(Stored::decode(record).is_err(), "a directory is not a key's value");
+        }
+    }
+
+    #[test]
+    fn separators_are_checked_when_decoded() {
+        let chunk = |separator: Option<Separator>| encode_list_directory(&[ChunkEntry { part: 0, elements: 1, element_bytes: 2, separator }], true);
+        let at = 1 + 4 + CHUNK_ENTRY_BYTES;
+        let mut long = chunk(Some(Separator::of(b"abc")));
+        long[at] = 17;
+        assert!(decode_list_directory(&long).is_err(), "more than 16 bytes kept");
+        let mut padded = chunk(Some(Separator::of(b"abc")));
+        padded[at + 1 + 5] = 1;
+        assert!(decode_list_directory(&padded).is_err(), "bytes past those kept");
+        let mut short_truncated = chunk(Some(Separator::of(b"abc")));
+        short_truncated[at] |= SEPARATOR_TRUNCATED;
+        assert!(decode_list_directory(&short_truncated).is_err(), "truncated before 16 bytes");
+        let mut unknown = chunk(None);
+        unknown[at + 3] = 1;
+        assert!(decode_list_directory(&unknown).is_err(), "an unknown separator with bytes");
+    }
+
+    #[test]
+    fn a_separator_orders_its_element_against_a_target_or_says_it_cannot() {
+        let mut random = rand::rngs::StdRng::seed_from_u64(46);
+        let alphabet = [0u8, 1, 0x7F, 0x80, 0xFF];
+        let word = |random: &mut rand::rngs::StdRng| -> Vec<u8> {
+            let length = *[0, 1, 15, 16, 17, 20].get(random.gen_range(0..6)).unwrap();
+            (0..length).map(|_| alphabet[random.gen_range(0..alphabet.len())]).collect()
+        };
+        let (mut decided, mut undecided) = (0, 0);
+        for _ in 0..200_000 {
+            let element = word(&mut random);
+            // Half the targets share a prefix with the element, so that the undecided case
+            // (the first 16 bytes equal, both longer) comes up.
+            let mut target = word(&mut random);
+            if random.gen_bool(0.5) {
+                let shared = random.gen_range(0..=element.len());
+                target = element[..shared].iter().chain(&target).copied().collect();
+            }
+            match Separator::of(&element).at_least(&target) {
+                Some(answer) => {
+                    assert_eq!(answer, element >= target, "{element:?} against {target:?}");
+                    decided += 1;
+                }
+                None => {
+                    assert!(element.len() > 16 && target.len() > 16 && element[..16] == target[..16], "{element:?} against {target:?}");
+                    undecided += 1;
+                }
+            }
+        }
+        assert!(decided > 100_000 && undecided > 0, "{decided} decided, {undecided} not");
     }
 
     #[test]

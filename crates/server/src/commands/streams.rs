@@ -28,7 +28,7 @@ const NODE_ENTRIES_MAX: u64 = 100;
 const INFO_FULL_COUNT_DEFAULT: u64 = 10;
 
 fn limits(call: &Call<'_>) -> ListLimits {
-    ListLimits::new(call.namespace.config().value_bytes_max, call.store.parts_per_key_max() - 1)
+    ListLimits::new(call.namespace.config().value_bytes_max, call.store.parts_per_key_max() - 1).searched()
 }
 
 fn open(call: &mut Call<'_>, key: &Bytes) -> Result<Option<OpenStream>, CommandError> {
