@@ -8,9 +8,11 @@ latest acknowledged value (or the value of the one write still in flight when th
 Each writer connection owns its keys and sends one command at a time (SET, INCR, MSET, DEL,
 MULTI/EXEC; RPUSH, LPOP and LMOVE on lists that grow past one record into chunks; SADD and SREM
 on sets; ZADD, ZINCRBY and ZPOPMIN on sorted sets that grow into buckets; XADD (some trimming),
-XDEL, XREADGROUP and XACK on streams with a consumer group), so the latest acknowledged value of every key is known, and at most one write per
-writer is in flight at the kill. A write in flight may be applied or not, but a multi-key write
-(MSET, MULTI/EXEC, LMOVE) is applied whole or not at all. Some cycles also kill the server while it is
+XDEL, XREADGROUP and XACK on streams with a consumer group), or a pipeline of pushes and pops on
+one list (which the server runs in groups that keep the list open from one command to the next),
+so the latest acknowledged value of every key is known, and at most one write (or pipeline) per
+writer is in flight at the kill. A write in flight may be applied or not, a pipeline in flight
+any prefix of it, but a multi-key write (MSET, MULTI/EXEC, LMOVE) is applied whole or not at all. Some cycles also kill the server while it is
 still recovering. The seed fixes the schedule: every kill delay and every writer's sequence of
 commands (not the interleaving of the writers' threads). Exit status 1 when anything was lost.
 """
@@ -86,6 +88,8 @@ class Writer:
         # The milliseconds of the writer's next stream ID (IDs only grow, across restarts too).
         self.stream_ms = 0
         self.in_flight = None
+        # States a pipeline in flight may have left its key in short of its last command's.
+        self.in_flight_prefixes = {}
         self.sequence = 0
         self.acknowledged = 0
         self.failure = None
@@ -112,7 +116,9 @@ class Writer:
         return str(int(self.expected[counter] or 0) + 1)
 
     def write_once(self, client):
-        kind = self.rng.choices(["set", "incr", "mset", "multi", "del", "list", "set-type", "zset", "stream"], weights=[40, 20, 15, 15, 10, 20, 10, 10, 10])[0]
+        kind = self.rng.choices(["set", "incr", "mset", "multi", "del", "list", "list-pipeline", "set-type", "zset", "stream"], weights=[40, 20, 15, 15, 10, 20, 5, 10, 10, 10])[0]
+        if kind == "list-pipeline":
+            return self.write_list_pipeline(client)
         if kind == "stream":
             return self.write_stream(client)
         if kind == "list":
@@ -162,6 +168,28 @@ class Writer:
             moved = elements[-1:]
             changes = {key: elements[:-1] or None, target: moved + (self.expected[target] or ())} if moved else {}
             self.send(changes, lambda: client.lmove(key, target, "RIGHT", "LEFT"), moved[0] if moved else None)
+
+    def write_list_pipeline(self, client):
+        """2 to 16 RPUSH and LPOP on one list in one pipeline (no MULTI): acknowledged together,
+        each step's state a state the list may be found in after a kill."""
+        key = self.rng.choice(self.lists)
+        states, replies = [self.expected[key] or ()], []
+        pipe = client.pipeline(transaction=False)
+        for _ in range(self.rng.randint(2, 16)):
+            elements = states[-1]
+            if self.rng.random() < 0.7:
+                pushed = tuple(self.unique_value() for _ in range(self.rng.randint(1, 2)))
+                pipe.rpush(key, *pushed)
+                states.append(elements + pushed)
+                replies.append(len(states[-1]))
+            else:
+                pipe.lpop(key)
+                states.append(elements[1:])
+                replies.append(elements[0] if elements else None)
+        states = [state or None for state in states]
+        self.in_flight_prefixes = {key: states[1:-1]}
+        self.send({key: states[-1]}, pipe.execute, replies)
+        self.in_flight_prefixes = {}
 
     def write_set(self, client):
         key = self.rng.choice(self.sets)
@@ -294,18 +322,19 @@ def check_after_restart(client, writer: Writer, tally: Tally, cycle: int):
         actual[key] = stream_state(client, key)
     in_flight = writer.in_flight or {}
     for key, value in actual.items():
-        allowed = [writer.expected[key]] + ([in_flight[key]] if key in in_flight else [])
+        allowed = [writer.expected[key]] + ([in_flight[key]] if key in in_flight else []) + writer.in_flight_prefixes.get(key, [])
         if value not in allowed:
             kind = "LOST" if writer.expected[key] is not None else "RESURRECTED"
             tally.problems.append(f"cycle {cycle}: {kind} {key}: acknowledged {writer.expected[key]!r:.40}, in flight {in_flight.get(key)!r:.40}, found {value!r:.40}")
     changed = [key for key in in_flight if in_flight[key] != writer.expected[key]]
-    applied = [key for key in changed if actual[key] == in_flight[key]]
+    applied = [key for key in changed if actual[key] == in_flight[key] or actual[key] in writer.in_flight_prefixes.get(key, [])]
     if applied and len(applied) != len(changed):
         tally.problems.append(f"cycle {cycle}: HALF-APPLIED writer {writer.number}: {applied} of {changed}")
     tally.in_flight_applied += bool(applied)
     tally.keys_checked += len(actual)
     writer.expected.update(actual)
     writer.in_flight = None
+    writer.in_flight_prefixes = {}
 
 
 def restart(server: Server, rng: random.Random, tally: Tally):

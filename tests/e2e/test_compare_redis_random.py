@@ -319,19 +319,45 @@ def whole_scan(client: redis.Redis, arguments: list[str]):
     return sorted(set(items))
 
 
-def run(clients: list[redis.Redis], commands: list[tuple[int, list[str]]]) -> list:
+# Commands a pipelined run never holds: pseudo-commands of several calls, transactions' edges,
+# blocking commands (sent alone, as a client waiting for them would).
+NOT_PIPELINED = {"MULTI", "EXEC", "DISCARD", "WATCH", "UNWATCH"}
+PIPELINED_RUN_MAX = 32
+
+
+def pipelinable(arguments: list[str]) -> bool:
+    return not arguments[0].endswith("*") and arguments[0] not in NOT_PIPELINED and not arguments[0].startswith("B") and "BLOCK" not in arguments
+
+
+def sent(clients: list[redis.Redis], commands: list[tuple[int, list[str]]], pipelined: bool):
+    """Each command's raw reply (an error as the exception), in order: one at a time, or, when
+    `pipelined`, runs of consecutive commands of one connection in one pipeline without MULTI
+    (so that the server groups its writes, "Pipelined single-key writes share a transaction")."""
+    at = 0
+    while at < len(commands):
+        connection, arguments = commands[at]
+        run_end = at + 1
+        if pipelined and pipelinable(arguments):
+            while run_end < len(commands) and run_end - at < PIPELINED_RUN_MAX and commands[run_end][0] == connection and pipelinable(commands[run_end][1]):
+                run_end += 1
+        if run_end - at > 1:
+            pipe = clients[connection].pipeline(transaction=False)
+            for _, words in commands[at:run_end]:
+                pipe.execute_command(*words)
+            yield from pipe.execute(raise_on_error=False)
+        else:
+            try:
+                yield whole_scan(clients[connection], arguments) if arguments[0].endswith("*") else clients[connection].execute_command(*arguments)
+            except redis.ResponseError as error:
+                yield error
+        at = run_end
+
+
+def run(clients: list[redis.Redis], commands: list[tuple[int, list[str]]], pipelined: bool = False) -> list:
     """Each command on its connection (an index into `clients`); the replies in order."""
     replies = []
     queued = {connection: [] for connection in range(len(clients))}
-    for connection, arguments in commands:
-        client = clients[connection]
-        try:
-            if arguments[0].endswith("*"):
-                reply = whole_scan(client, arguments)
-            else:
-                reply = client.execute_command(*arguments)
-        except redis.ResponseError as error:
-            reply = error
+    for (connection, arguments), reply in zip(commands, sent(clients, commands, pipelined)):
         name = reply_name(arguments)
         if name == "EXEC" and isinstance(reply, list):
             # Each of EXEC's replies is normalized as its own command's.
@@ -419,8 +445,10 @@ def test_random_sequences_match_redis(shared_server, reference_redis, seed):
     ours[0].flushall()
     theirs[0].flushall()
     commands = sequence(seed)
-    expected = run(theirs, commands)
-    actual = run(ours, commands)
+    # A third of the seeds pipeline their commands, so that writes run in groups.
+    pipelined = seed % 3 == 2
+    expected = run(theirs, commands, pipelined)
+    actual = run(ours, commands, pipelined)
     divergence = first_divergence(commands, expected, actual)
     assert divergence is None, f"seed {seed}: {divergence}"
     # The end states agree too, key by key.

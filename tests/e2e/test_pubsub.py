@@ -9,7 +9,7 @@ import time
 import pytest
 import redis
 
-from conftest import RawClient, assert_same_replies, run_script
+from conftest import RawClient, assert_same_replies, raw_exchange, run_script
 
 # Steps of (client, command words); client "a" subscribes, "b" publishes and inspects. Names are
 # chosen so that no reply depends on the order of a dictionary (one name per unordered list).
@@ -175,3 +175,18 @@ def test_monitor_is_refused_while_subscribed_in_resp3(shared_server):
     raw.exchange("SUBSCRIBE", "c")
     assert raw.exchange("MONITOR") == b"-ERR MONITOR is not allowed while subscribed: UNSUBSCRIBE first\r\n"
     raw.close()
+
+
+def test_pipelined_writes_of_a_subscriber_are_refused_as_in_redis(shared_server, reference_redis):
+    # Pipelined single-key writes run in groups; a RESP2 subscriber's writes, and a write with a
+    # wrong subcommand arity, must still be refused one by one as Redis refuses them.
+    def command(*words):
+        return b"*%d\r\n" % len(words) + b"".join(b"$%d\r\n%s\r\n" % (len(word), word) for word in words)
+
+    payload = command(b"SUBSCRIBE", b"pipelined") + command(b"LPUSH", b"subscriber-list", b"a") + command(b"LPUSH", b"subscriber-list", b"b")
+    ours, theirs = (raw_exchange(port, payload, read_timeout=0.5) for port in (shared_server.port, reference_redis))
+    assert ours == theirs and ours.count(b"-ERR Can't execute 'lpush'") == 2
+    assert shared_server.client().exists("subscriber-list") == 0
+    payload = command(b"SET", b"k", b"v") + command(b"XGROUP", b"DESTROY", b"k", b"g", b"c") + command(b"LPUSH", b"other", b"a")
+    ours, theirs = (raw_exchange(port, payload, read_timeout=0.5) for port in (shared_server.port, reference_redis))
+    assert ours == theirs and b"wrong number of arguments for 'xgroup|destroy' command" in ours

@@ -368,9 +368,10 @@ fn error_text(reply: &Reply) -> &str {
 }
 
 /// The spec of a command that may open or join a write group (`command::run_grouped`): a
-/// known single-key write with a valid arity, from an authenticated client outside MULTI, which
-/// `execute` would run directly; not a script, which reaches only the keys it declares (in a
-/// group, its transaction would hold the other writes' keys too).
+/// known single-key write that `execute` would run directly (valid arity and subcommand, not
+/// refused to a subscriber), from an authenticated client outside MULTI; not a script, which
+/// reaches only the keys it declares (in a group, its transaction would hold the other writes'
+/// keys too).
 fn groupable_write(args: &[Bytes], session: &SessionState) -> Option<&'static CommandSpec> {
     if session.multi.is_some() || !session.authenticated || session.replies != ReplyMode::On {
         return None;
@@ -378,7 +379,8 @@ fn groupable_write(args: &[Bytes], session: &SessionState) -> Option<&'static Co
     let spec = commands::lookup(&args[0])?;
     let script = spec.group == "scripting";
     let single_key_write = spec.keys.only_key(args).is_some() && spec.has(WRITE) && !spec.has(CROSSES_DATABASES | BLOCKS_ON_KEYS | READS_KEYS_BY_PATTERN) && !script;
-    (single_key_write && spec.arity_ok(args.len())).then_some(spec)
+    let refused = || refusal_reason(spec, args, session.authenticated).or_else(|| refusal_while_subscribed(spec, args, session)).is_some();
+    (single_key_write && !refused()).then_some(spec)
 }
 
 fn argument_bytes(args: &[Bytes]) -> usize {
