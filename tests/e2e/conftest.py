@@ -233,6 +233,14 @@ def in_pipelined_batches(client, items, add, batch: int = 1000):
     pipe.execute()
 
 
+def pipelined_replies(client, commands):
+    """Each command's reply, an error as its text, from one pipeline without MULTI."""
+    pipe = client.pipeline(transaction=False)
+    for words in commands:
+        pipe.execute_command(*words)
+    return [f"error: {reply}" if isinstance(reply, Exception) else reply for reply in pipe.execute(raise_on_error=False)]
+
+
 def whole_scan(scan, key, count: int = 500) -> list:
     """Every item of an SSCAN or ZSCAN iteration: `scan` is the client's sscan or zscan."""
     cursor, seen = 0, []

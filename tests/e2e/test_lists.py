@@ -11,7 +11,7 @@ import time
 import pytest
 import redis
 
-from conftest import RawClient, assert_same, assert_watch_sees, blocked_clients, both, wait_until
+from conftest import RawClient, assert_same, assert_watch_sees, blocked_clients, both, pipelined_replies, wait_until
 
 ELEMENTS = 20_000
 
@@ -46,14 +46,6 @@ def test_a_big_list_answers_as_redis_through_pushes_pops_and_edits(pair):
     assert_same(pair, lambda client: (client.ltrim("big", 0, 99), client.lrange("big", 0, -1), client.object("encoding", "big")))
     assert_same(pair, lambda client: sorted(client.keys("*")))
     assert_same(pair, lambda client: sorted(client.scan_iter(_type="list")))
-
-
-def pipelined_replies(client, commands):
-    """Each command's reply, an error as its text, from one pipeline without MULTI."""
-    pipe = client.pipeline(transaction=False)
-    for words in commands:
-        pipe.execute_command(*words)
-    return [f"error: {reply}" if isinstance(reply, Exception) else reply for reply in pipe.execute(raise_on_error=False)]
 
 
 def test_pipelined_pushes_and_pops_answer_as_redis_whatever_else_touches_their_list(pair):

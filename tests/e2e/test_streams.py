@@ -9,7 +9,7 @@ import concurrent.futures
 
 import redis
 
-from conftest import RawClient, assert_same, blocked_clients, both, in_pipelined_batches, wait_until
+from conftest import RawClient, assert_same, blocked_clients, both, in_pipelined_batches, pipelined_replies, wait_until
 
 ENTRIES = 20_000
 
@@ -47,6 +47,46 @@ def test_a_big_stream_answers_as_redis_through_adds_deletes_trims_and_ranges(pai
     assert_same(pair, lambda client: client.xrange("big"))
     assert_same(pair, lambda client: (client.execute_command("XSETID", "big", "20000-0", "ENTRIESADDED", "30000", "MAXDELETEDID", "10000-0"), stream_info(client, "big")))
     assert_same(pair, lambda client: (client.xtrim("big", maxlen=0, approximate=False), stream_info(client, "big"), client.exists("big")))
+
+
+def test_pipelined_xadds_answer_as_redis_whatever_else_touches_their_stream(pair):
+    # A pipelined group keeps a stream open from one XADD to the next; every other command on
+    # the key must see the stream as written, so batches mix them at random, on streams big
+    # enough for chunks. IDs are explicit (a `*` ID is the server's clock), some too small.
+    random = __import__("random").Random(46)
+    both(pair, lambda client: client.flushdb())
+    keys, next_ms = ["s1", "s2"], {"s1": 1, "s2": 1}
+
+    def xadd(key):
+        if random.random() < 0.05:
+            entry_id = "1-1"
+        else:
+            next_ms[key] += random.randrange(1, 3)
+            entry_id = f"{next_ms[key]}-{random.randrange(3)}"
+        trim = random.choice([[], [], ["MAXLEN", "500"], ["MAXLEN", "~", "200"], ["NOMKSTREAM"]])
+        return ["XADD", key, *trim, entry_id, "field", "v" * random.choice((3, 200))]
+
+    def next_command():
+        key = random.choice(keys)
+        if random.random() < 0.6:
+            return xadd(key)
+        others = (
+            ["XLEN", key], ["XRANGE", key, "-", "+", "COUNT", "3"], ["XREVRANGE", key, "+", "-", "COUNT", "2"],
+            ["XDEL", key, f"{next_ms[key]}-0"], ["XTRIM", key, "MAXLEN", "300"], ["DEL", key], ["SET", key, "string"],
+            ["EXPIRE", key, "1000"], ["TTL", key], ["TYPE", key], ["XGROUP", "CREATE", key, "g", "0"],
+            ["XREADGROUP", "GROUP", "g", "c", "COUNT", "2", "STREAMS", key, ">"], ["XACK", key, "g", f"{next_ms[key]}-0"],
+            ["XINFO", "GROUPS", key], ["LPUSH", key, "x"],
+        )
+        return random.choice(others)
+
+    for _ in range(60):
+        batch = [next_command() for _ in range(random.randrange(1, 80))]
+        assert_same(pair, lambda client: pipelined_replies(client, batch))
+        for key in keys:
+            if random.random() < 0.05:
+                next_ms[key] = 1  # a key deleted or replaced starts again from small IDs
+    assert_same(pair, lambda client: [(client.type(key), client.ttl(key)) for key in keys])
+    assert_same(pair, lambda client: [client.xrange(key) if client.type(key) == "stream" else None for key in keys])
 
 
 def test_an_approximate_trim_keeps_at_least_what_it_was_asked_to_and_trims_whole_chunks(r):

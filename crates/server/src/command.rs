@@ -10,9 +10,8 @@ use bytes::Bytes;
 use hybridkv_engine::{EngineError, Namespace, ScanPage, Transaction, Value};
 use hybridkv_resp::Reply;
 
-use crate::group_store::GroupStore;
+use crate::group_store::{GroupStore, Kept};
 use crate::keyspace_events::KeyEvent;
-use crate::list_layout::OpenList;
 use crate::session::SessionState;
 use crate::shared::Shared;
 use crate::values::CorruptValue;
@@ -91,15 +90,15 @@ pub trait KeyStore {
         keys.iter().map(|key| self.get(key)).collect()
     }
 
-    /// Keeps `list`, changed and not saved, for the next command of a pipelined group
+    /// Keeps `value`, changed and not saved, for the next command of a pipelined group
     /// (`GroupStore`), which saves it before anything else reads or writes its key; gives it
     /// back to be saved now when this store keeps none.
-    fn keep_list(&mut self, list: OpenList) -> Option<OpenList> {
-        Some(list)
+    fn keep(&mut self, value: Kept) -> Option<Kept> {
+        Some(value)
     }
 
-    /// The list an earlier command of the group kept under `key`.
-    fn take_kept_list(&mut self, _key: &[u8]) -> Option<OpenList> {
+    /// The value an earlier command of the group kept under `key`.
+    fn take_kept(&mut self, _key: &[u8]) -> Option<Kept> {
         None
     }
 }
@@ -507,9 +506,9 @@ pub fn run_grouped(commands: &[ReadyCommand], session: &mut SessionState, shared
         for (spec, args) in commands {
             let mut call = Call { args, session: &mut *session, shared, namespace: &namespace, store: &mut store };
             results.push(run_in_transaction(spec.handler, &mut call)?);
-            store.check_no_list_dropped()?;
+            store.check_nothing_dropped()?;
         }
-        store.save_kept_lists()?;
+        store.save_kept()?;
         shared.keys_written(database, writer, || transaction.changed_keys());
         Ok(results)
     });

@@ -1,143 +1,196 @@
 //! The store a pipelined group of single-key writes runs on (`command::run_grouped`): the
-//! group's transaction, plus the lists its pushes and pops kept open. Sixteen pipelined pushes
-//! to one list decoded and rewrote its top, end directory and end chunk sixteen times, though
-//! only the last records are written (a key's repeated records collapse in the transaction);
-//! now the first push decodes them, the last save encodes them. Any other access to a kept
-//! list's key, and the end of the group, saves the list first, so every other reader sees it as
-//! written, and a save that fails aborts the group, which then runs one command at a time
-//! (each command meets its own outcome as it would have alone).
+//! group's transaction, plus the values its commands kept open: lists (pushes and pops) and
+//! streams (XADD). Sixteen pipelined pushes to one list decoded and rewrote its top, end
+//! directory and end chunk sixteen times, though only the last records are written (a key's
+//! repeated records collapse in the transaction); now the first push decodes them, the last
+//! save encodes them. Any other access to a kept value's key, and the end of the group, saves
+//! the value first, so every other reader sees it as written, and a save that fails aborts the
+//! group, which then runs one command at a time (each command meets its own outcome as it
+//! would have alone).
 
 use hybridkv_engine::{EngineError, ScanPage, Transaction, Value};
 
 use crate::command::{CommandError, KeyStore};
 use crate::list_layout::OpenList;
+use crate::stream_layout::OpenStream;
+
+/// A value a command of a group left open for the next command on its key (boxed: an open
+/// stream is a few hundred bytes, and it moves in and out of the store at every command).
+pub enum Kept {
+    List(Box<OpenList>),
+    Stream(Box<OpenStream>),
+}
+
+impl Kept {
+    pub fn key(&self) -> &[u8] {
+        match self {
+            Kept::List(list) => list.key(),
+            Kept::Stream(stream) => stream.key(),
+        }
+    }
+
+    pub fn save(self, store: &mut dyn KeyStore) -> Result<(), CommandError> {
+        match self {
+            Kept::List(list) => (*list).save(store),
+            Kept::Stream(stream) => (*stream).save(store),
+        }
+    }
+
+    /// `save` for the group's store. A Redis error (a list over its part limit) aborts the
+    /// group too: it belongs to a command whose reply was already made, and which meets it when
+    /// run alone.
+    fn save_or_abort(self, store: &mut dyn KeyStore) -> Result<(), EngineError> {
+        self.save(store).map_err(|error| match error {
+            CommandError::Engine(error) => error,
+            CommandError::Redis(text) => EngineError::Aborted { reason: text.into_owned() },
+        })
+    }
+}
+
+/// The value of the `wanted` kind an earlier command of the group kept under `key`, else what
+/// `open` reads (another kind kept there is saved first, so `open` sees it as written). The
+/// caller ends with `keep_or_save`: the kept changes live only in the value it holds.
+pub fn open_kept<T>(
+    store: &mut dyn KeyStore,
+    key: &[u8],
+    wanted: fn(Kept) -> Result<T, Kept>,
+    open: impl FnOnce(&mut dyn KeyStore) -> Result<Option<T>, CommandError>,
+) -> Result<Option<T>, CommandError> {
+    if let Some(kept) = store.take_kept(key) {
+        match wanted(kept) {
+            Ok(value) => return Ok(Some(value)),
+            Err(other) => other.save(store)?,
+        }
+    }
+    open(store)
+}
+
+/// Keeps `value` for the group's next command on its key, or saves it when `store` keeps none.
+pub fn keep_or_save(store: &mut dyn KeyStore, value: Kept) -> Result<(), CommandError> {
+    match store.keep(value) {
+        Some(value) => value.save(store),
+        None => Ok(()),
+    }
+}
 
 pub struct GroupStore<'s, 't> {
     transaction: &'s mut Transaction<'t>,
-    /// At most one per key, each changed and holding elements; few (a group's commands).
-    kept_lists: Vec<OpenList>,
-    /// Keys whose kept list the running command took and has neither kept again nor written.
-    lent_lists: Vec<Vec<u8>>,
+    /// At most one per key; few (a group's commands).
+    kept: Vec<Kept>,
+    /// Keys whose kept value the running command took and has neither kept again nor replaced
+    /// (`put` or `delete` of its key).
+    lent: Vec<Vec<u8>>,
 }
 
 impl<'s, 't> GroupStore<'s, 't> {
     pub fn new(transaction: &'s mut Transaction<'t>) -> Self {
-        GroupStore { transaction, kept_lists: Vec::new(), lent_lists: Vec::new() }
+        GroupStore { transaction, kept: Vec::new(), lent: Vec::new() }
     }
 
-    /// Saves every kept list (before the group's transaction commits).
-    pub fn save_kept_lists(&mut self) -> Result<(), EngineError> {
-        while let Some(list) = self.kept_lists.pop() {
-            save(list, self.transaction)?;
+    /// Saves every kept value (before the group's transaction commits).
+    pub fn save_kept(&mut self) -> Result<(), EngineError> {
+        while let Some(value) = self.kept.pop() {
+            value.save_or_abort(self.transaction)?;
         }
         Ok(())
     }
 
-    /// After each command: a command that took a kept list and returned without keeping or
+    /// After each command: a command that took a kept value and returned without keeping or
     /// saving it (an error on its way) dropped the changes of the commands before it, so the
     /// group must not commit; it runs again one command at a time.
-    pub fn check_no_list_dropped(&mut self) -> Result<(), EngineError> {
-        match self.lent_lists.is_empty() {
+    pub fn check_nothing_dropped(&mut self) -> Result<(), EngineError> {
+        match self.lent.is_empty() {
             true => Ok(()),
-            false => Err(EngineError::Aborted { reason: "a list kept open for the group was dropped unsaved".into() }),
+            false => Err(EngineError::Aborted { reason: "a value kept open for the group was dropped unsaved".into() }),
         }
     }
 
-    /// Notes that `key` is written: a list lent under it is being saved.
-    fn writing(&mut self, key: &[u8]) -> Result<(), EngineError> {
-        self.lent_lists.retain(|lent| lent != key);
-        self.save_kept_list(key)
+    /// Before `key`'s whole value is replaced: a value lent under it is superseded.
+    fn replacing(&mut self, key: &[u8]) -> Result<(), EngineError> {
+        self.lent.retain(|lent| lent != key);
+        self.save_kept_value(key)
     }
 
-    /// Saves the list kept under `key`, if any, before its key is read or written otherwise.
-    fn save_kept_list(&mut self, key: &[u8]) -> Result<(), EngineError> {
-        match self.kept_lists.iter().position(|list| list.key() == key) {
-            Some(at) => save(self.kept_lists.swap_remove(at), self.transaction),
+    /// Saves the value kept under `key`, if any, before its key is read or written otherwise.
+    fn save_kept_value(&mut self, key: &[u8]) -> Result<(), EngineError> {
+        match self.kept.iter().position(|value| value.key() == key) {
+            Some(at) => self.kept.swap_remove(at).save_or_abort(self.transaction),
             None => Ok(()),
         }
     }
 }
 
-/// A Redis error from a deferred save (a list over its part limit) aborts the group too: it
-/// belongs to the command that changed the list, which meets it when run alone.
-fn save(list: OpenList, transaction: &mut Transaction<'_>) -> Result<(), EngineError> {
-    list.save(transaction).map_err(|error| match error {
-        CommandError::Engine(error) => error,
-        CommandError::Redis(text) => EngineError::Aborted { reason: text.into_owned() },
-    })
-}
-
 impl KeyStore for GroupStore<'_, '_> {
     fn get(&mut self, key: &[u8]) -> Result<Option<Value>, EngineError> {
-        self.save_kept_list(key)?;
+        self.save_kept_value(key)?;
         self.transaction.get(key)
     }
     fn put(&mut self, key: &[u8], value: &[u8], expiry_unix_ms: u64) -> Result<(), EngineError> {
-        self.writing(key)?;
+        self.replacing(key)?;
         self.transaction.put(key, value, expiry_unix_ms)
     }
     fn put_keeping_parts(&mut self, key: &[u8], value: &[u8], expiry_unix_ms: u64) -> Result<(), EngineError> {
-        self.writing(key)?;
+        self.save_kept_value(key)?;
         self.transaction.put_keeping_parts(key, value, expiry_unix_ms)
     }
     fn delete(&mut self, key: &[u8]) -> Result<bool, EngineError> {
-        self.writing(key)?;
+        self.replacing(key)?;
         self.transaction.delete(key)
     }
     fn rename(&mut self, source: &[u8], target: &[u8]) -> Result<bool, EngineError> {
-        self.writing(source)?;
-        self.writing(target)?;
+        self.replacing(source)?;
+        self.replacing(target)?;
         self.transaction.rename(source, target)
     }
     fn copy(&mut self, source: &[u8], target: &[u8]) -> Result<bool, EngineError> {
-        self.save_kept_list(source)?;
-        self.writing(target)?;
+        self.save_kept_value(source)?;
+        self.replacing(target)?;
         self.transaction.copy(source, target)
     }
     fn get_part(&mut self, key: &[u8], number: u32) -> Result<Option<Vec<u8>>, EngineError> {
-        self.save_kept_list(key)?;
+        self.save_kept_value(key)?;
         self.transaction.get_part(key, number)
     }
     fn put_part(&mut self, key: &[u8], number: u32, value: &[u8]) -> Result<(), EngineError> {
-        self.writing(key)?;
+        self.save_kept_value(key)?;
         self.transaction.put_part(key, number, value)
     }
     fn delete_part(&mut self, key: &[u8], number: u32) -> Result<(), EngineError> {
-        self.writing(key)?;
+        self.save_kept_value(key)?;
         self.transaction.delete_part(key, number)
     }
     fn parts_per_key_max(&self) -> u32 {
         self.transaction.parts_per_key_max()
     }
     fn key_count(&mut self) -> Result<u64, EngineError> {
-        self.save_kept_lists()?;
+        self.save_kept()?;
         self.transaction.key_count()
     }
     fn scan(&mut self, cursor: u64, count_hint: usize) -> Result<ScanPage, EngineError> {
-        self.save_kept_lists()?;
+        self.save_kept()?;
         self.transaction.scan(cursor, count_hint)
     }
     fn random_key(&mut self) -> Result<Option<Vec<u8>>, EngineError> {
-        self.save_kept_lists()?;
+        self.save_kept()?;
         self.transaction.random_key()
     }
     fn delete_every_key(&mut self) -> Result<(), EngineError> {
-        self.save_kept_lists()?;
+        self.save_kept()?;
         self.transaction.delete_every_key()
     }
     fn is_transaction(&self) -> bool {
         true
     }
-    fn keep_list(&mut self, list: OpenList) -> Option<OpenList> {
-        self.lent_lists.retain(|lent| lent != list.key());
-        debug_assert!(self.kept_lists.iter().all(|kept| kept.key() != list.key()), "a kept list is taken before its key is opened again");
-        self.kept_lists.push(list);
+    fn keep(&mut self, value: Kept) -> Option<Kept> {
+        self.lent.retain(|lent| lent != value.key());
+        debug_assert!(self.kept.iter().all(|kept| kept.key() != value.key()), "a kept value is taken before its key is opened again");
+        self.kept.push(value);
         None
     }
-    fn take_kept_list(&mut self, key: &[u8]) -> Option<OpenList> {
-        let at = self.kept_lists.iter().position(|list| list.key() == key)?;
-        self.lent_lists.push(key.to_vec());
-        Some(self.kept_lists.swap_remove(at))
+    fn take_kept(&mut self, key: &[u8]) -> Option<Kept> {
+        let at = self.kept.iter().position(|value| value.key() == key)?;
+        self.lent.push(key.to_vec());
+        Some(self.kept.swap_remove(at))
     }
 }
 
@@ -196,12 +249,12 @@ mod tests {
                 push(&mut store, &key, &["a", "b"]);
                 push(&mut store, &other, &["x"]);
                 push(&mut store, &key, &["c"]);
-                assert_eq!(store.kept_lists.len(), 2, "both lists kept, once each");
+                assert_eq!(store.kept.len(), 2, "both lists kept, once each");
                 assert!(store.transaction.get(&key)?.is_none(), "not written while kept");
                 assert_eq!(elements(&mut store, &key), ["a", "b", "c"], "a read sees the pushes");
-                assert_eq!(store.kept_lists.len(), 1, "the read saved its key's list, not the other");
-                store.save_kept_lists()?;
-                store.check_no_list_dropped()
+                assert_eq!(store.kept.len(), 1, "the read saved its key's list, not the other");
+                store.save_kept()?;
+                store.check_nothing_dropped()
             })
             .unwrap();
         assert_eq!(elements(&mut crate::command::DirectStore(namespace), &other), ["x"]);
@@ -215,10 +268,10 @@ mod tests {
         let outcome = namespace.transaction(&[&key], |transaction| {
             let mut store = GroupStore::new(transaction);
             push(&mut store, &key, &["a"]);
-            store.check_no_list_dropped()?;
+            store.check_nothing_dropped()?;
             let taken = OpenList::open_kept(&mut store, &key, LIMITS).unwrap();
             drop(taken);
-            store.check_no_list_dropped()
+            store.check_nothing_dropped()
         });
         assert!(matches!(outcome, Err(EngineError::Aborted { .. })), "{outcome:?}");
         assert!(namespace.get(&key).unwrap().is_none());

@@ -37,6 +37,7 @@ use bytes::Bytes;
 
 use crate::command::{fail, CommandError, KeyStore};
 use crate::commands::WRONGTYPE;
+use crate::group_store::{self, Kept};
 use crate::values::{
     decode_list_chunk, decode_list_directory, element_entry_bytes, encode_list, encode_list_directory, list_chunk_last, list_directory_bytes, ChunkEntry, Separator,
     CorruptValue, DirectoryEntry, ListIndex, ListTop, Stored,
@@ -266,10 +267,11 @@ impl OpenList {
     /// (`save_or_keep`). The caller must end with `save_or_keep` or `save`: the kept changes
     /// live only in this list (a group whose command drops it runs again one command at a time).
     pub fn open_kept(store: &mut dyn KeyStore, key: &Bytes, limits: ListLimits) -> Result<Option<OpenList>, CommandError> {
-        match store.take_kept_list(key) {
-            Some(list) => Ok(Some(list)),
-            None => OpenList::open(store, key, limits),
-        }
+        let wanted = |kept| match kept {
+            Kept::List(list) => Ok(*list),
+            other => Err(other),
+        };
+        group_store::open_kept(store, key, wanted, |store| OpenList::open(store, key, limits))
     }
 
     /// The key's list, or a new empty one when the key is missing.
@@ -787,16 +789,13 @@ impl OpenList {
     }
 
     /// `save`, or, in a pipelined group, keeps the list open for the group's next command on
-    /// its key (`KeyStore::keep_list`), which saves it before anything else touches the key. A
+    /// its key (`KeyStore::keep`), which saves it before anything else touches the key. A
     /// list left empty is saved now: its key is deleted, as the next command must see.
     pub fn save_or_keep(self, store: &mut dyn KeyStore) -> Result<(), CommandError> {
         if !self.changed || self.len == 0 {
             return self.save(store);
         }
-        match store.keep_list(self) {
-            Some(list) => list.save(store),
-            None => Ok(()),
-        }
+        group_store::keep_or_save(store, Kept::List(Box::new(self)))
     }
 
     fn all_elements(&mut self, store: &mut dyn KeyStore) -> Result<Vec<Bytes>, CommandError> {

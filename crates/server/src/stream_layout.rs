@@ -26,6 +26,7 @@ use bytes::Bytes;
 
 use crate::command::{fail, CommandError, KeyStore};
 use crate::commands::WRONGTYPE;
+use crate::group_store::{self, Kept};
 use crate::list_layout::{End, ListLimits, OpenList};
 use crate::second_space::SecondSpace;
 use crate::values::{decode_stream_entry, encode_stream_entry, Consumer, ConsumerGroup, CorruptValue, Pending, Stored, StreamId, StreamRoot};
@@ -87,6 +88,29 @@ impl OpenStream {
         let groups = root.groups.iter().map(|_| None).collect();
         let value_bytes_max = limits.value_bytes_max;
         Ok(Some(OpenStream { key: key.clone(), expiry_unix_ms: value.expiry_unix_ms, root, entries, groups, freed_group_parts: Vec::new(), value_bytes_max, changed: false }))
+    }
+
+    /// `open`, taking the stream an earlier XADD of a pipelined group kept open
+    /// (`save_or_keep`); the caller ends with `save_or_keep` (`OpenList::open_kept`).
+    pub fn open_kept(store: &mut dyn KeyStore, key: &Bytes, limits: ListLimits) -> Result<Option<OpenStream>, CommandError> {
+        let wanted = |kept| match kept {
+            Kept::Stream(stream) => Ok(*stream),
+            other => Err(other),
+        };
+        group_store::open_kept(store, key, wanted, |store| OpenStream::open(store, key, limits))
+    }
+
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    /// `save`, or, in a pipelined group, keeps the stream open for the group's next command on
+    /// its key (`KeyStore::keep`), which saves it before anything else touches the key.
+    pub fn save_or_keep(self, store: &mut dyn KeyStore) -> Result<(), CommandError> {
+        if !self.changed {
+            return self.save(store);
+        }
+        group_store::keep_or_save(store, Kept::Stream(Box::new(self)))
     }
 
     /// A new empty stream for `save` to write under a key that is absent.

@@ -223,13 +223,12 @@ pub fn xadd(call: &mut Call<'_>) -> CommandResult {
         return fail("ERR The ID specified in XADD must be greater than 0-0");
     }
     let key = args[1].clone();
-    let mut stream = match open(call, &key)? {
+    let limits = limits(call);
+    let kept = OpenStream::open_kept(call.store, &key, limits)?;
+    let mut stream = match kept {
         Some(stream) => stream,
         None if options.no_mkstream => return Ok(Reply::Null),
-        None => {
-            let limits = limits(call);
-            OpenStream::new(call.store, &key, limits)?
-        }
+        None => OpenStream::new(call.store, &key, limits)?,
     };
     if stream.root().last_id == StreamId::MAX {
         return fail("ERR The stream has exhausted the last possible ID, unable to add more items");
@@ -246,7 +245,7 @@ pub fn xadd(call: &mut Call<'_>) -> CommandResult {
         Some(trim) => stream.trim(call.store, trim)?,
         None => 0,
     };
-    stream.save(call.store)?;
+    stream.save_or_keep(call.store)?;
     call.notify(STREAM, "xadd", &key);
     if trimmed > 0 {
         call.notify(STREAM, "xtrim", &key);
