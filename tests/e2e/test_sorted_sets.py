@@ -12,7 +12,7 @@ import time
 import pytest
 import redis
 
-from conftest import RawClient, assert_same, assert_same_replies, assert_watch_sees, both, in_pipelined_batches, run_script, whole_scan
+from conftest import RawClient, assert_same, assert_same_replies, assert_watch_sees, both, in_pipelined_batches, pipelined_replies, run_script, whole_scan
 
 MEMBERS = 20_000
 
@@ -46,6 +46,42 @@ def test_big_sorted_sets_answer_as_redis_through_growth_ranges_and_shrinking(pai
     assert_same(pair, lambda client: client.zrem("big", *[f"member:{number}" for number in range(0, MEMBERS, 2)]))
     assert_same(pair, lambda client: (client.zcard("big"), client.zrange("big", 0, -1, withscores=True), client.object("encoding", "copy")))
     assert_same(pair, lambda client: sorted(client.scan_iter(_type="zset")))
+
+
+def test_pipelined_zadds_answer_as_redis_whatever_else_touches_their_set(pair):
+    # A pipelined group keeps a sorted set open from one ZADD or ZINCRBY to the next; every
+    # other command on the key must see the set as written. Sets grow past 8 KiB (buckets and
+    # an order index) and shrink back.
+    random = __import__("random").Random(46)
+    both(pair, lambda client: client.flushdb())
+    keys = ["z1", "z2"]
+
+    def member():
+        return f"m{random.randrange(3000)}:" + "x" * random.choice((1, 150))
+
+    def next_command():
+        key = random.choice(keys)
+        if random.random() < 0.01:
+            return random.choice([["DEL", key], ["SET", key, "string"]])
+        if random.random() < 0.6:
+            options = random.choice([[], [], ["NX"], ["XX"], ["GT", "CH"], ["LT"], ["INCR"]])
+            pairs = [word for _ in range(1 if "INCR" in options else random.choice((1, 1, 4))) for word in (str(random.randrange(-50, 50)), member())]
+            return random.choice([["ZADD", key, *options, *pairs], ["ZINCRBY", key, str(random.randrange(-5, 5)), member()]])
+        others = (
+            ["ZCARD", key], ["ZRANGE", key, "0", "2", "WITHSCORES"], ["ZRANK", key, member()], ["ZSCORE", key, member()],
+            ["ZREM", key, member()], ["ZPOPMIN", key], ["ZPOPMAX", key, "3"], ["ZREMRANGEBYRANK", key, "0", "5"],
+            ["EXPIRE", key, "1000"], ["TTL", key], ["TYPE", key], ["LPUSH", key, "x"],
+        )
+        return random.choice(others)
+
+    largest = 0
+    for _ in range(80):
+        batch = [next_command() for _ in range(random.randrange(1, 80))]
+        assert_same(pair, lambda client: pipelined_replies(client, batch))
+        largest = max([largest] + [pair[0].memory_usage(key) or 0 for key in keys])
+    assert largest > 16384, f"the largest set took {largest} bytes: none grew into buckets"
+    assert_same(pair, lambda client: [(client.type(key), client.ttl(key)) for key in keys])
+    assert_same(pair, lambda client: [client.zrange(key, 0, -1, withscores=True) if client.type(key) == "zset" else None for key in keys])
 
 
 def test_scores_are_written_as_redis_7_0_writes_them(shared_server, reference_redis):

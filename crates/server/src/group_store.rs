@@ -1,6 +1,6 @@
 //! The store a pipelined group of single-key writes runs on (`command::run_grouped`): the
-//! group's transaction, plus the values its commands kept open: lists (pushes and pops) and
-//! streams (XADD). Sixteen pipelined pushes to one list decoded and rewrote its top, end
+//! group's transaction, plus the values its commands kept open: lists (pushes and pops),
+//! streams (XADD) and sorted sets (ZADD, ZINCRBY). Sixteen pipelined pushes to one list decoded and rewrote its top, end
 //! directory and end chunk sixteen times, though only the last records are written (a key's
 //! repeated records collapse in the transaction); now the first push decodes them, the last
 //! save encodes them. Any other access to a kept value's key, and the end of the group, saves
@@ -11,7 +11,9 @@
 use hybridkv_engine::{EngineError, ScanPage, Transaction, Value};
 
 use crate::command::{CommandError, KeyStore};
+use crate::hash_layout::HashLimits;
 use crate::list_layout::OpenList;
+use crate::sorted_set_layout::OpenSortedSet;
 use crate::stream_layout::OpenStream;
 
 /// A value a command of a group left open for the next command on its key (boxed: an open
@@ -19,6 +21,17 @@ use crate::stream_layout::OpenStream;
 pub enum Kept {
     List(Box<OpenList>),
     Stream(Box<OpenStream>),
+    SortedSet(Box<KeptSortedSet>),
+}
+
+/// A sorted set with what its `save` needs besides the store.
+pub struct KeptSortedSet {
+    pub set: OpenSortedSet,
+    pub hash_limits: HashLimits,
+    /// Whether some session watched keys when the command kept it: a later watcher cannot
+    /// read the key's version before the group's transaction lets its partition go, so the
+    /// group's save needs no fresher answer (hash_layout's "every hash write rewrites its root").
+    pub versions_watched: bool,
 }
 
 impl Kept {
@@ -26,6 +39,7 @@ impl Kept {
         match self {
             Kept::List(list) => list.key(),
             Kept::Stream(stream) => stream.key(),
+            Kept::SortedSet(kept) => kept.set.key(),
         }
     }
 
@@ -33,6 +47,10 @@ impl Kept {
         match self {
             Kept::List(list) => (*list).save(store),
             Kept::Stream(stream) => (*stream).save(store),
+            Kept::SortedSet(kept) => {
+                let KeptSortedSet { set, hash_limits, versions_watched } = *kept;
+                set.save(store, &hash_limits, versions_watched)
+            }
         }
     }
 

@@ -364,6 +364,11 @@ impl OpenHash {
     /// before the first write (a Redis error never follows a buffered write). A bucketed
     /// hash's root is written only when it changed, or when `versions_watched` (some client
     /// watches keys: WATCH sees a key's changes through its root's version).
+    /// Whether a field was added, changed or removed since it was opened.
+    pub fn is_changed(&self) -> bool {
+        self.changed
+    }
+
     pub fn save(mut self, store: &mut dyn KeyStore, limits: &HashLimits, versions_watched: bool) -> Result<Saved, CommandError> {
         if !self.changed {
             return Ok(Saved::Unchanged);

@@ -24,6 +24,7 @@
 use bytes::Bytes;
 
 use crate::command::{CommandError, KeyStore};
+use crate::group_store::{self, Kept, KeptSortedSet};
 use crate::hash_layout::{HashLimits, OpenHash, Saved};
 use crate::list_layout::{End, ListLimits, OpenList, CHUNKS_TARGET, DIRECTORY_CHUNKS_MAX};
 use crate::second_space::SecondSpace;
@@ -107,6 +108,31 @@ impl OpenSortedSet {
             false => None,
         };
         Ok(Some(OpenSortedSet { key: key.clone(), members, order, order_limits }))
+    }
+
+    /// `open`, taking the sorted set an earlier ZADD of a pipelined group kept open
+    /// (`save_or_keep`); the caller ends with `save_or_keep` (`OpenList::open_kept`).
+    pub fn open_kept(store: &mut dyn KeyStore, key: &Bytes, order_limits: ListLimits) -> Result<Option<OpenSortedSet>, CommandError> {
+        let wanted = |kept| match kept {
+            Kept::SortedSet(kept) => Ok(kept.set),
+            other => Err(other),
+        };
+        group_store::open_kept(store, key, wanted, |store| OpenSortedSet::open(store, key, order_limits))
+    }
+
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    /// `save`, or, in a pipelined group, keeps the set open for the group's next command on
+    /// its key (`KeyStore::keep`), which saves it before anything else touches the key. A set
+    /// left empty is saved now: its key is deleted, as the next command must see.
+    pub fn save_or_keep(self, store: &mut dyn KeyStore, hash_limits: &HashLimits, versions_watched: bool) -> Result<(), CommandError> {
+        if !self.members.is_changed() || self.len() == 0 {
+            return self.save(store, hash_limits, versions_watched);
+        }
+        let kept = KeptSortedSet { set: self, hash_limits: *hash_limits, versions_watched };
+        group_store::keep_or_save(store, Kept::SortedSet(Box::new(kept)))
     }
 
     /// A new sorted set of `members` (distinct), for `save` to write under a key that is

@@ -181,17 +181,21 @@ fn add_members(call: &mut Call<'_>, zincrby: bool) -> CommandResult {
 pub(super) fn add_scored(call: &mut Call<'_>, options: &AddOptions, members: Vec<Scored>) -> CommandResult {
     let key = call.args[1].clone();
     let mut counts = AddCounts { added: 0, updated: 0, processed: 0, score: 0.0 };
-    let set = match open(call, &key)? {
+    let limits = order_limits(call);
+    let set = match OpenSortedSet::open_kept(call.store, &key, limits)? {
         Some(set) => Some(set),
         None if options.only_existing => None,
-        None => Some(OpenSortedSet::with_members(&key, Vec::new(), order_limits(call))),
+        None => Some(OpenSortedSet::with_members(&key, Vec::new(), limits)),
     };
     if let Some(mut set) = set {
         for (member, score) in members {
             add_member(call, &mut set, options, member, score, &mut counts)?;
         }
+        // Kept open (or saved) even when this command changed nothing: a set an earlier
+        // command of the group kept holds that command's changes.
+        let (hash_limits, versions_watched) = (hash_limits(call), call.shared.watches.any());
+        set.save_or_keep(call.store, &hash_limits, versions_watched)?;
         if counts.added + counts.updated > 0 {
-            save_sorted(call, set)?;
             call.notify(ZSET, if options.increment { "zincr" } else { "zadd" }, &key);
         }
     }
