@@ -9,7 +9,8 @@ Each writer connection owns its keys and sends one command at a time (SET, INCR,
 MULTI/EXEC; RPUSH, LPOP and LMOVE on lists that grow past one record into chunks; SADD and SREM
 on sets; ZADD, ZINCRBY and ZPOPMIN on sorted sets that grow into buckets; XADD (some trimming),
 XDEL, XREADGROUP and XACK on streams with a consumer group), or a pipeline of pushes and pops on
-one list (which the server runs in groups that keep the list open from one command to the next),
+one list, or of ZADD and ZINCRBY on one sorted set (which the server runs in groups that keep the
+value open from one command to the next),
 so the latest acknowledged value of every key is known, and at most one write (or pipeline) per
 writer is in flight at the kill. A write in flight may be applied or not, a pipeline in flight
 any prefix of it, but a multi-key write (MSET, MULTI/EXEC, LMOVE) is applied whole or not at all. Some cycles also kill the server while it is
@@ -118,7 +119,7 @@ class Writer:
     def write_once(self, client):
         kind = self.rng.choices(["set", "incr", "mset", "multi", "del", "list", "list-pipeline", "set-type", "zset", "stream"], weights=[40, 20, 15, 15, 10, 20, 5, 10, 10, 10])[0]
         if kind == "list-pipeline":
-            return self.write_list_pipeline(client)
+            return self.write_list_pipeline(client) if self.rng.random() < 0.5 else self.write_sorted_set_pipeline(client)
         if kind == "stream":
             return self.write_stream(client)
         if kind == "list":
@@ -220,6 +221,29 @@ class Writer:
             lowest = in_redis_order(scores)[0]
             rest = in_redis_order({member: score for member, score in scores.items() if member != lowest[0]})
             self.send({key: rest or None}, lambda: client.zpopmin(key), [lowest])
+
+    def write_sorted_set_pipeline(self, client):
+        """2 to 16 ZADD (new members) and ZINCRBY on one sorted set in one pipeline (no MULTI):
+        acknowledged together, each step's state a state the set may be found in after a kill."""
+        key = self.rng.choice(self.sorted_sets)
+        scores = dict(self.expected[key] or ())
+        states, replies = [in_redis_order(scores) or None], []
+        pipe = client.pipeline(transaction=False)
+        for _ in range(self.rng.randint(2, 16)):
+            if scores and self.rng.random() < 0.3:
+                member = self.rng.choice(sorted(scores))
+                scores[member] += 1
+                pipe.zincrby(key, 1, member)
+                replies.append(scores[member])
+            else:
+                member = self.unique_value()
+                scores[member] = float(self.rng.randrange(SCORES_DISTINCT))
+                pipe.zadd(key, {member: scores[member]})
+                replies.append(1)
+            states.append(in_redis_order(scores))
+        self.in_flight_prefixes = {key: states[1:-1]}
+        self.send({key: states[-1]}, pipe.execute, replies)
+        self.in_flight_prefixes = {}
 
     def write_stream(self, client):
         """Creates the stream with its group, or XADD (sometimes trimming), XDEL, XREADGROUP of
