@@ -1,9 +1,9 @@
 //! The store a pipelined group of single-key writes runs on (`command::run_grouped`): the
 //! group's transaction, plus the values its commands kept open: lists (pushes and pops),
-//! streams (XADD) and sorted sets (ZADD, ZINCRBY). Sixteen pipelined pushes to one list decoded and rewrote its top, end
-//! directory and end chunk sixteen times, though only the last records are written (a key's
-//! repeated records collapse in the transaction); now the first push decodes them, the last
-//! save encodes them. Any other access to a kept value's key, and the end of the group, saves
+//! streams (XADD) and sorted sets (ZADD, ZINCRBY). Sixteen pipelined pushes to one list decoded
+//! and rewrote its top, end directory and end chunk sixteen times, though only the last records
+//! are written (a key's repeated records collapse in the transaction); now the first push
+//! decodes them, the last save encodes them. Any other access to a kept value's key, and the end of the group, saves
 //! the value first, so every other reader sees it as written, and a save that fails aborts the
 //! group, which then runs one command at a time (each command meets its own outcome as it
 //! would have alone).
@@ -66,8 +66,9 @@ impl Kept {
 }
 
 /// The value of the `wanted` kind an earlier command of the group kept under `key`, else what
-/// `open` reads (another kind kept there is saved first, so `open` sees it as written). The
-/// caller ends with `keep_or_save`: the kept changes live only in the value it holds.
+/// `open` reads (another kind kept there is kept again, and `open`'s read saves it first, so it
+/// sees it as written). The caller ends with `keep_or_save`: the kept changes live only in the
+/// value it holds.
 pub fn open_kept<T>(
     store: &mut dyn KeyStore,
     key: &[u8],
@@ -77,7 +78,7 @@ pub fn open_kept<T>(
     if let Some(kept) = store.take_kept(key) {
         match wanted(kept) {
             Ok(value) => return Ok(Some(value)),
-            Err(other) => other.save(store)?,
+            Err(other) => keep_or_save(store, other)?,
         }
     }
     open(store)
@@ -116,7 +117,7 @@ impl<'s, 't> GroupStore<'s, 't> {
     /// After each command: a command that took a kept value and returned without keeping or
     /// saving it (an error on its way) dropped the changes of the commands before it, so the
     /// group must not commit; it runs again one command at a time.
-    pub fn check_nothing_dropped(&mut self) -> Result<(), EngineError> {
+    pub fn check_nothing_dropped(&self) -> Result<(), EngineError> {
         match self.lent.is_empty() {
             true => Ok(()),
             false => Err(EngineError::Aborted { reason: "a value kept open for the group was dropped unsaved".into() }),

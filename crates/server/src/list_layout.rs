@@ -486,9 +486,10 @@ impl OpenList {
     }
 
     /// Binary search for the first rank `reached` holds for, over the directories' last
-    /// elements, then the chunks', then the elements of one chunk; `target`, when `reached` is
-    /// "at least `target`", lets separators decide probes.
-    fn search(&mut self, store: &mut dyn KeyStore, reached: &dyn Fn(&Bytes) -> Result<bool, CommandError>, target: Option<&[u8]>) -> Result<u64, CommandError> {
+    /// elements, then the chunks', then the elements of one chunk. With a `target`, `reached`
+    /// must hold exactly for the elements at least `target` as bytes (it may also check them),
+    /// and separators decide the probes they can.
+    pub fn search(&mut self, store: &mut dyn KeyStore, reached: &dyn Fn(&Bytes) -> Result<bool, CommandError>, target: Option<&[u8]>) -> Result<u64, CommandError> {
         let decided = |separator: Option<Separator>| target.zip(separator).and_then(|(target, separator)| separator.at_least(target));
         let directory = self.partition_point_of(self.directories.len(), |list, directory| {
             if let Some(reached) = decided(list.directories[directory].last_separator()) {
@@ -1021,8 +1022,8 @@ impl OpenList {
                 }
             }
         }
-        let mut used: Vec<(u32, At)> = highest.into_iter().map(|Reverse((part, directory, chunk))| (part, At { directory, chunk })).collect();
-        used.sort_unstable_by_key(|&(part, _)| Reverse(part));
+        // Sorted by `Reverse`: the highest part first.
+        let used: Vec<(u32, At)> = highest.into_sorted_vec().into_iter().map(|Reverse((part, directory, chunk))| (part, At { directory, chunk })).collect();
         let mut moved_bytes = 0;
         for (part, at) in used {
             let Some(&lowest_free) = self.free_parts.last() else { break };

@@ -6,7 +6,7 @@
 //! groups' names. The entries are a list (`crate::list_layout`) in the key's second part space
 //! (`crate::second_space`), in ID order, each entry its ID as 16 big-endian bytes followed by
 //! its fields and values (`values::encode_stream_entry`), so that entries compare as bytes as
-//! their IDs do and an ID is found by binary search (`OpenList::partition_point_at_least`) without
+//! their IDs do and an ID is found by binary search (`OpenList::search` with separators) without
 //! decoding the entries it passes. XADD pushes at the list's tail (one chunk, its directory
 //! and the list's top rewritten, as RPUSH); trimming drops entries from the head (whole chunks
 //! unread, `OpenList::remove_range`); XDEL removes the one entry.
@@ -29,7 +29,7 @@ use crate::commands::WRONGTYPE;
 use crate::group_store::{self, Kept};
 use crate::list_layout::{End, ListLimits, OpenList};
 use crate::second_space::SecondSpace;
-use crate::values::{decode_stream_entry, encode_stream_entry, Consumer, ConsumerGroup, CorruptValue, Pending, Stored, StreamId, StreamRoot};
+use crate::values::{decode_stream_entry, encode_stream_entry, Consumer, ConsumerGroup, CorruptValue, Pending, Stored, StreamId, StreamRoot, STREAM_ID_BYTES};
 
 /// An entry: its ID and its fields and values (field, value, field, value…).
 pub type StreamEntry = (StreamId, Vec<Bytes>);
@@ -158,7 +158,12 @@ impl OpenStream {
     fn rank_of(&mut self, store: &mut dyn KeyStore, id: StreamId) -> Result<u64, CommandError> {
         // An entry is its 16-byte ID then more bytes, so it is at least the ID's bytes exactly
         // when its ID is at least `id`.
-        self.entries.partition_point_at_least(&mut SecondSpace { store }, &id.to_be_bytes())
+        let target = id.to_be_bytes();
+        let reached = |entry: &Bytes| match entry.get(..STREAM_ID_BYTES) {
+            Some(entry_id) => Ok(entry_id >= &target[..]),
+            None => Err(CorruptValue("stream entry too short").into()),
+        };
+        self.entries.search(&mut SecondSpace { store }, &reached, Some(&target))
     }
 
     /// The entries with IDs in `start..=end`: the first `count` of them (0: all), or with

@@ -570,11 +570,15 @@ const LIST_TOP_HEADER_BYTES: usize = 20;
 const LIST_PARTS_MAX: u32 = 1 << 23;
 const DIRECTORY_ENTRY_BYTES: usize = 20;
 
+/// Bytes of a directory's entry in a top, with or without its separator.
+fn directory_entry_bytes(separated: bool) -> usize {
+    DIRECTORY_ENTRY_BYTES + if separated { SEPARATOR_BYTES } else { 0 }
+}
+
 impl ListTop {
     /// Bytes of a top record with these counts.
     pub fn encoded_bytes(free_parts: usize, directories: usize, separated: bool) -> u64 {
-        let entry_bytes = DIRECTORY_ENTRY_BYTES + if separated { SEPARATOR_BYTES } else { 0 };
-        (1 + LIST_TOP_HEADER_BYTES + 4 * free_parts + entry_bytes * directories) as u64
+        (1 + LIST_TOP_HEADER_BYTES + 4 * free_parts + directory_entry_bytes(separated) * directories) as u64
     }
 
     pub fn encode(&self) -> Vec<u8> {
@@ -610,7 +614,7 @@ impl ListTop {
         let free_start = LIST_TOP_HEADER_BYTES;
         let free_parts: Vec<u32> = (0..free_count).map(|number| u32_at(body, free_start + 4 * number)).collect();
         let directories_start = free_start + 4 * free_count;
-        let entry_bytes = DIRECTORY_ENTRY_BYTES + if separated { SEPARATOR_BYTES } else { 0 };
+        let entry_bytes = directory_entry_bytes(separated);
         let directories = (0..directory_count)
             .map(|number| directories_start + number * entry_bytes)
             .map(|offset| {

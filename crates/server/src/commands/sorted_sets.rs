@@ -42,6 +42,13 @@ fn save_sorted(call: &mut Call<'_>, set: OpenSortedSet) -> Result<(), CommandErr
     set.save(call.store, &limits, call.shared.watches.any())
 }
 
+/// `save_sorted`, or kept open for the next command of a pipelined group on its key
+/// (`OpenSortedSet::save_or_keep`).
+fn save_or_keep_sorted(call: &mut Call<'_>, set: OpenSortedSet) -> Result<(), CommandError> {
+    let limits = hash_limits(call);
+    set.save_or_keep(call.store, &limits, call.shared.watches.any())
+}
+
 /// A score as Redis's getDoubleFromObject reads it: the whole text is a float (no leading space),
 /// not NaN, and neither overflows to infinity nor underflows to zero.
 pub(super) fn parse_score(text: &[u8]) -> Option<f64> {
@@ -193,8 +200,7 @@ pub(super) fn add_scored(call: &mut Call<'_>, options: &AddOptions, members: Vec
         }
         // Kept open (or saved) even when this command changed nothing: a set an earlier
         // command of the group kept holds that command's changes.
-        let (hash_limits, versions_watched) = (hash_limits(call), call.shared.watches.any());
-        set.save_or_keep(call.store, &hash_limits, versions_watched)?;
+        save_or_keep_sorted(call, set)?;
         if counts.added + counts.updated > 0 {
             call.notify(ZSET, if options.increment { "zincr" } else { "zadd" }, &key);
         }
