@@ -1612,6 +1612,28 @@ mod tests {
         }
     }
 
+    /// A measurement, not a check (docs/design/server.md, "Lists"): the time per push and the
+    /// top's directories, by 100,000 pushes of 440 bytes to one end, a save per push.
+    #[test]
+    #[ignore]
+    fn pushes_one_at_a_time_to_a_big_list() {
+        let limits = ListLimits::new(4 << 20, 32_767);
+        let mut store = MemoryStore::default();
+        let element = Bytes::from(vec![b'x'; 440]);
+        let mut started = std::time::Instant::now();
+        for number in 1..=600_000u32 {
+            let mut list = OpenList::open_or_new(&mut store, &key(), limits).unwrap();
+            list.push(&mut store, End::Head, element.clone()).unwrap();
+            list.save(&mut store).unwrap();
+            if number % 100_000 == 0 {
+                let Stored::ChunkedList(ListIndex::Directories(top)) = Stored::decode(store.keys[&key().to_vec()].bytes.clone()).unwrap() else { panic!("a top") };
+                let per_push = started.elapsed().as_secs_f64() * 1e6 / 100_000.0;
+                println!("{number} pushes: {per_push:.2} µs a push, {} directories, {} parts", top.directories.len(), top.part_count);
+                started = std::time::Instant::now();
+            }
+        }
+    }
+
     #[test]
     fn directories_split_in_equal_pieces_unless_growing_at_an_end() {
         assert_eq!(directory_piece_sizes(33, 32, None), [17, 16]);
