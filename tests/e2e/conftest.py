@@ -5,6 +5,7 @@ Run: scripts/setup-python.sh && cargo build --release && .venv/bin/pytest tests/
 """
 
 import os
+import random
 import resource
 import shutil
 import signal
@@ -26,10 +27,31 @@ PLACEMENTS = [(index, data) for index in ("dram", "shmem", "pmem") for data in (
 PLACEMENT_IDS = [f"index-{index}-data-{data}" for index, data in PLACEMENTS]
 
 
+# Ports are drawn below the kernel's ephemeral range: a port the kernel picked for a probe bind
+# could be handed to a client's outgoing connection before the server binds it.
+LISTEN_PORT_LOWEST = 10000
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+ports_handed_out = set()
+# Its own generator: tests that seed the module-level one must not make ports repeat.
+port_chooser = random.Random()
+
+
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A port that is bindable now, outside the ephemeral range, and not handed out before in this
+    session (two servers or a server and its metrics port never get the same one)."""
+    ephemeral_lowest = int(EPHEMERAL_RANGE_FILE.read_text().split()[0]) if EPHEMERAL_RANGE_FILE.exists() else 32768
+    assert ephemeral_lowest > LISTEN_PORT_LOWEST + 1000, f"ephemeral range starts at {ephemeral_lowest}"
+    while True:
+        port = port_chooser.randrange(LISTEN_PORT_LOWEST, ephemeral_lowest)
+        if port in ports_handed_out:
+            continue
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        ports_handed_out.add(port)
+        return port
 
 
 def raise_open_files_limit(descriptors: int) -> bool:
