@@ -461,15 +461,16 @@ fn decode_chunk_entries(body: &[u8], separated: bool) -> Result<Vec<ChunkEntry>,
     if !body.len().is_multiple_of(entry_bytes) {
         return Err(CorruptValue("chunk entries of the wrong length"));
     }
-    let chunks = body
-        .chunks_exact(entry_bytes)
-        .map(|entry| {
-            let separator = if separated { Separator::decode(&entry[CHUNK_ENTRY_BYTES..])? } else { None };
-            Ok(ChunkEntry { part: u32_at(entry, 0), elements: u32_at(entry, 4), element_bytes: u32_at(entry, 8), separator })
-        })
-        .collect::<Result<Vec<ChunkEntry>, CorruptValue>>()?;
-    if chunks.iter().any(|chunk| chunk.elements == 0) {
-        return Err(CorruptValue("empty list chunk listed"));
+    // A loop into a Vec of the right size: a fallible collect does not know the count, and
+    // growing it cost a push on a big list three times this decoding.
+    let mut chunks = Vec::with_capacity(body.len() / entry_bytes);
+    for entry in body.chunks_exact(entry_bytes) {
+        let separator = if separated { Separator::decode(&entry[CHUNK_ENTRY_BYTES..])? } else { None };
+        let chunk = ChunkEntry { part: u32_at(entry, 0), elements: u32_at(entry, 4), element_bytes: u32_at(entry, 8), separator };
+        if chunk.elements == 0 {
+            return Err(CorruptValue("empty list chunk listed"));
+        }
+        chunks.push(chunk);
     }
     Ok(chunks)
 }
@@ -615,13 +616,11 @@ impl ListTop {
         let free_parts: Vec<u32> = (0..free_count).map(|number| u32_at(body, free_start + 4 * number)).collect();
         let directories_start = free_start + 4 * free_count;
         let entry_bytes = directory_entry_bytes(separated);
-        let directories = (0..directory_count)
-            .map(|number| directories_start + number * entry_bytes)
-            .map(|offset| {
-                let separator = if separated { Separator::decode(&body[offset + DIRECTORY_ENTRY_BYTES..])? } else { None };
-                Ok(DirectoryEntry { part: u32_at(body, offset), elements: u64_at(body, offset + 4), element_bytes: u64_at(body, offset + 12), separator })
-            })
-            .collect::<Result<Vec<DirectoryEntry>, CorruptValue>>()?;
+        let mut directories = Vec::with_capacity(directory_count);
+        for entry in body[directories_start..].chunks_exact(entry_bytes) {
+            let separator = if separated { Separator::decode(&entry[DIRECTORY_ENTRY_BYTES..])? } else { None };
+            directories.push(DirectoryEntry { part: u32_at(entry, 0), elements: u64_at(entry, 4), element_bytes: u64_at(entry, 12), separator });
+        }
         let elements = directories.iter().try_fold(0u64, |sum, directory| sum.checked_add(directory.elements));
         if elements != Some(len) || directories.iter().any(|directory| directory.elements == 0) {
             return Err(CorruptValue("list top counts disagree"));
