@@ -49,8 +49,8 @@ def test_big_sorted_sets_answer_as_redis_through_growth_ranges_and_shrinking(pai
 
 
 def test_pipelined_zadds_answer_as_redis_whatever_else_touches_their_set(pair):
-    # A pipelined group keeps a sorted set open from one ZADD or ZINCRBY to the next; every
-    # other command on the key must see the set as written. Sets grow past 8 KiB (buckets and
+    # A pipelined group keeps a sorted set open from one ZADD, ZINCRBY or pop to the next;
+    # every other command on the key must see the set as written. Sets grow past 8 KiB (buckets and
     # an order index) and shrink back.
     random = __import__("random").Random(46)
     both(pair, lambda client: client.flushdb())
@@ -69,7 +69,8 @@ def test_pipelined_zadds_answer_as_redis_whatever_else_touches_their_set(pair):
             return random.choice([["ZADD", key, *options, *pairs], ["ZINCRBY", key, str(random.randrange(-5, 5)), member()]])
         others = (
             ["ZCARD", key], ["ZRANGE", key, "0", "2", "WITHSCORES"], ["ZRANK", key, member()], ["ZSCORE", key, member()],
-            ["ZREM", key, member()], ["ZPOPMIN", key], ["ZPOPMAX", key, "3"], ["ZREMRANGEBYRANK", key, "0", "5"],
+            ["ZREM", key, member()], ["ZPOPMIN", key], ["ZPOPMAX", key, "3"], ["ZPOPMIN", key, "0"], ["ZMPOP", "1", key, "MIN", "COUNT", "2"],
+            ["ZREMRANGEBYRANK", key, "0", "5"],
             ["EXPIRE", key, "1000"], ["TTL", key], ["TYPE", key], ["LPUSH", key, "x"],
         )
         return random.choice(others)

@@ -1,6 +1,6 @@
 //! The store a pipelined group of single-key writes runs on (`command::run_grouped`): the
 //! group's transaction, plus the values its commands kept open: lists (pushes and pops),
-//! streams (XADD) and sorted sets (ZADD, ZINCRBY). Sixteen pipelined pushes to one list decoded
+//! streams (XADD) and sorted sets (ZADD, ZINCRBY, their pops). Sixteen pipelined pushes to one list decoded
 //! and rewrote its top, end directory and end chunk sixteen times, though only the last records
 //! are written (a key's repeated records collapse in the transaction); now the first push
 //! decodes them, the last save encodes them. Any other access to a kept value's key, and the end of the group, saves

@@ -323,7 +323,10 @@ fn check_list_chunk_tag(record: &Bytes) -> Result<(), CorruptValue> {
 /// The elements of a tag-5 record (`record` with its tag), as slices of it: one buffer for the
 /// chunk, not one per element (a sorted set's index reads a chunk at every probe of a search).
 fn decode_list_body(record: &Bytes) -> Result<Vec<Bytes>, CorruptValue> {
-    let mut elements = Vec::new();
+    // Sized by the count the body starts with (each element takes at least its length byte, so
+    // a corrupt count cannot ask for more than the record's bytes).
+    let count = read_length(&mut record.get(1..).unwrap_or_default())?;
+    let mut elements = Vec::with_capacity(count.min(record.len()));
     walk_list_body(record, |element| elements.push(record.slice(element)))?;
     Ok(elements)
 }

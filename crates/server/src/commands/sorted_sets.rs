@@ -511,10 +511,11 @@ fn remove_range(call: &mut Call<'_>, kind: RangeKind, event: &'static str) -> Co
     Ok(Reply::Integer(removed as i64))
 }
 
-/// Saves a set that lost members, announcing `event` and, when it emptied, `del`.
+/// Saves a set that lost members (or keeps it open in a pipelined group:
+/// `save_or_keep_sorted`), announcing `event` and, when it emptied, `del`.
 fn save_and_announce(call: &mut Call<'_>, key: &Bytes, set: OpenSortedSet, event: &'static str) -> Result<(), CommandError> {
     let emptied = set.len() == 0;
-    save_sorted(call, set)?;
+    save_or_keep_sorted(call, set)?;
     call.notify(ZSET, event, key);
     if emptied {
         call.notify(GENERIC, "del", key);
@@ -573,8 +574,11 @@ fn pop_command(call: &mut Call<'_>, extreme: Extreme) -> CommandResult {
         None => None,
     };
     let key = call.args[1].clone();
-    let Some(set) = open(call, &key)? else { return Ok(Reply::Array(Vec::new())) };
+    let limits = order_limits(call);
+    let Some(set) = OpenSortedSet::open_kept(call.store, &key, limits)? else { return Ok(Reply::Array(Vec::new())) };
     if count == Some(0) {
+        // Put back: an earlier command of the group may have kept it with its changes.
+        save_or_keep_sorted(call, set)?;
         return Ok(Reply::Array(Vec::new()));
     }
     let popped = pop_members(call, &key, set, extreme, count.unwrap_or(1))?;
