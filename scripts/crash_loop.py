@@ -9,7 +9,7 @@ Each writer connection owns its keys and sends one command at a time (SET, INCR,
 MULTI/EXEC; RPUSH, LPOP and LMOVE on lists that grow past one record into chunks; SADD and SREM
 on sets; ZADD, ZINCRBY and ZPOPMIN on sorted sets that grow into buckets; XADD (some trimming),
 XDEL, XREADGROUP and XACK on streams with a consumer group), or a pipeline of pushes and pops on
-one list, or of ZADD and ZINCRBY on one sorted set (which the server runs in groups that keep the
+one list, or of ZADD, ZINCRBY and ZPOPMIN on one sorted set (which the server runs in groups that keep the
 value open from one command to the next),
 so the latest acknowledged value of every key is known, and at most one write (or pipeline) per
 writer is in flight at the kill. A write in flight may be applied or not, a pipeline in flight
@@ -223,24 +223,31 @@ class Writer:
             self.send({key: rest or None}, lambda: client.zpopmin(key), [lowest])
 
     def write_sorted_set_pipeline(self, client):
-        """2 to 16 ZADD (new members) and ZINCRBY on one sorted set in one pipeline (no MULTI):
-        acknowledged together, each step's state a state the set may be found in after a kill."""
+        """2 to 16 ZADD (new members), ZINCRBY and ZPOPMIN on one sorted set in one pipeline (no
+        MULTI): acknowledged together, each step's state a state the set may be found in after a
+        kill."""
         key = self.rng.choice(self.sorted_sets)
         scores = dict(self.expected[key] or ())
         states, replies = [in_redis_order(scores) or None], []
         pipe = client.pipeline(transaction=False)
         for _ in range(self.rng.randint(2, 16)):
-            if scores and self.rng.random() < 0.3:
+            draw = self.rng.random()
+            if scores and draw < 0.3:
                 member = self.rng.choice(sorted(scores))
                 scores[member] += 1
                 pipe.zincrby(key, 1, member)
                 replies.append(scores[member])
+            elif scores and draw < 0.45:
+                lowest = in_redis_order(scores)[0]
+                del scores[lowest[0]]
+                pipe.zpopmin(key)
+                replies.append([lowest])
             else:
                 member = self.unique_value()
                 scores[member] = float(self.rng.randrange(SCORES_DISTINCT))
                 pipe.zadd(key, {member: scores[member]})
                 replies.append(1)
-            states.append(in_redis_order(scores))
+            states.append(in_redis_order(scores) or None)
         self.in_flight_prefixes = {key: states[1:-1]}
         self.send({key: states[-1]}, pipe.execute, replies)
         self.in_flight_prefixes = {}
