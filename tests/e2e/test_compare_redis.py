@@ -695,6 +695,23 @@ CASES = {
         ["COMMAND", "LIST", "FILTERBY", "PATTERN", "CLIENT|LIS*"], ["COMMAND", "LIST", "FILTERBY", "PATTERN", "x", "y"], ("sorted", ["COMMAND", "LIST", "FILTERBY", "pattern", "zrangeby*"]),
         ["COMMAND", "INFO", "client|nosuch"], ["COMMAND", "DOCS", "client|nosuch"],
     ],
+    # Keys that move with the arguments: a count (bad ones refused, except EVAL's), SORT's and
+    # GEORADIUS's STORE (the last one wins), OBJECT's and MEMORY USAGE's key after a subcommand.
+    "command getkeys": [
+        ["COMMAND", "GETKEYS", *command.split()]
+        for command in (
+            "ZUNIONSTORE d 2 a b WEIGHTS 1 2", "ZUNIONSTORE d 0 a", "ZINTERSTORE d 1 a AGGREGATE MAX", "ZDIFFSTORE d 3 a b",
+            "ZUNION 2 a b WITHSCORES", "ZUNION 5 a b", "ZUNION x a b", "ZDIFF 1 a", "ZINTERCARD 2 a b LIMIT 1", "SINTERCARD 0 a",
+            "LMPOP 2 a b LEFT", "LMPOP 3 a b LEFT", "ZMPOP 1 a MIN", "BLMPOP 0 2 a b LEFT", "BZMPOP 0 1 a MIN COUNT 2",
+            "EVAL x 2 k1 k2 a1", "EVAL x 0", "EVAL x -1 a", "EVAL x 2abc k1 k2", "EVAL x +1 k", "EVALSHA x 1 k", "EVAL_RO x 1 k", "EVALSHA_RO x 3 k",
+            "SORT l", "SORT l STORE", "SORT l LIMIT 0 1 STORE d", "SORT l STORE d STORE e", "SORT l BY store STORE d", "SORT l STORE store d",
+            "SORT l GET x STORE d", "SORT l LIMIT STORE d", "SORT_RO l",
+            "GEORADIUS g 0 0 1 km STORE d", "GEORADIUS g 0 0 1 km STOREDIST d", "GEORADIUS g 0 0 1 km STORE", "GEORADIUS g 0 0 1 km STORE store d",
+            "GEORADIUSBYMEMBER g m 1 km STORE d", "GEORADIUS_RO g 0 0 1 km",
+            "OBJECT FREQ k", "OBJECT encoding k", "OBJECT HELP", "MEMORY USAGE k SAMPLES 1", "MEMORY STATS",
+            "XREAD COUNT 2 STREAMS s1 s2 0 0", "XINFO STREAM s", "MSET a 1 b 2", "GET", "PING", "NOSUCH a",
+        )
+    ],
     "session commands in transactions": [
         ["CLIENT", "SETNAME", "before"], ["MULTI"], ["SET", "a", "1"], ["CLIENT", "SETNAME", "inside"], ["CLIENT", "GETNAME"],
         ["CONFIG", "GET", "maxclients"], ["GET", "a"], ["CLIENT", "NOSUCH"], ["CONFIG", "NOSUCH"], ["EXEC"],
@@ -731,7 +748,24 @@ def run_case(client: redis.Redis, commands):
 # Cases compared as the servers replied: redis-py's sorted-set conversions read scores as floats
 # (hiding how they were written) and misread replies inside EXEC; its COMMAND conversion reads
 # COMMAND LIST's names as COMMAND's entries.
-UNCONVERTED_CASES = {"sorted sets", "blocking sorted sets", "command list", "geo", "scripting", "streams", "stream groups", "sort"}
+UNCONVERTED_CASES = {"sorted sets", "blocking sorted sets", "command list", "command getkeys", "geo", "scripting", "streams", "stream groups", "sort"}
+
+
+def test_command_info_gives_key_positions_and_movable_keys_as_redis(shared_server, reference_redis):
+    # Commands whose keys move with their arguments: Redis's fixed positions and the
+    # movablekeys flag (which sends a cluster client to COMMAND GETKEYS).
+    names = (
+        "zunionstore", "zinterstore", "zdiffstore", "zunion", "zinter", "zdiff", "zintercard", "sintercard", "lmpop", "zmpop", "blmpop", "bzmpop",
+        "eval", "evalsha", "eval_ro", "evalsha_ro", "sort", "georadius", "georadiusbymember", "georadius_ro", "xread", "xreadgroup", "mset", "get", "del",
+    )
+
+    def positions(port):
+        client = redis.Redis(host="127.0.0.1", port=port, decode_responses=True)
+        client.response_callbacks.clear()
+        entries = client.execute_command("COMMAND", "INFO", *names)
+        return {entry[0]: (entry[3:6], "movablekeys" in entry[2]) for entry in entries}
+
+    assert positions(shared_server.port) == positions(reference_redis)
 
 
 @pytest.mark.parametrize("protocol", [2, 3])

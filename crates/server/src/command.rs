@@ -245,9 +245,9 @@ impl Call<'_> {
 
 pub type Handler = fn(&mut Call<'_>) -> CommandResult;
 
-/// Which arguments are keys, as Redis's COMMAND INFO describes them: positions `first..=last`
-/// (negative `last` counts from the end) every `step`; `first == 0` means no keys, unless
-/// `after_streams`.
+/// Which arguments are keys: positions `first..=last` (negative `last` counts from the end)
+/// every `step`; `first == 0` means no keys, unless `after_streams`. These are the keys the
+/// server locks, a superset of the keys when they move with the arguments (`movable`).
 #[derive(Clone, Copy, Debug)]
 pub struct KeySpec {
     pub first: usize,
@@ -256,14 +256,82 @@ pub struct KeySpec {
     /// XREAD's and XREADGROUP's keys: the first half of the arguments after the word STREAMS
     /// (Redis's "movable keys"; COMMAND INFO shows 0, 0, 0).
     pub after_streams: bool,
+    /// Which of the positions above Redis names as keys (COMMAND GETKEYS, COMMAND INFO's
+    /// "movablekeys"), when that depends on the arguments.
+    pub movable: Option<MovableKeys>,
+}
+
+/// Where Redis finds the keys of a command whose keys move with its arguments.
+#[derive(Clone, Copy, Debug)]
+pub enum MovableKeys {
+    /// A count at `count_at`, then that many keys, after a destination key at position 1 when
+    /// `destination` (ZUNIONSTORE). A count under 1 or past the arguments names no key, which
+    /// GETKEYS refuses unless `keys_optional` (EVAL).
+    Counted { count_at: usize, destination: bool, keys_optional: bool },
+    /// SORT: the key at position 1, and the argument after the last STORE, skipping the
+    /// arguments of LIMIT (2), GET and BY (1).
+    Sort,
+    /// GEORADIUS and GEORADIUSBYMEMBER: the key at position 1, and the argument after the last
+    /// STORE or STOREDIST from position 5 on.
+    GeoRadius,
+    /// OBJECT and MEMORY: the argument after one of these subcommands (any case).
+    AfterSubcommand(&'static [&'static str]),
+}
+
+/// Why `KeySpec::named_keys` names no keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoKeys {
+    /// The arguments do not place the keys (a bad count): Redis's "Invalid arguments".
+    InvalidArguments,
+    /// The command takes no key here.
+    NoKeyArguments,
 }
 
 impl KeySpec {
-    pub const NONE: KeySpec = KeySpec { first: 0, last: 0, step: 0, after_streams: false };
-    pub const ONE: KeySpec = KeySpec { first: 1, last: 1, step: 1, after_streams: false };
-    pub const ALL: KeySpec = KeySpec { first: 1, last: -1, step: 1, after_streams: false };
+    pub const NONE: KeySpec = KeySpec { first: 0, last: 0, step: 0, after_streams: false, movable: None };
+    pub const ONE: KeySpec = KeySpec { first: 1, last: 1, step: 1, after_streams: false, movable: None };
+    pub const ALL: KeySpec = KeySpec { first: 1, last: -1, step: 1, after_streams: false, movable: None };
 
-    pub const STREAMS: KeySpec = KeySpec { first: 0, last: 0, step: 0, after_streams: true };
+    pub const STREAMS: KeySpec = KeySpec { first: 0, last: 0, step: 0, after_streams: true, movable: None };
+
+    /// The keys Redis names in these arguments (COMMAND GETKEYS): `keys`, or for a command
+    /// whose keys move, only those its arguments place. Empty (not an error) for EVAL with no
+    /// keys.
+    pub fn named_keys<'a>(&self, args: &'a [Bytes]) -> Result<Vec<&'a [u8]>, NoKeys> {
+        let keys = match self.movable {
+            None => self.keys(args),
+            Some(MovableKeys::Counted { count_at, destination, keys_optional }) => match counted_keys(args, count_at) {
+                Some(keys) => [&args[1..2], keys].iter().skip(usize::from(!destination)).flat_map(|keys| keys.iter().map(|key| key.as_ref())).collect(),
+                None if keys_optional => return Ok(Vec::new()),
+                None => return Err(NoKeys::InvalidArguments),
+            },
+            Some(MovableKeys::Sort) => key_and_stored(args, &SORT_OPTIONS),
+            Some(MovableKeys::GeoRadius) => key_and_stored(args, &GEORADIUS_OPTIONS),
+            Some(MovableKeys::AfterSubcommand(subcommands)) => match args.get(1..3) {
+                Some([subcommand, key]) if subcommands.iter().any(|name| subcommand.eq_ignore_ascii_case(name.as_bytes())) => vec![key.as_ref()],
+                _ => Vec::new(),
+            },
+        };
+        if keys.is_empty() {
+            return Err(NoKeys::NoKeyArguments);
+        }
+        Ok(keys)
+    }
+
+    /// COMMAND INFO's first key, last key and step: for keys that move, Redis's fixed part (the
+    /// key at position 1 when there always is one, else none).
+    pub fn advertised_positions(&self) -> (i64, i64, i64) {
+        match self.movable {
+            Some(MovableKeys::Counted { destination: false, .. }) => (0, 0, 0),
+            Some(MovableKeys::Counted { destination: true, .. } | MovableKeys::Sort | MovableKeys::GeoRadius) => (1, 1, 1),
+            Some(MovableKeys::AfterSubcommand(_)) | None => (self.first as i64, self.last as i64, self.step as i64),
+        }
+    }
+
+    /// Whether COMMAND INFO flags the command "movablekeys".
+    pub fn keys_move(&self) -> bool {
+        self.after_streams || matches!(self.movable, Some(MovableKeys::Counted { .. } | MovableKeys::Sort | MovableKeys::GeoRadius))
+    }
 
     pub fn keys<'a>(&self, args: &'a [Bytes]) -> Vec<&'a [u8]> {
         if self.after_streams {
@@ -291,6 +359,57 @@ impl KeySpec {
         let last = if self.last < 0 { len as isize + self.last } else { self.last };
         Some((self.first, (last.max(0) as usize).min(len - 1)))
     }
+}
+
+/// The keys after a count at `count_at`, when the count is at least 1 and that many arguments
+/// follow it. The count is read as Redis reads it there, with C's atoi: leading spaces, a sign,
+/// then the digits up to the first other byte (`2abc` is 2, `x` is 0).
+fn counted_keys(args: &[Bytes], count_at: usize) -> Option<&[Bytes]> {
+    let text = args.get(count_at)?.trim_ascii_start();
+    let (negative, digits) = match text.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        Some((b'+', rest)) => (false, rest),
+        _ => (false, text),
+    };
+    let count = digits.iter().take_while(|byte| byte.is_ascii_digit()).fold(0usize, |count, digit| count.saturating_mul(10).saturating_add(usize::from(digit - b'0')));
+    let keys = args.get(count_at + 1..)?;
+    (!negative && count >= 1 && count <= keys.len()).then(|| &keys[..count])
+}
+
+/// Where a command names the key it stores into among its options (SORT, GEORADIUS).
+struct StoreOptions {
+    /// Where the options start.
+    from: usize,
+    /// The words followed by the key stored into; the last one given wins.
+    stores: &'static [&'static [u8]],
+    /// Whether the key after such a word is passed over (GEORADIUS) or read as a word too
+    /// (SORT, as Redis's sortGetKeys does).
+    store_skips_its_key: bool,
+    /// Other words and how many arguments after them to pass over.
+    skips: &'static [(&'static [u8], usize)],
+}
+
+const SORT_OPTIONS: StoreOptions = StoreOptions { from: 2, stores: &[b"STORE"], store_skips_its_key: false, skips: &[(b"LIMIT", 2), (b"GET", 1), (b"BY", 1)] };
+const GEORADIUS_OPTIONS: StoreOptions = StoreOptions { from: 5, stores: &[b"STORE", b"STOREDIST"], store_skips_its_key: true, skips: &[] };
+
+/// The key at position 1, then the key the options store into, if any (a store word with
+/// nothing after it names none).
+fn key_and_stored<'a>(args: &'a [Bytes], options: &StoreOptions) -> Vec<&'a [u8]> {
+    let mut keys: Vec<&[u8]> = args.get(1).map(|key| key.as_ref()).into_iter().collect();
+    let mut stored = None;
+    let mut at = options.from;
+    while let Some(word) = args.get(at) {
+        let named = |names: &[&[u8]]| names.iter().any(|name| word.eq_ignore_ascii_case(name));
+        if let Some((_, passed)) = options.skips.iter().find(|(name, _)| named(&[name])) {
+            at += passed;
+        } else if named(options.stores) && at + 1 < args.len() {
+            stored = Some(args[at + 1].as_ref());
+            at += usize::from(options.store_skips_its_key);
+        }
+        at += 1;
+    }
+    keys.extend(stored);
+    keys
 }
 
 /// The keys of XREAD and XREADGROUP: the first half of the arguments after the word STREAMS,
@@ -543,7 +662,7 @@ mod tests {
     #[test]
     fn key_specs_pick_key_positions() {
         let mset = arguments(&["MSET", "a", "1", "b", "2"]);
-        assert_eq!(KeySpec { first: 1, last: -1, step: 2, after_streams: false }.keys(&mset), vec![&b"a"[..], b"b"]);
+        assert_eq!(KeySpec { first: 1, last: -1, step: 2, after_streams: false, movable: None }.keys(&mset), vec![&b"a"[..], b"b"]);
         assert_eq!(KeySpec::ONE.keys(&mset), vec![&b"a"[..]]);
         assert_eq!(KeySpec::ALL.keys(&arguments(&["DEL", "x", "y"])), vec![&b"x"[..], b"y"]);
         assert!(KeySpec::NONE.keys(&mset).is_empty());
@@ -553,9 +672,31 @@ mod tests {
         assert!(KeySpec::STREAMS.keys(&arguments(&["XREAD", "COUNT", "STREAMS"])).is_empty());
         assert_eq!(KeySpec::STREAMS.only_key(&arguments(&["XREAD", "STREAMS", "a", "0"])), None, "never grouped");
         assert_eq!(KeySpec::ONE.only_key(&mset), Some(&b"a"[..]));
-        assert_eq!(KeySpec { first: 1, last: -1, step: 2, after_streams: false }.only_key(&mset), None, "two keys");
-        assert_eq!(KeySpec { first: 1, last: -1, step: 2, after_streams: false }.only_key(&arguments(&["MSET", "a", "1"])), Some(&b"a"[..]));
+        assert_eq!(KeySpec { first: 1, last: -1, step: 2, after_streams: false, movable: None }.only_key(&mset), None, "two keys");
+        assert_eq!(KeySpec { first: 1, last: -1, step: 2, after_streams: false, movable: None }.only_key(&arguments(&["MSET", "a", "1"])), Some(&b"a"[..]));
         assert_eq!(KeySpec::ALL.only_key(&arguments(&["DEL"])), None);
+    }
+
+    #[test]
+    fn keys_that_move_are_named_as_redis_names_them() {
+        let counted = KeySpec { movable: Some(MovableKeys::Counted { count_at: 2, destination: true, keys_optional: false }), ..KeySpec::ALL };
+        assert_eq!(counted.named_keys(&arguments(&["ZUNIONSTORE", "d", "2", "a", "b", "WEIGHTS", "1", "2"])), Ok(vec![&b"d"[..], b"a", b"b"]));
+        assert_eq!(counted.named_keys(&arguments(&["ZUNIONSTORE", "d", "3", "a", "b"])), Err(NoKeys::InvalidArguments));
+        assert_eq!(counted.named_keys(&arguments(&["ZUNIONSTORE", "d", "0", "a"])), Err(NoKeys::InvalidArguments));
+        let eval = KeySpec { movable: Some(MovableKeys::Counted { count_at: 2, destination: false, keys_optional: true }), ..KeySpec::ALL };
+        assert_eq!(eval.named_keys(&arguments(&["EVAL", "s", " 1x", "k", "a"])), Ok(vec![&b"k"[..]]), "read as atoi reads it");
+        assert_eq!(eval.named_keys(&arguments(&["EVAL", "s", "-1", "k"])), Ok(vec![]));
+        let sort = KeySpec { movable: Some(MovableKeys::Sort), ..KeySpec::ONE };
+        assert_eq!(sort.named_keys(&arguments(&["SORT", "l", "BY", "store", "LIMIT", "0", "1", "STORE", "d", "STORE"])), Ok(vec![&b"l"[..], b"d"]));
+        let radius = KeySpec { movable: Some(MovableKeys::GeoRadius), ..KeySpec::ALL };
+        assert_eq!(radius.named_keys(&arguments(&["GEORADIUS", "g", "0", "0", "1", "km", "STORE", "store", "d"])), Ok(vec![&b"g"[..], b"store"]));
+        assert_eq!(radius.named_keys(&arguments(&["GEORADIUS", "g", "0", "0", "1", "km", "STORE", "a", "STOREDIST", "b"])), Ok(vec![&b"g"[..], b"b"]));
+        let object = KeySpec { movable: Some(MovableKeys::AfterSubcommand(&["freq"])), ..KeySpec::NONE };
+        assert_eq!(object.named_keys(&arguments(&["OBJECT", "FREQ", "k"])), Ok(vec![&b"k"[..]]));
+        assert_eq!(object.named_keys(&arguments(&["OBJECT", "HELP"])), Err(NoKeys::NoKeyArguments));
+        assert!(object.keys(&arguments(&["OBJECT", "FREQ", "k"])).is_empty(), "the server locks no key for it");
+        assert_eq!((counted.advertised_positions(), counted.keys_move()), ((1, 1, 1), true));
+        assert_eq!((eval.advertised_positions(), KeySpec::ALL.keys_move()), ((0, 0, 0), false));
     }
 
     #[test]

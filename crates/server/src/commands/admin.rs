@@ -10,7 +10,7 @@ use hybridkv_resp::Reply;
 
 use super::{is, parse_integer, subcommand_help, unknown_subcommand, SYNTAX_ERROR, TABLE};
 use crate::command_stats::LATENCY_PERCENTILES_REPORTED;
-use crate::command::{fail, wrong_arity, Call, CommandError, CommandResult, CommandSpec, ADMIN, READONLY, WRITE};
+use crate::command::{fail, wrong_arity, Call, CommandError, CommandResult, CommandSpec, NoKeys, ADMIN, READONLY, WRITE};
 use crate::glob::glob_match;
 use crate::keyspace_events;
 use crate::hash_layout::buckets_per_share;
@@ -458,13 +458,17 @@ impl Described {
         if spec.has(ADMIN) {
             flags.push(Reply::simple("admin"));
         }
+        if spec.keys.keys_move() {
+            flags.push(Reply::simple("movablekeys"));
+        }
+        let (first, last, step) = spec.keys.advertised_positions();
         Reply::Array(vec![
             Reply::bulk_text(&self.name),
             Reply::Integer(i64::from(self.arity)),
             Reply::Set(flags),
-            Reply::Integer(spec.keys.first as i64),
-            Reply::Integer(spec.keys.last as i64),
-            Reply::Integer(spec.keys.step as i64),
+            Reply::Integer(first),
+            Reply::Integer(last),
+            Reply::Integer(step),
             Reply::Set(vec![Reply::bulk_text(&format!("@{}", spec.group))]),
             Reply::Array(Vec::new()),
             Reply::Array(Vec::new()),
@@ -529,11 +533,11 @@ pub fn command(call: &mut Call<'_>) -> CommandResult {
             if !spec.arity_ok(call.args.len() - 2) {
                 return fail("ERR Invalid number of arguments specified for command");
             }
-            let keys = spec.keys.keys(&call.args[2..]);
-            if keys.is_empty() {
-                return fail("ERR The command has no key arguments");
+            match spec.keys.named_keys(&call.args[2..]) {
+                Ok(keys) => Ok(Reply::Array(keys.into_iter().map(|key| Reply::Bulk(Bytes::copy_from_slice(key))).collect())),
+                Err(NoKeys::InvalidArguments) => fail("ERR Invalid arguments specified for command"),
+                Err(NoKeys::NoKeyArguments) => fail("ERR The command has no key arguments"),
             }
-            Ok(Reply::Array(keys.into_iter().map(|key| Reply::Bulk(Bytes::copy_from_slice(key))).collect()))
         }
         "help" => Ok(subcommand_help("command")),
         _ => Err(unknown_subcommand("command", &call.args[1])),

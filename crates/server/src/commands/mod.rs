@@ -32,7 +32,7 @@ use std::sync::OnceLock;
 use bytes::Bytes;
 use hybridkv_resp::Reply;
 
-use crate::command::{arity_allows, fail, wrong_arity, Call, CommandError, CommandSpec, KeySpec, KeyStore, ADMIN, AFTER_TRANSACTION, BEFORE_AUTH, BLIND_WRITE, BLOCKS_ON_KEYS, CROSSES_DATABASES, IN_MULTI, READONLY, READS_KEYS_BY_PATTERN, READS_PARTS, TRANSACTION_CONTROL, WHOLE_KEYSPACE, WRITE};
+use crate::command::{arity_allows, fail, wrong_arity, Call, CommandError, CommandSpec, KeySpec, KeyStore, MovableKeys, ADMIN, AFTER_TRANSACTION, BEFORE_AUTH, BLIND_WRITE, BLOCKS_ON_KEYS, CROSSES_DATABASES, IN_MULTI, READONLY, READS_KEYS_BY_PATTERN, READS_PARTS, TRANSACTION_CONTROL, WHOLE_KEYSPACE, WRITE};
 use crate::long_double::LongDouble;
 use crate::values::Stored;
 
@@ -50,23 +50,33 @@ const WRITES: u16 = WRITE | IN_MULTI;
 const BLIND_WRITES: u16 = WRITES | BLIND_WRITE;
 const BLOCKING_WRITES: u16 = WRITES | BLOCKS_ON_KEYS;
 const SESSION_OR_SERVER: u16 = IN_MULTI | AFTER_TRANSACTION;
-const PAIRS: KeySpec = KeySpec { first: 1, last: -1, step: 2, after_streams: false };
-const TWO: KeySpec = KeySpec { first: 1, last: 2, step: 1, after_streams: false };
+const PAIRS: KeySpec = KeySpec { first: 1, last: -1, step: 2, after_streams: false, movable: None };
+const TWO: KeySpec = KeySpec { first: 1, last: 2, step: 1, after_streams: false, movable: None };
 /// SINTERCARD's, LMPOP's, ZMPOP's and ZUNION's keys follow their count (the options after them are taken for keys too: a
 /// transaction over a few more keys than needed).
-const AFTER_COUNT: KeySpec = KeySpec { first: 2, last: -1, step: 1, after_streams: false };
+const AFTER_COUNT: KeySpec = KeySpec { first: 2, last: -1, step: 1, after_streams: false, movable: Some(MovableKeys::Counted { count_at: 1, destination: false, keys_optional: false }) };
+/// ZUNIONSTORE's, ZINTERSTORE's and ZDIFFSTORE's: a destination, then keys after their count
+/// (every argument is taken for a key: a transaction over a few more keys than needed).
+const DESTINATION_THEN_COUNT: KeySpec = KeySpec { movable: Some(MovableKeys::Counted { count_at: 2, destination: true, keys_optional: false }), ..KeySpec::ALL };
+/// SORT's key, and the one it stores into (which, with the keys its patterns make, SORT
+/// reaches over every partition: `READS_KEYS_BY_PATTERN`).
+const SORTED_AND_STORED: KeySpec = KeySpec { movable: Some(MovableKeys::Sort), ..KeySpec::ONE };
 /// GEORADIUS's STORE key may be any argument after its source: every argument is taken for a
 /// key (a transaction over a few more keys than needed).
-const STORE_IN_OPTIONS: KeySpec = KeySpec::ALL;
+const STORE_IN_OPTIONS: KeySpec = KeySpec { movable: Some(MovableKeys::GeoRadius), ..KeySpec::ALL };
 /// EVAL's keys follow its script and their count; its arguments after them are taken for keys
 /// too (a transaction over a few more keys than needed).
-const AFTER_NUMKEYS: KeySpec = KeySpec { first: 3, last: -1, step: 1, after_streams: false };
+const AFTER_NUMKEYS: KeySpec = KeySpec { first: 3, last: -1, step: 1, after_streams: false, movable: Some(MovableKeys::Counted { count_at: 2, destination: false, keys_optional: true }) };
 /// XINFO's key follows its subcommand.
-const SUBCOMMAND_KEY: KeySpec = KeySpec { first: 2, last: 2, step: 1, after_streams: false };
+const SUBCOMMAND_KEY: KeySpec = KeySpec { first: 2, last: 2, step: 1, after_streams: false, movable: None };
 /// BLPOP's and BRPOP's keys come before their timeout.
-const LAST_IS_TIMEOUT: KeySpec = KeySpec { first: 1, last: -2, step: 1, after_streams: false };
+const LAST_IS_TIMEOUT: KeySpec = KeySpec { first: 1, last: -2, step: 1, after_streams: false, movable: None };
 /// BLMPOP's keys follow its timeout and their count (with its options, as for SINTERCARD).
-const AFTER_TIMEOUT_AND_COUNT: KeySpec = KeySpec { first: 3, last: -1, step: 1, after_streams: false };
+const AFTER_TIMEOUT_AND_COUNT: KeySpec = KeySpec { first: 3, last: -1, step: 1, after_streams: false, movable: Some(MovableKeys::Counted { count_at: 2, destination: false, keys_optional: false }) };
+/// OBJECT's and MEMORY USAGE's key follows the subcommand; they run after any transaction and
+/// lock nothing themselves, so the server takes no keys from them (COMMAND GETKEYS names it).
+const OBJECT_KEY: KeySpec = KeySpec { movable: Some(MovableKeys::AfterSubcommand(&["encoding", "freq", "idletime", "refcount"])), ..KeySpec::NONE };
+const MEMORY_USAGE_KEY: KeySpec = KeySpec { movable: Some(MovableKeys::AfterSubcommand(&["usage"])), ..KeySpec::NONE };
 
 macro_rules! command {
     ($name:literal, $arity:expr, $keys:expr, $flags:expr, $group:literal, $summary:literal, $handler:path) => {
@@ -107,8 +117,8 @@ pub static TABLE: &[CommandSpec] = &[
     command!("wait", 3, KeySpec::NONE, SESSION_OR_SERVER, "generic", "Returns the number of replicas that acknowledged the client's writes: 0, hybridkv has none (blocks for the timeout when asked for more, as Redis).", waits::wait),
     command!("waitaof", 4, KeySpec::NONE, SESSION_OR_SERVER, "generic", "Waits until every write so far is durable (numlocal 1; flushes now under periodic); replicas: none.", waits::waitaof),
     command!("lastsave", 1, KeySpec::NONE, SESSION_OR_SERVER, "server", "Returns the Unix time of the last checkpoint.", admin::lastsave),
-    command!("object", -2, KeySpec::NONE, READONLY | SESSION_OR_SERVER, "keyspace", "Inspects a key: ENCODING and REFCOUNT as Redis would answer for its value.", keys::object),
-    command!("memory", -2, KeySpec::NONE, ADMIN | SESSION_OR_SERVER, "server", "MEMORY USAGE reports a key's stored bytes; MEMORY PURGE empties the record caches (a COLD start without restarting).", admin::memory),
+    command!("object", -2, OBJECT_KEY, READONLY | SESSION_OR_SERVER, "keyspace", "Inspects a key: ENCODING and REFCOUNT as Redis would answer for its value.", keys::object),
+    command!("memory", -2, MEMORY_USAGE_KEY, ADMIN | SESSION_OR_SERVER, "server", "MEMORY USAGE reports a key's stored bytes; MEMORY PURGE empties the record caches (a COLD start without restarting).", admin::memory),
     command!("get", 2, KeySpec::ONE, READ, "string", "Returns the string value of a key.", strings::get),
     command!("set", -3, KeySpec::ONE, BLIND_WRITES, "string", "Sets the string value of a key (EX PX EXAT PXAT NX XX GET KEEPTTL).", strings::set),
     command!("setnx", 3, KeySpec::ONE, WRITES, "string", "Sets a key only when it does not exist.", strings::setnx),
@@ -140,7 +150,7 @@ pub static TABLE: &[CommandSpec] = &[
     command!("bitpos", -3, KeySpec::ONE, READ, "bitmap", "Returns the first set or clear bit of a string or of a range of it (BYTE or BIT).", bits::bitpos),
     command!("bitfield", -2, KeySpec::ONE, WRITES, "bitmap", "Reads, sets and increments integers of 1 to 64 bits at any offset of a string (GET SET INCRBY, OVERFLOW WRAP|SAT|FAIL).", bitfield::bitfield),
     command!("bitfield_ro", -2, KeySpec::ONE, READ, "bitmap", "BITFIELD with GET only.", bitfield::bitfield_ro),
-    command!("bitop", -4, KeySpec { first: 2, last: -1, step: 1, after_streams: false }, WRITES, "bitmap", "Combines strings bit by bit (AND OR XOR NOT) into a destination key.", bits::bitop),
+    command!("bitop", -4, KeySpec { first: 2, last: -1, step: 1, after_streams: false, movable: None }, WRITES, "bitmap", "Combines strings bit by bit (AND OR XOR NOT) into a destination key.", bits::bitop),
     command!("del", -2, KeySpec::ALL, WRITES, "keyspace", "Deletes keys.", keys::del),
     command!("unlink", -2, KeySpec::ALL, WRITES, "keyspace", "Deletes keys.", keys::del),
     command!("exists", -2, KeySpec::ALL, READ, "keyspace", "Counts the keys that exist.", keys::exists),
@@ -202,7 +212,7 @@ pub static TABLE: &[CommandSpec] = &[
     command!("blmove", 6, TWO, BLOCKING_WRITES, "list", "LMOVE, waiting for the source to have an element up to the timeout.", lists::blmove),
     command!("brpoplpush", 4, TWO, BLOCKING_WRITES, "list", "RPOPLPUSH, waiting for the source to have an element up to the timeout.", lists::brpoplpush),
     command!("blmpop", -5, AFTER_TIMEOUT_AND_COUNT, BLOCKING_WRITES, "list", "LMPOP, waiting for one of the lists to have elements up to the timeout.", lists::blmpop),
-    command!("sort", -2, KeySpec::ONE, WRITES | READS_PARTS | READS_KEYS_BY_PATTERN, "generic", "Sorts a list, set or sorted set as numbers or ALPHA, BY other keys' values, with LIMIT, GET patterns and STORE.", sort::sort),
+    command!("sort", -2, SORTED_AND_STORED, WRITES | READS_PARTS | READS_KEYS_BY_PATTERN, "generic", "Sorts a list, set or sorted set as numbers or ALPHA, BY other keys' values, with LIMIT, GET patterns and STORE.", sort::sort),
     command!("sort_ro", -2, KeySpec::ONE, READ_PARTS | READS_KEYS_BY_PATTERN, "generic", "SORT without STORE.", sort::sort_ro),
     command!("xadd", -5, KeySpec::ONE, WRITES, "stream", "Appends an entry to a stream, creating it if needed (NOMKSTREAM; MAXLEN|MINID [=|~] threshold [LIMIT count] trims it).", streams::xadd),
     command!("xlen", 2, KeySpec::ONE, READ_PARTS, "stream", "Returns the number of entries in a stream.", streams::xlen),
@@ -267,9 +277,9 @@ pub static TABLE: &[CommandSpec] = &[
     command!("zunion", -3, AFTER_COUNT, READ_PARTS, "sorted_set", "Returns the union of sorted sets and sets (WEIGHTS AGGREGATE WITHSCORES).", sorted_sets::zunion),
     command!("zinter", -3, AFTER_COUNT, READ_PARTS, "sorted_set", "Returns the intersection of sorted sets and sets (WEIGHTS AGGREGATE WITHSCORES).", sorted_sets::zinter),
     command!("zdiff", -3, AFTER_COUNT, READ_PARTS, "sorted_set", "Returns the members of the first sorted set not in the others (WITHSCORES).", sorted_sets::zdiff),
-    command!("zunionstore", -4, KeySpec::ALL, WRITES, "sorted_set", "Stores the union of sorted sets and sets in a key (WEIGHTS AGGREGATE).", sorted_sets::zunionstore),
-    command!("zinterstore", -4, KeySpec::ALL, WRITES, "sorted_set", "Stores the intersection of sorted sets and sets in a key (WEIGHTS AGGREGATE).", sorted_sets::zinterstore),
-    command!("zdiffstore", -4, KeySpec::ALL, WRITES, "sorted_set", "Stores the difference of sorted sets in a key.", sorted_sets::zdiffstore),
+    command!("zunionstore", -4, DESTINATION_THEN_COUNT, WRITES, "sorted_set", "Stores the union of sorted sets and sets in a key (WEIGHTS AGGREGATE).", sorted_sets::zunionstore),
+    command!("zinterstore", -4, DESTINATION_THEN_COUNT, WRITES, "sorted_set", "Stores the intersection of sorted sets and sets in a key (WEIGHTS AGGREGATE).", sorted_sets::zinterstore),
+    command!("zdiffstore", -4, DESTINATION_THEN_COUNT, WRITES, "sorted_set", "Stores the difference of sorted sets in a key.", sorted_sets::zdiffstore),
     command!("zintercard", -3, AFTER_COUNT, READ_PARTS, "sorted_set", "Returns the size of the intersection of sorted sets and sets (LIMIT).", sorted_sets::zintercard),
     command!("geoadd", -5, KeySpec::ONE, WRITES, "geo", "Adds members at positions to a sorted set, or moves them (NX XX CH).", geo::geoadd),
     command!("geopos", -2, KeySpec::ONE, READ_PARTS, "geo", "Returns members' longitudes and latitudes.", geo::geopos),
