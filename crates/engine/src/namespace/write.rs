@@ -288,6 +288,13 @@ impl Transaction<'_> {
 
     /// Deletes every part of the key whose digest is `owner`, in both part spaces.
     fn delete_parts_of(&mut self, owner: Digest) -> Result<()> {
+        // Parts live in their owner's partition: when it holds none and this transaction wrote
+        // none, the key has none, and the two probes (a part digest each) are spared; every
+        // SET and INCR ends here.
+        let wrote_parts = self.writes.iter().any(|write| write.part);
+        if !wrote_parts && Index::holds_no_parts(self.guard(owner)?) {
+            return Ok(());
+        }
         probe_part_numbers(|number| {
             let exists = self.part_exists(owner, number)?;
             if exists {
