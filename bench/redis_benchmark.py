@@ -32,6 +32,9 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Ports as the end-to-end tests choose them (below the kernel's ephemeral range).
+sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+from conftest import free_port  # noqa: E402
 BINARY = os.path.join(ROOT, "target", "release", "hybridkv")
 RESULTS = os.path.join(ROOT, "bench", "results", "redis-benchmark.md")
 # redis-benchmark's HSET adds fields to ONE hash (field element:__rand_int__): a big hash is a root
@@ -42,12 +45,6 @@ VALUE_BYTES = 440
 PIPELINES = (1, 16)
 START_TIMEOUT_S = 60
 REDIS_FSYNC = {"periodic": "everysec", "always": "always"}
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def wait_for_port(port: int, process: subprocess.Popen) -> None:
