@@ -705,7 +705,7 @@ CASES = {
             "LMPOP 2 a b LEFT", "LMPOP 3 a b LEFT", "ZMPOP 1 a MIN", "BLMPOP 0 2 a b LEFT", "BZMPOP 0 1 a MIN COUNT 2",
             "EVAL x 2 k1 k2 a1", "EVAL x 0", "EVAL x -1 a", "EVAL x 2abc k1 k2", "EVAL x +1 k", "EVALSHA x 1 k", "EVAL_RO x 1 k", "EVALSHA_RO x 3 k",
             "SORT l", "SORT l STORE", "SORT l LIMIT 0 1 STORE d", "SORT l STORE d STORE e", "SORT l BY store STORE d", "SORT l STORE store d",
-            "SORT l GET x STORE d", "SORT l LIMIT STORE d", "SORT_RO l",
+            "SORT l GET x STORE d", "SORT l LIMIT STORE d", "SORT_RO l", "SORT_RO l BY w GET o",
             "GEORADIUS g 0 0 1 km STORE d", "GEORADIUS g 0 0 1 km STOREDIST d", "GEORADIUS g 0 0 1 km STORE", "GEORADIUS g 0 0 1 km STORE store d",
             "GEORADIUSBYMEMBER g m 1 km STORE d", "GEORADIUS_RO g 0 0 1 km",
             "OBJECT FREQ k", "OBJECT encoding k", "OBJECT HELP", "MEMORY USAGE k SAMPLES 1", "MEMORY STATS",
@@ -756,7 +756,7 @@ def test_command_info_gives_key_positions_and_movable_keys_as_redis(shared_serve
     # movablekeys flag (which sends a cluster client to COMMAND GETKEYS).
     names = (
         "zunionstore", "zinterstore", "zdiffstore", "zunion", "zinter", "zdiff", "zintercard", "sintercard", "lmpop", "zmpop", "blmpop", "bzmpop",
-        "eval", "evalsha", "eval_ro", "evalsha_ro", "sort", "georadius", "georadiusbymember", "georadius_ro", "xread", "xreadgroup", "mset", "get", "del",
+        "eval", "evalsha", "eval_ro", "evalsha_ro", "sort", "sort_ro", "georadius", "georadiusbymember", "georadius_ro", "xread", "xreadgroup", "mset", "get", "del",
     )
 
     def positions(port):

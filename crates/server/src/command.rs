@@ -271,6 +271,9 @@ pub enum MovableKeys {
     /// SORT: the key at position 1, and the argument after the last STORE, skipping the
     /// arguments of LIMIT (2), GET and BY (1).
     Sort,
+    /// SORT_RO: the key at position 1 only (Redis flags it as SORT, whose BY and GET reach
+    /// keys made from patterns).
+    SortReadOnly,
     /// GEORADIUS and GEORADIUSBYMEMBER: the key at position 1, and the argument after the last
     /// STORE or STOREDIST from position 5 on.
     GeoRadius,
@@ -306,6 +309,7 @@ impl KeySpec {
                 None => return Err(NoKeys::InvalidArguments),
             },
             Some(MovableKeys::Sort) => key_and_stored(args, &SORT_OPTIONS),
+            Some(MovableKeys::SortReadOnly) => KeySpec::ONE.keys(args),
             Some(MovableKeys::GeoRadius) => key_and_stored(args, &GEORADIUS_OPTIONS),
             Some(MovableKeys::AfterSubcommand(subcommands)) => match args.get(1..3) {
                 Some([subcommand, key]) if subcommands.iter().any(|name| subcommand.eq_ignore_ascii_case(name.as_bytes())) => vec![key.as_ref()],
@@ -323,14 +327,14 @@ impl KeySpec {
     pub fn advertised_positions(&self) -> (i64, i64, i64) {
         match self.movable {
             Some(MovableKeys::Counted { destination: false, .. }) => (0, 0, 0),
-            Some(MovableKeys::Counted { destination: true, .. } | MovableKeys::Sort | MovableKeys::GeoRadius) => (1, 1, 1),
+            Some(MovableKeys::Counted { destination: true, .. } | MovableKeys::Sort | MovableKeys::SortReadOnly | MovableKeys::GeoRadius) => (1, 1, 1),
             Some(MovableKeys::AfterSubcommand(_)) | None => (self.first as i64, self.last as i64, self.step as i64),
         }
     }
 
     /// Whether COMMAND INFO flags the command "movablekeys".
     pub fn keys_move(&self) -> bool {
-        self.after_streams || matches!(self.movable, Some(MovableKeys::Counted { .. } | MovableKeys::Sort | MovableKeys::GeoRadius))
+        self.after_streams || matches!(self.movable, Some(MovableKeys::Counted { .. } | MovableKeys::Sort | MovableKeys::SortReadOnly | MovableKeys::GeoRadius))
     }
 
     pub fn keys<'a>(&self, args: &'a [Bytes]) -> Vec<&'a [u8]> {

@@ -61,6 +61,7 @@ const DESTINATION_THEN_COUNT: KeySpec = KeySpec { movable: Some(MovableKeys::Cou
 /// SORT's key, and the one it stores into (which, with the keys its patterns make, SORT
 /// reaches over every partition: `READS_KEYS_BY_PATTERN`).
 const SORTED_AND_STORED: KeySpec = KeySpec { movable: Some(MovableKeys::Sort), ..KeySpec::ONE };
+const SORTED_READ_ONLY: KeySpec = KeySpec { movable: Some(MovableKeys::SortReadOnly), ..KeySpec::ONE };
 /// GEORADIUS's STORE key may be any argument after its source: every argument is taken for a
 /// key (a transaction over a few more keys than needed).
 const STORE_IN_OPTIONS: KeySpec = KeySpec { movable: Some(MovableKeys::GeoRadius), ..KeySpec::ALL };
@@ -213,7 +214,7 @@ pub static TABLE: &[CommandSpec] = &[
     command!("brpoplpush", 4, TWO, BLOCKING_WRITES, "list", "RPOPLPUSH, waiting for the source to have an element up to the timeout.", lists::brpoplpush),
     command!("blmpop", -5, AFTER_TIMEOUT_AND_COUNT, BLOCKING_WRITES, "list", "LMPOP, waiting for one of the lists to have elements up to the timeout.", lists::blmpop),
     command!("sort", -2, SORTED_AND_STORED, WRITES | READS_PARTS | READS_KEYS_BY_PATTERN, "generic", "Sorts a list, set or sorted set as numbers or ALPHA, BY other keys' values, with LIMIT, GET patterns and STORE.", sort::sort),
-    command!("sort_ro", -2, KeySpec::ONE, READ_PARTS | READS_KEYS_BY_PATTERN, "generic", "SORT without STORE.", sort::sort_ro),
+    command!("sort_ro", -2, SORTED_READ_ONLY, READ_PARTS | READS_KEYS_BY_PATTERN, "generic", "SORT without STORE.", sort::sort_ro),
     command!("xadd", -5, KeySpec::ONE, WRITES, "stream", "Appends an entry to a stream, creating it if needed (NOMKSTREAM; MAXLEN|MINID [=|~] threshold [LIMIT count] trims it).", streams::xadd),
     command!("xlen", 2, KeySpec::ONE, READ_PARTS, "stream", "Returns the number of entries in a stream.", streams::xlen),
     command!("xrange", -4, KeySpec::ONE, READ_PARTS, "stream", "Returns the entries with IDs in a range (COUNT), oldest first.", streams::xrange),
