@@ -37,6 +37,13 @@ pub(super) fn open(call: &mut Call<'_>, key: &Bytes) -> Result<Option<OpenSorted
     OpenSortedSet::open(call.store, key, limits)
 }
 
+/// `open`, or the set an earlier command of a pipelined group kept open; the caller ends with
+/// `save_or_keep_sorted` on every path that does not fail (a kept set holds earlier changes).
+fn open_kept(call: &mut Call<'_>, key: &Bytes) -> Result<Option<OpenSortedSet>, CommandError> {
+    let limits = order_limits(call);
+    OpenSortedSet::open_kept(call.store, key, limits)
+}
+
 fn save_sorted(call: &mut Call<'_>, set: OpenSortedSet) -> Result<(), CommandError> {
     let limits = hash_limits(call);
     set.save(call.store, &limits, call.shared.watches.any())
@@ -251,12 +258,13 @@ pub fn zincrby(call: &mut Call<'_>) -> CommandResult {
 /// emptied.
 pub fn zrem(call: &mut Call<'_>) -> CommandResult {
     let key = call.args[1].clone();
-    let Some(mut set) = open(call, &key)? else { return Ok(Reply::Integer(0)) };
+    let Some(mut set) = open_kept(call, &key)? else { return Ok(Reply::Integer(0)) };
     let mut removed = 0;
     for member in &call.args[2..] {
         removed += i64::from(set.remove(call.store, member)?);
     }
     if removed == 0 {
+        save_or_keep_sorted(call, set)?;
         return Ok(Reply::Integer(0));
     }
     save_and_announce(call, &key, set, "zrem")?;
@@ -491,7 +499,7 @@ fn count_in_range(call: &mut Call<'_>, kind: RangeKind) -> CommandResult {
 fn remove_range(call: &mut Call<'_>, kind: RangeKind, event: &'static str) -> CommandResult {
     let range = parse_range(kind, &call.args[2], &call.args[3])?;
     let key = call.args[1].clone();
-    let Some(mut set) = open(call, &key)? else { return Ok(Reply::Integer(0)) };
+    let Some(mut set) = open_kept(call, &key)? else { return Ok(Reply::Integer(0)) };
     let removed = if set.is_one_record() {
         let doomed = selected(call, &mut set, &range, false, NO_LIMIT)?;
         for (member, _) in &doomed {
@@ -505,6 +513,7 @@ fn remove_range(call: &mut Call<'_>, kind: RangeKind, event: &'static str) -> Co
         }
     };
     if removed == 0 {
+        save_or_keep_sorted(call, set)?;
         return Ok(Reply::Integer(0));
     }
     save_and_announce(call, &key, set, event)?;
@@ -574,8 +583,7 @@ fn pop_command(call: &mut Call<'_>, extreme: Extreme) -> CommandResult {
         None => None,
     };
     let key = call.args[1].clone();
-    let limits = order_limits(call);
-    let Some(set) = OpenSortedSet::open_kept(call.store, &key, limits)? else { return Ok(Reply::Array(Vec::new())) };
+    let Some(set) = open_kept(call, &key)? else { return Ok(Reply::Array(Vec::new())) };
     if count == Some(0) {
         // Put back: an earlier command of the group may have kept it with its changes.
         save_or_keep_sorted(call, set)?;
