@@ -383,3 +383,46 @@ def test_expiry_beyond_the_limit_is_refused(r):
     r.set("k", "v", pxat=EXPIRY_UNIX_MS_MAX)
     assert r.pexpiretime("k") == EXPIRY_UNIX_MS_MAX
     assert r.dbsize() == 1 and r.keys("*") == ["k"]
+
+
+def test_pipelined_hsets_and_sadds_answer_as_redis_whatever_else_touches_their_key(pair):
+    # Pipelined single-key writes run in groups sharing one transaction (hashes are not kept
+    # open between them, but a read in the group must still see every earlier write). Hashes
+    # grow past 8 KiB (buckets) and shrink back.
+    from conftest import pipelined_replies
+
+    random = __import__("random").Random(47)
+    both(pair, lambda client: client.flushdb())
+    hashes, sets = ["h1", "h2"], ["s1", "s2"]
+
+    def field():
+        return f"f{random.randrange(400)}"
+
+    def member():
+        return str(random.randrange(40)) if random.random() < 0.5 else f"m{random.randrange(600)}"
+
+    def next_command():
+        key = random.choice(hashes + sets)
+        if random.random() < 0.01:
+            return random.choice([["DEL", key], ["SET", key, "string"], ["EXPIRE", key, "1000"]])
+        if key in hashes and random.random() < 0.6:
+            pairs = [word for _ in range(random.choice((1, 1, 3))) for word in (field(), "v" * random.choice((1, 150)))]
+            return random.choice([["HSET", key, *pairs], ["HMSET", key, *pairs]])
+        if key in sets and random.random() < 0.6:
+            return ["SADD", key, *[member() for _ in range(random.choice((1, 1, 3)))]]
+        others = (
+            ["HGET", key, field()], ["HLEN", key], ["HDEL", key, field()], ["HGETALL", key], ["HEXISTS", key, field()],
+            ["HINCRBY", key, field(), "1"], ["HSETNX", key, field(), "x"], ["SADD", random.choice(hashes), "x"], ["HSET", random.choice(sets), "f", "v"],
+            ["SMEMBERS", key], ["SCARD", key], ["SISMEMBER", key, member()], ["SREM", key, member()], ["TTL", key], ["TYPE", key], ["LPUSH", key, "x"],
+        )
+        return random.choice(others)
+
+    largest = 0
+    for _ in range(80):
+        batch = [next_command() for _ in range(random.randrange(1, 80))]
+        assert_same(pair, lambda client: pipelined_replies(client, batch))
+        largest = max([largest] + [pair[0].memory_usage(key) or 0 for key in hashes])
+    assert largest > 12288, f"the largest hash took {largest} bytes: none grew past 8 KiB into buckets"
+    assert_same(pair, lambda client: [(client.type(key), client.ttl(key)) for key in hashes + sets])
+    assert_same(pair, lambda client: [client.hgetall(key) if client.type(key) == "hash" else None for key in hashes])
+    assert_same(pair, lambda client: [client.smembers(key) if client.type(key) == "set" else None for key in sets])

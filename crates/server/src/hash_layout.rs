@@ -359,16 +359,16 @@ impl OpenHash {
         }
     }
 
-    /// Writes the changes back, keeping the key's expiry: deletes the key when no field is
-    /// left (as Redis), and moves between the layouts at their limits. Every check is made
-    /// before the first write (a Redis error never follows a buffered write). A bucketed
-    /// hash's root is written only when it changed, or when `versions_watched` (some client
-    /// watches keys: WATCH sees a key's changes through its root's version).
     /// Whether a field was added, changed or removed since it was opened.
     pub fn is_changed(&self) -> bool {
         self.changed
     }
 
+    /// Writes the changes back, keeping the key's expiry: deletes the key when no field is
+    /// left (as Redis), and moves between the layouts at their limits. Every check is made
+    /// before the first write (a Redis error never follows a buffered write). A bucketed
+    /// hash's root is written only when it changed, or when `versions_watched` (some client
+    /// watches keys: WATCH sees a key's changes through its root's version).
     pub fn save(mut self, store: &mut dyn KeyStore, limits: &HashLimits, versions_watched: bool) -> Result<Saved, CommandError> {
         if !self.changed {
             return Ok(Saved::Unchanged);
