@@ -263,6 +263,18 @@ def pipelined_replies(client, commands):
     return [f"error: {reply}" if isinstance(reply, Exception) else reply for reply in pipe.execute(raise_on_error=False)]
 
 
+def compare_random_pipelines(pair, next_command, random, batches: int, measured_keys=()) -> int:
+    """Sends `batches` pipelines of 1 to 79 commands made by `next_command` to both servers of
+    `pair`, asserting the same replies; answers the largest MEMORY USAGE hybridkv gave one of
+    `measured_keys` after a batch (0 when none is measured)."""
+    largest = 0
+    for _ in range(batches):
+        batch = [next_command() for _ in range(random.randrange(1, 80))]
+        assert_same(pair, lambda client: pipelined_replies(client, batch))
+        largest = max([largest] + [pair[0].memory_usage(key) or 0 for key in measured_keys])
+    return largest
+
+
 def whole_scan(scan, key, count: int = 500) -> list:
     """Every item of an SSCAN or ZSCAN iteration: `scan` is the client's sscan or zscan."""
     cursor, seen = 0, []

@@ -7,7 +7,7 @@ import time
 import pytest
 import redis
 
-from conftest import assert_same, both
+from conftest import assert_same, both, compare_random_pipelines
 
 FIELDS = 20_000
 VALUE_PAD = "v" * 24
@@ -389,8 +389,6 @@ def test_pipelined_hsets_and_sadds_answer_as_redis_whatever_else_touches_their_k
     # Pipelined single-key writes run in groups sharing one transaction (hashes are not kept
     # open between them, but a read in the group must still see every earlier write). Hashes
     # grow past 8 KiB (buckets) and shrink back.
-    from conftest import pipelined_replies
-
     random = __import__("random").Random(47)
     both(pair, lambda client: client.flushdb())
     hashes, sets = ["h1", "h2"], ["s1", "s2"]
@@ -417,11 +415,7 @@ def test_pipelined_hsets_and_sadds_answer_as_redis_whatever_else_touches_their_k
         )
         return random.choice(others)
 
-    largest = 0
-    for _ in range(80):
-        batch = [next_command() for _ in range(random.randrange(1, 80))]
-        assert_same(pair, lambda client: pipelined_replies(client, batch))
-        largest = max([largest] + [pair[0].memory_usage(key) or 0 for key in hashes])
+    largest = compare_random_pipelines(pair, next_command, random, 80, measured_keys=hashes)
     assert largest > 12288, f"the largest hash took {largest} bytes: none grew past 8 KiB into buckets"
     assert_same(pair, lambda client: [(client.type(key), client.ttl(key)) for key in hashes + sets])
     assert_same(pair, lambda client: [client.hgetall(key) if client.type(key) == "hash" else None for key in hashes])

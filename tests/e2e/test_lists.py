@@ -11,7 +11,7 @@ import time
 import pytest
 import redis
 
-from conftest import RawClient, assert_same, assert_watch_sees, blocked_clients, both, pipelined_replies, wait_until
+from conftest import RawClient, assert_same, assert_watch_sees, blocked_clients, both, compare_random_pipelines, pipelined_replies, wait_until
 
 ELEMENTS = 20_000
 
@@ -76,9 +76,7 @@ def test_pipelined_pushes_and_pops_answer_as_redis_whatever_else_touches_their_l
         )
         return random.choice(others)
 
-    for _ in range(60):
-        batch = [next_command() for _ in range(random.randrange(1, 80))]
-        assert_same(pair, lambda client: pipelined_replies(client, batch))
+    compare_random_pipelines(pair, next_command, random, 60)
     assert_same(pair, lambda client: [(client.type(key), client.ttl(key)) for key in keys])
     assert_same(pair, lambda client: [client.lrange(key, 0, -1) if client.type(key) == "list" else client.get(key) for key in keys])
 

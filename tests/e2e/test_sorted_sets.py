@@ -12,7 +12,7 @@ import time
 import pytest
 import redis
 
-from conftest import RawClient, assert_same, assert_same_replies, assert_watch_sees, both, in_pipelined_batches, pipelined_replies, run_script, whole_scan
+from conftest import RawClient, assert_same, assert_same_replies, assert_watch_sees, both, in_pipelined_batches, compare_random_pipelines, run_script, whole_scan
 
 MEMBERS = 20_000
 
@@ -75,11 +75,7 @@ def test_pipelined_zadds_answer_as_redis_whatever_else_touches_their_set(pair):
         )
         return random.choice(others)
 
-    largest = 0
-    for _ in range(80):
-        batch = [next_command() for _ in range(random.randrange(1, 80))]
-        assert_same(pair, lambda client: pipelined_replies(client, batch))
-        largest = max([largest] + [pair[0].memory_usage(key) or 0 for key in keys])
+    largest = compare_random_pipelines(pair, next_command, random, 80, measured_keys=keys)
     assert largest > 16384, f"the largest set took {largest} bytes: none grew into buckets"
     assert_same(pair, lambda client: [(client.type(key), client.ttl(key)) for key in keys])
     assert_same(pair, lambda client: [client.zrange(key, 0, -1, withscores=True) if client.type(key) == "zset" else None for key in keys])
