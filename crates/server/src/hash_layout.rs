@@ -106,6 +106,9 @@ enum Layout {
         root: HashRoot,
         /// The buckets read or changed so far, by number.
         buckets: BTreeMap<u32, Bucket>,
+        /// Buckets only looked up in so far, as stored: `get` scans a record without decoding
+        /// it (SADD of a present member, ZADD's and HGET's lookups), `load` decodes it from here.
+        looked_up: BTreeMap<u32, Bytes>,
         /// The root as stored before this command (its buckets past the final count are
         /// deleted); None when the hash was not bucketed.
         stored_root: Option<HashRoot>,
@@ -131,7 +134,7 @@ impl OpenHash {
         let (stored_collection, layout) = match Stored::decode(value.bytes)? {
             Stored::Small(stored_collection, fields) => (stored_collection, Layout::Small(fields)),
             Stored::Bucketed(stored_collection, root) => {
-                (stored_collection, Layout::Bucketed { root, buckets: BTreeMap::new(), stored_root: Some(root) })
+                (stored_collection, Layout::Bucketed { root, buckets: BTreeMap::new(), looked_up: BTreeMap::new(), stored_root: Some(root) })
             }
             Stored::String(_) | Stored::List(_) | Stored::ChunkedList(_) | Stored::Stream(_) => return fail(WRONGTYPE),
         };
@@ -195,9 +198,12 @@ impl OpenHash {
         let key = self.key.clone();
         Ok(match &mut self.layout {
             Layout::Small(fields) => fields.get(field).cloned(),
-            Layout::Bucketed { root, buckets, .. } => {
+            Layout::Bucketed { root, buckets, looked_up, .. } => {
                 let number = bucket_of(field_hash(root, field), root.bucket_count);
-                load(store, &key, buckets, number)?.fields.get(field).cloned()
+                match buckets.get(&number) {
+                    Some(bucket) => bucket.fields.get(field).cloned(),
+                    None => HashRecord::find_in_bucket(look_up(store, &key, looked_up, number)?, field)?,
+                }
             }
         })
     }
@@ -215,9 +221,9 @@ impl OpenHash {
                 }
                 added
             }
-            Layout::Bucketed { root, buckets, .. } => {
+            Layout::Bucketed { root, buckets, looked_up, .. } => {
                 let number = bucket_of(field_hash(root, &field), root.bucket_count);
-                let bucket = load(store, &key, buckets, number)?;
+                let bucket = load_looked_up(store, &key, buckets, looked_up, number)?;
                 let old_bytes = bucket.fields.get(&field).map_or(0, |old| field_entry_bytes(&field, old));
                 let new_bytes = field_entry_bytes(&field, &value);
                 let added = bucket.fields.set(field, value);
@@ -248,9 +254,9 @@ impl OpenHash {
         let key = self.key.clone();
         let removed = match &mut self.layout {
             Layout::Small(fields) => fields.remove(field),
-            Layout::Bucketed { root, buckets, .. } => {
+            Layout::Bucketed { root, buckets, looked_up, .. } => {
                 let number = bucket_of(field_hash(root, field), root.bucket_count);
-                let bucket = load(store, &key, buckets, number)?;
+                let bucket = load_looked_up(store, &key, buckets, looked_up, number)?;
                 let old_bytes = bucket.fields.get(field).map_or(0, |old| field_entry_bytes(field, old));
                 let removed = bucket.fields.remove(field);
                 if removed {
@@ -393,7 +399,7 @@ impl OpenHash {
             }
             self.layout = bucketed_from(&self.key, std::mem::take(fields));
         }
-        let Layout::Bucketed { root, buckets, stored_root } = &mut self.layout else { unreachable!("converted above") };
+        let Layout::Bucketed { root, buckets, stored_root, .. } = &mut self.layout else { unreachable!("converted above") };
         if root.field_bytes > limits.hash_bytes_max() {
             return fail(format!(
                 "ERR {} would hold {} bytes of fields, over the limit of {} bytes for one {0}",
@@ -458,7 +464,7 @@ fn bucketed_from(key: &[u8], fields: HashRecord) -> Layout {
         salt: salt_of(key),
     };
     let buckets = BTreeMap::from([(0, Bucket { fields, dirty: true })]);
-    Layout::Bucketed { root, buckets, stored_root: None }
+    Layout::Bucketed { root, buckets, looked_up: BTreeMap::new(), stored_root: None }
 }
 
 /// Splits while the average bucket is over the target (at most `SOFT_SPLITS_PER_WRITE_MAX`
@@ -517,15 +523,44 @@ fn merge_last(store: &mut dyn KeyStore, key: &[u8], root: &mut HashRoot, buckets
     Ok(())
 }
 
-/// The bucket, read from the store the first time it is needed.
+/// The bucket decoded, read from the store (or taken from `looked_up`) the first time it is
+/// needed.
 fn load<'a>(store: &mut dyn KeyStore, key: &[u8], buckets: &'a mut BTreeMap<u32, Bucket>, number: u32) -> Result<&'a mut Bucket, CommandError> {
     if let std::collections::btree_map::Entry::Vacant(e) = buckets.entry(number) {
-        let Some(bytes) = store.get_part(key, number)? else {
-            return Err(CorruptValue("hash bucket missing").into());
-        };
-        e.insert(Bucket { fields: HashRecord::decode_bucket(&bytes)?, dirty: false });
+        e.insert(Bucket { fields: HashRecord::decode_bucket(&read_bucket(store, key, number)?)?, dirty: false });
     }
     Ok(buckets.get_mut(&number).expect("inserted above"))
+}
+
+/// `load`, decoding the record `get` looked the field up in, if any, instead of reading it again.
+fn load_looked_up<'a>(
+    store: &mut dyn KeyStore,
+    key: &[u8],
+    buckets: &'a mut BTreeMap<u32, Bucket>,
+    looked_up: &mut BTreeMap<u32, Bytes>,
+    number: u32,
+) -> Result<&'a mut Bucket, CommandError> {
+    if let Some(record) = looked_up.remove(&number) {
+        if let std::collections::btree_map::Entry::Vacant(e) = buckets.entry(number) {
+            e.insert(Bucket { fields: HashRecord::decode_bucket(&record)?, dirty: false });
+        }
+    }
+    load(store, key, buckets, number)
+}
+
+/// The bucket's record as stored, read the first time it is looked up in.
+fn look_up<'a>(store: &mut dyn KeyStore, key: &[u8], looked_up: &'a mut BTreeMap<u32, Bytes>, number: u32) -> Result<&'a Bytes, CommandError> {
+    if let std::collections::btree_map::Entry::Vacant(e) = looked_up.entry(number) {
+        e.insert(read_bucket(store, key, number)?);
+    }
+    Ok(&looked_up[&number])
+}
+
+fn read_bucket(store: &mut dyn KeyStore, key: &[u8], number: u32) -> Result<Bytes, CommandError> {
+    match store.get_part(key, number)? {
+        Some(bytes) => Ok(Bytes::from(bytes)),
+        None => Err(CorruptValue("hash bucket missing").into()),
+    }
 }
 
 /// The salt of a hash's field hashes: secret (chosen fields cannot pile into one bucket) and,

@@ -127,11 +127,11 @@ impl Stored {
         let bytes = Bytes::from(bytes);
         match bytes.first() {
             Some(&TAG_STRING) => Ok(Stored::String(bytes.slice(1..))),
-            Some(&TAG_HASH) => HashRecord::decode(&bytes[1..]).map(|record| Stored::Small(Collection::Hash, record)),
-            Some(&TAG_SET) => HashRecord::decode(&bytes[1..]).map(|record| Stored::Small(Collection::Set, record)),
+            Some(&TAG_HASH) => HashRecord::decode(&bytes).map(|record| Stored::Small(Collection::Hash, record)),
+            Some(&TAG_SET) => HashRecord::decode(&bytes).map(|record| Stored::Small(Collection::Set, record)),
             Some(&TAG_HASH_ROOT) => HashRoot::decode(&bytes[1..]).map(|root| Stored::Bucketed(Collection::Hash, root)),
             Some(&TAG_SET_ROOT) => HashRoot::decode(&bytes[1..]).map(|root| Stored::Bucketed(Collection::Set, root)),
-            Some(&TAG_ZSET) => HashRecord::decode(&bytes[1..]).map(|record| Stored::Small(Collection::SortedSet, record)),
+            Some(&TAG_ZSET) => HashRecord::decode(&bytes).map(|record| Stored::Small(Collection::SortedSet, record)),
             Some(&TAG_ZSET_ROOT) => HashRoot::decode(&bytes[1..]).map(|root| Stored::Bucketed(Collection::SortedSet, root)),
             Some(&TAG_LIST) => decode_list_body(&bytes).map(Stored::List),
             Some(&TAG_LIST_ROOT) => ListRoot::decode(&bytes[1..]).map(|root| Stored::ChunkedList(ListIndex::Chunks(root))),
@@ -171,15 +171,27 @@ pub struct HashRecord {
 
 impl HashRecord {
     /// Decodes a bucket (a tag-1 record stored as an engine part).
-    pub fn decode_bucket(bytes: &[u8]) -> Result<HashRecord, CorruptValue> {
-        match bytes.split_first() {
-            Some((&TAG_HASH, body)) => HashRecord::decode(body),
-            _ => Err(CorruptValue("hash bucket without the hash tag")),
-        }
+    pub fn decode_bucket(record: &Bytes) -> Result<HashRecord, CorruptValue> {
+        check_bucket_tag(record)?;
+        HashRecord::decode(record)
     }
 
     pub fn get(&self, field: &[u8]) -> Option<&Bytes> {
         self.fields.iter().find(|(name, _)| name.as_ref() == field).map(|(_, value)| value)
+    }
+
+    /// The field's value in a bucket's record, found without decoding the other fields.
+    pub fn find_in_bucket(record: &Bytes, field: &[u8]) -> Result<Option<Bytes>, CorruptValue> {
+        check_bucket_tag(record)?;
+        let mut body = &record[1..];
+        for _ in 0..read_length(&mut body)? {
+            let name = take_prefixed(&mut body)?;
+            let value = take_prefixed(&mut body)?;
+            if name == field {
+                return Ok(Some(record.slice_ref(value)));
+            }
+        }
+        Ok(None)
     }
 
     /// Sets a field; true when the field is new.
@@ -227,19 +239,30 @@ impl HashRecord {
         bytes
     }
 
-    fn decode(mut body: &[u8]) -> Result<HashRecord, CorruptValue> {
+    /// Decodes the body after `record`'s tag. The fields and values are slices of `record`: one
+    /// buffer per record, not two allocations per field (SADD and ZADD decode a whole bucket to
+    /// find one member).
+    fn decode(record: &Bytes) -> Result<HashRecord, CorruptValue> {
+        let mut body = &record[1..];
         let count = read_length(&mut body)?;
         // Each field takes at least two length bytes: a corrupt count cannot make us allocate more.
         let mut fields = Vec::with_capacity(count.min(body.len() / 2));
         for _ in 0..count {
-            let field = read_bytes(&mut body)?;
-            let value = read_bytes(&mut body)?;
+            let field = record.slice_ref(take_prefixed(&mut body)?);
+            let value = record.slice_ref(take_prefixed(&mut body)?);
             fields.push((field, value));
         }
         if !body.is_empty() {
             return Err(CorruptValue("bytes after the last hash field"));
         }
         Ok(HashRecord { fields })
+    }
+}
+
+fn check_bucket_tag(record: &[u8]) -> Result<(), CorruptValue> {
+    match record.first() {
+        Some(&TAG_HASH) => Ok(()),
+        _ => Err(CorruptValue("hash bucket without the hash tag")),
     }
 }
 
@@ -977,13 +1000,18 @@ fn read_length(body: &mut &[u8]) -> Result<usize, CorruptValue> {
 }
 
 fn read_bytes(body: &mut &[u8]) -> Result<Bytes, CorruptValue> {
+    take_prefixed(body).map(Bytes::copy_from_slice)
+}
+
+/// The length-prefixed bytes at the start of `body`, which moves past them.
+fn take_prefixed<'a>(body: &mut &'a [u8]) -> Result<&'a [u8], CorruptValue> {
     let length = read_length(body)?;
     if length > body.len() {
         return Err(CorruptValue("truncated hash field"));
     }
     let (taken, rest) = body.split_at(length);
     *body = rest;
-    Ok(Bytes::copy_from_slice(taken))
+    Ok(taken)
 }
 
 #[cfg(test)]
@@ -1063,8 +1091,23 @@ mod tests {
         assert!(matches!(Stored::decode(root.encode(Collection::Set)).unwrap(), Stored::Bucketed(Collection::Set, _)));
         assert_eq!(type_name_of(&members.encode(Collection::Set)), "set");
         assert_eq!(type_name_of(&root.encode(Collection::Set)), "set");
-        assert_eq!(HashRecord::decode_bucket(&members.encode_bucket()).unwrap(), members);
-        assert!(HashRecord::decode_bucket(&members.encode(Collection::Set)).is_err(), "a key's record is not a bucket");
+        assert_eq!(HashRecord::decode_bucket(&members.encode_bucket().into()).unwrap(), members);
+        assert!(HashRecord::decode_bucket(&members.encode(Collection::Set).into()).is_err(), "a key's record is not a bucket");
+    }
+
+    #[test]
+    fn a_field_found_in_a_bucket_record_is_the_decoded_fields_value() {
+        let mut fields = HashRecord::default();
+        for (field, value) in [("a", "1"), ("bb", ""), ("c", "long value")] {
+            fields.set(Bytes::from(field), Bytes::from(value));
+        }
+        let record = Bytes::from(fields.encode_bucket());
+        for (field, value) in &fields.fields {
+            assert_eq!(HashRecord::find_in_bucket(&record, field).unwrap().as_ref(), Some(value));
+        }
+        assert_eq!(HashRecord::find_in_bucket(&record, b"b").unwrap(), None, "a prefix of a field is not the field");
+        assert!(HashRecord::find_in_bucket(&fields.encode(Collection::Set).into(), b"a").is_err(), "a key's record is not a bucket");
+        assert!(HashRecord::find_in_bucket(&record.slice(..record.len() - 3), b"c").is_err(), "a truncated value");
     }
 
     #[test]
