@@ -7,6 +7,8 @@ from datetime import datetime
 import pytest
 import redis
 
+from conftest import raw_exchange
+
 
 def test_exec_applies_queued_commands_in_order(r):
     pipe = r.pipeline(transaction=True)
@@ -32,6 +34,13 @@ def test_queue_error_discards_everything(r):
     with pytest.raises(redis.ResponseError, match="^Transaction discarded because of previous errors"):
         r.execute_command("EXEC")
     assert r.exists("x") == 0
+
+
+def test_a_refused_exec_discards_the_transaction_as_redis(pair):
+    payload = b"EXEC x\r\nMULTI\r\nSET k 1\r\nEXEC x\r\nEXEC\r\nGET k\r\n"
+    ours, theirs = (raw_exchange(client.connection_pool.connection_kwargs["port"], payload, read_timeout=0.5) for client in pair)
+    assert ours == theirs
+    assert b"-EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' command" in ours
 
 
 def test_key_listings_inside_multi_see_the_transactions_own_writes(r):

@@ -39,6 +39,7 @@ mod slowlog;
 mod sorted_set_layout;
 mod stream_layout;
 mod tracking;
+mod users;
 mod values;
 mod watch;
 

@@ -26,6 +26,7 @@ use crate::shared::{Blocking, ClientHandle, Shared};
 use crate::keyspace_events::KeyEvent;
 use crate::pubsub::{ClientSubscriptions, Mailbox, PubSub};
 use crate::tracking::TrackingSession;
+use crate::users::{Denial, LogContext, Permissions, Users};
 use crate::watch::{WatchRegistry, WatchedKeys};
 
 /// How often a monitor's or subscriber's connection whose write does not progress looks
@@ -71,6 +72,10 @@ pub struct SessionState {
     pub database: usize,
     pub protocol: ProtocolVersion,
     pub authenticated: bool,
+    /// What the client's ACL user may run, as of `permissions_epoch` (`Users::epoch`): reread
+    /// when the users change (`refresh_permissions`).
+    pub permissions: Permissions,
+    permissions_epoch: u64,
     pub multi: Option<MultiState>,
     pub watched: WatchedKeys,
     pub close_after_reply: bool,
@@ -156,6 +161,9 @@ impl SessionState {
             database: 0,
             protocol: ProtocolVersion::Resp2,
             authenticated: !password_required,
+            permissions: Permissions::default(),
+            // No epoch: the first command reads the permissions.
+            permissions_epoch: u64::MAX,
             multi: None,
             watched: WatchedKeys::new(watches),
             close_after_reply: false,
@@ -176,6 +184,30 @@ impl SessionState {
             tracking: None,
             caching: None,
         }
+    }
+
+    /// Rereads the permissions of the client's user if the users changed since they were read
+    /// (a user deleted meanwhile may run nothing; ACL DELUSER disconnects its clients anyway).
+    pub fn refresh_permissions(&mut self, users: &Users) {
+        let epoch = users.epoch();
+        if epoch != self.permissions_epoch {
+            let user = self.client.user.lock().clone();
+            self.permissions = users.get(&user).map_or_else(Permissions::default, |user| user.permissions());
+            self.permissions_epoch = epoch;
+        }
+    }
+
+    /// Whether the permissions are as of the users' latest change.
+    fn permissions_current(&self, users: &Users) -> bool {
+        self.permissions_epoch == users.epoch()
+    }
+
+    /// The client is now `user`'s (AUTH, HELLO AUTH, RESET).
+    pub fn become_user(&mut self, user: Bytes, authenticated: bool, users: &Users) {
+        *self.client.user.lock() = user;
+        self.authenticated = authenticated;
+        self.permissions_epoch = u64::MAX;
+        self.refresh_permissions(users);
     }
 
     /// CLIENT TRACKING OFF (and RESET): nothing more is remembered or invalidated for it.
@@ -276,8 +308,9 @@ fn check_and_run(args: Vec<Bytes>, session: &mut SessionState, shared: &Shared) 
         return reply;
     };
     // CLIENT LIST's cmd=: `command|subcommand` for a command with subcommands, as in Redis 7.
-    *session.client.last_command.lock() = commands::stat_row(spec, &args).map_or(spec.name, |row| commands::stat_row_names()[row].as_str());
-    if let Some(refusal) = refusal(spec, &args, session).or_else(|| refusal_while_subscribed(spec, &args, session)) {
+    *session.client.last_command.lock() = commands::full_name(spec, &args);
+    session.refresh_permissions(&shared.users);
+    if let Some(refusal) = refusal(spec, &args, session, shared).or_else(|| refusal_while_subscribed(spec, &args, session)) {
         shared.command_stats.record_rejection(commands::stat_row(spec, &args), error_text(&refusal));
         return refusal;
     }
@@ -290,14 +323,42 @@ fn check_and_run(args: Vec<Bytes>, session: &mut SessionState, shared: &Shared) 
 
 /// Why a request of a known command is refused before it runs or is queued (Redis counts these
 /// as the command's rejected calls), if it is.
-fn refusal(spec: &CommandSpec, args: &[Bytes], session: &mut SessionState) -> Option<Reply> {
-    let refusal = refusal_reason(spec, args, session.authenticated)?;
+/// A denial of the user's permissions goes to ACL LOG.
+fn refusal(spec: &'static CommandSpec, args: &[Bytes], session: &mut SessionState, shared: &Shared) -> Option<Reply> {
+    let refusal = match request_refusal(spec, args, session.authenticated) {
+        Some(refusal) => refusal,
+        None => {
+            let denial = denial(spec, args, session)?;
+            let context = if session.multi.is_some() { LogContext::Multi } else { LogContext::TopLevel };
+            let user = session.client.user.lock().clone();
+            shared.users.log.record_denial(&denial, context, &user, session.client.describe().trim_end().to_string());
+            Reply::error(denial.error_text())
+        }
+    };
+    if spec.name == "exec" {
+        // Redis discards the transaction of an EXEC it refuses, and says why.
+        session.multi = None;
+        session.watched.clear();
+        let text = error_text(&refusal);
+        return Some(Reply::error(format!("EXECABORT Transaction discarded because of: {}", text.strip_prefix("ERR ").unwrap_or(text))));
+    }
     // Outside MULTI (where NOAUTH is answered: MULTI needs AUTH first) this does nothing.
     session.fail_multi();
     Some(refusal)
 }
 
-fn refusal_reason(spec: &CommandSpec, args: &[Bytes], authenticated: bool) -> Option<Reply> {
+/// `refusal` without its logging.
+fn refusal_reason(spec: &'static CommandSpec, args: &[Bytes], session: &SessionState) -> Option<Reply> {
+    request_refusal(spec, args, session.authenticated).or_else(|| denial(spec, args, session).map(|denial| Reply::error(denial.error_text())))
+}
+
+/// What the session's ACL user may not do of this request, if anything.
+fn denial(spec: &'static CommandSpec, args: &[Bytes], session: &SessionState) -> Option<Denial> {
+    session.permissions.check(spec, args, commands::full_name(spec, args), spec.has(BEFORE_AUTH)).err()
+}
+
+/// A refusal of the request itself, whoever sends it: arity, subcommand, authentication.
+fn request_refusal(spec: &CommandSpec, args: &[Bytes], authenticated: bool) -> Option<Reply> {
     if !spec.arity_ok(args.len()) {
         return Some(wrong_arity(spec.name).into_reply());
     }
@@ -349,7 +410,7 @@ fn held_by_pause(args: &[Bytes], session: &SessionState, shared: &Shared) -> Opt
         return None;
     }
     let spec = commands::lookup(&args[0])?;
-    if refusal_reason(spec, args, session.authenticated).is_some() {
+    if refusal_reason(spec, args, session).is_some() {
         return None;
     }
     let writes = match spec.name {
@@ -372,14 +433,14 @@ fn error_text(reply: &Reply) -> &str {
 /// refused to a subscriber), from an authenticated client outside MULTI; not a script, which
 /// reaches only the keys it declares (in a group, its transaction would hold the other writes'
 /// keys too).
-fn groupable_write(args: &[Bytes], session: &SessionState) -> Option<&'static CommandSpec> {
-    if session.multi.is_some() || !session.authenticated || session.replies != ReplyMode::On {
+fn groupable_write(args: &[Bytes], session: &SessionState, users: &Users) -> Option<&'static CommandSpec> {
+    if session.multi.is_some() || !session.authenticated || session.replies != ReplyMode::On || !session.permissions_current(users) {
         return None;
     }
     let spec = commands::lookup(&args[0])?;
     let script = spec.group == "scripting";
     let single_key_write = spec.keys.only_key(args).is_some() && spec.has(WRITE) && !spec.has(CROSSES_DATABASES | BLOCKS_ON_KEYS | READS_KEYS_BY_PATTERN) && !script;
-    let refused = || refusal_reason(spec, args, session.authenticated).or_else(|| refusal_while_subscribed(spec, args, session)).is_some();
+    let refused = || refusal_reason(spec, args, session).or_else(|| refusal_while_subscribed(spec, args, session)).is_some();
     (single_key_write && !refused()).then_some(spec)
 }
 
@@ -394,14 +455,15 @@ fn take_write_group(
     first: Vec<Bytes>,
     pending: &mut VecDeque<Vec<Bytes>>,
     session: &SessionState,
+    users: &Users,
 ) -> Result<Vec<command::ReadyCommand>, Vec<Bytes>> {
     if pending.is_empty() {
         return Err(first);
     }
-    let Some(spec) = groupable_write(&first, session) else { return Err(first) };
+    let Some(spec) = groupable_write(&first, session, users) else { return Err(first) };
     let mut bytes = argument_bytes(&first);
     let joins = |next: &Vec<Bytes>, bytes: usize| {
-        let joining = groupable_write(next, session)?;
+        let joining = groupable_write(next, session, users)?;
         (bytes + argument_bytes(next) <= GROUPED_ARGUMENT_BYTES_MAX).then_some(joining)
     };
     let mut joined = Vec::new();
@@ -628,7 +690,7 @@ impl Drop for Registration {
 pub async fn serve_connection(stream: TcpStream, shared: Arc<Shared>, client: Arc<ClientHandle>) {
     let _registration = Registration { shared: shared.clone(), id: client.id };
     let _ = stream.set_nodelay(true);
-    let password_required = shared.requirepass.read().is_some();
+    let password_required = !shared.users.default_needs_no_password();
     let mut connection = Connection {
         stream,
         shared: shared.clone(),
@@ -835,7 +897,7 @@ impl Connection {
                 }
                 reads_prefetched = reads_prefetched.saturating_sub(1);
                 let (reply_start, commits_before) = (output.len(), state.commits_registered);
-                match take_write_group(arguments, pending, state) {
+                match take_write_group(arguments, pending, state, &shared.users) {
                     Ok(group) => {
                         for reply in execute_group(group, state, shared) {
                             encode(&reply, state.protocol, output);

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, AtomicUsize,
 use std::sync::Arc;
 use std::time::Instant;
 
+use bytes::Bytes;
 use hybridkv_engine::{Database, StripedCounter, NAMESPACES_MAX};
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::{watch, Notify};
@@ -22,12 +23,16 @@ use crate::pubsub::PubSub;
 use crate::script_cache::ScriptCache;
 use crate::tracking::{Tracking, TrackingOptions};
 use crate::slowlog::SlowLog;
+use crate::users::{Users, DEFAULT_USER};
 use crate::watch::WatchRegistry;
 
 pub struct Shared {
     pub database: Arc<Database>,
     pub config: ServerConfig,
+    /// `requirepass` as CONFIG GET shows it; the default user in `users` holds its digest.
     pub requirepass: RwLock<Option<String>>,
+    /// ACL users and ACL LOG.
+    pub users: Users,
     pub max_clients: AtomicUsize,
     pub clients: Arc<Clients>,
     pub stats: ServerStats,
@@ -79,6 +84,7 @@ impl Shared {
         let run_id = format!("{:040x}", seed ^ (u128::from(std::process::id()) << 64));
         Shared {
             requirepass: RwLock::new(config.requirepass.clone()),
+            users: Users::new(config.requirepass.as_deref()),
             max_clients: AtomicUsize::new(config.max_clients),
             config,
             clients: Arc::new(Clients::default()),
@@ -163,6 +169,8 @@ pub struct ClientHandle {
     pub local_address: SocketAddr,
     pub created: Instant,
     pub name: Mutex<Option<String>>,
+    /// The ACL user the client authenticated as (`default` until AUTH).
+    pub user: Mutex<Bytes>,
     pub library: Mutex<(String, String)>,
     pub database: AtomicUsize,
     pub last_command: Mutex<&'static str>,
@@ -219,6 +227,7 @@ impl ClientHandle {
             local_address,
             created: now,
             name: Mutex::new(None),
+            user: Mutex::new(Bytes::from_static(DEFAULT_USER.as_bytes())),
             library: Mutex::new((String::new(), String::new())),
             database: AtomicUsize::new(0),
             last_command: Mutex::new("NULL"),
@@ -331,7 +340,7 @@ impl ClientHandle {
         let now = Instant::now();
         let library = self.library.lock();
         format!(
-            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir={} resp={} lib-name={} lib-ver={}\n",
+            "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}\n",
             self.id,
             self.address,
             self.local_address,
@@ -345,6 +354,7 @@ impl ClientHandle {
             self.subscriptions[2].load(Ordering::Relaxed),
             self.queued.load(Ordering::Relaxed),
             self.last_command.lock(),
+            String::from_utf8_lossy(&self.user.lock()),
             self.tracking_redirect.load(Ordering::Relaxed),
             self.resp.load(Ordering::Relaxed),
             library.0,

@@ -137,11 +137,14 @@ fn kept_arguments(arguments: &[Bytes]) -> Vec<Bytes> {
 }
 
 /// Whether the argument at `position` is a password, which Redis writes as `(redacted)`: AUTH's
-/// arguments, HELLO's after AUTH, and CONFIG SET requirepass's value.
+/// arguments, HELLO's after AUTH, ACL SETUSER's rules, and CONFIG SET requirepass's value.
 pub(crate) fn is_secret(arguments: &[Bytes], position: usize) -> bool {
     let is = |at: usize, word: &str| arguments.get(at).is_some_and(|argument| argument.eq_ignore_ascii_case(word.as_bytes()));
     if is(0, "auth") {
         return position > 0;
+    }
+    if is(0, "acl") && is(1, "setuser") {
+        return position > 2;
     }
     if is(0, "hello") {
         // HELLO [protover [AUTH username password] [SETNAME name]]: options in pairs after AUTH's.
@@ -188,6 +191,7 @@ mod tests {
         assert_eq!(kept("HELLO 3 SETNAME auth"), ["HELLO", "3", "SETNAME", "auth"]);
         assert_eq!(kept("config set maxclients 5 requirepass pw"), ["config", "set", "maxclients", "5", "requirepass", "(redacted)"]);
         assert_eq!(kept("config get requirepass"), ["config", "get", "requirepass"]);
+        assert_eq!(kept("acl setuser alice on >pw"), ["acl", "setuser", "alice", "(redacted)", "(redacted)"]);
     }
 
     #[test]

@@ -383,7 +383,10 @@ fn config_set(call: &mut Call<'_>) -> CommandResult {
     for setting in settings {
         match setting {
             Setting::MaxClients(count) => call.shared.max_clients.store(count, Ordering::Relaxed),
-            Setting::RequirePass(password) => *call.shared.requirepass.write() = password,
+            Setting::RequirePass(password) => {
+                call.shared.users.set_default_password(password.as_deref());
+                *call.shared.requirepass.write() = password;
+            }
             Setting::SlowlogThresholdMicroseconds(threshold) => call.shared.slowlog.set_threshold_microseconds(threshold),
             Setting::SlowlogEntriesMax(entries) => call.shared.slowlog.set_entries_max(entries),
             Setting::LatencyTracking(enabled) => call.shared.command_stats.set_latency_tracking(enabled),

@@ -14,6 +14,7 @@ use crate::info::REDIS_COMPATIBLE_VERSION;
 use crate::pause::PauseMode;
 use crate::session::ReplyMode;
 use crate::shared::{ClientHandle, Shared};
+use crate::users::DEFAULT_USER;
 
 /// PING; a subscribed RESP2 client gets `["pong", message or ""]`, as Redis answers in the
 /// shape of the notices it reads.
@@ -39,31 +40,21 @@ pub fn quit(call: &mut Call<'_>) -> CommandResult {
 
 const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
 
-/// Compares in time independent of where the first difference is.
-fn same_secret(given: &[u8], expected: &[u8]) -> bool {
-    given.len() == expected.len() && given.iter().zip(expected).fold(0u8, |difference, (a, b)| difference | (a ^ b)) == 0
-}
-
-/// Checks `user`/`password` against the default user; Ok(()) authenticates the session.
-fn authenticate(call: &mut Call<'_>, user: Option<&[u8]>, password: &[u8]) -> Result<(), CommandError> {
-    if user.is_some_and(|user| user != b"default") {
+/// Authenticates the session as `user` (the default user when None) if `password` is one of
+/// its passwords (any, for a user with `nopass`); a failure goes to ACL LOG.
+fn authenticate(call: &mut Call<'_>, user: Option<&Bytes>, password: &[u8]) -> Result<(), CommandError> {
+    let name = user.cloned().unwrap_or_else(|| Bytes::from_static(DEFAULT_USER.as_bytes()));
+    if !call.shared.users.get(&name).is_some_and(|user| user.accepts(password)) {
+        call.shared.users.log.record_failed_auth(&name, call.session.client.describe().trim_end().to_string());
         return fail(WRONGPASS);
     }
-    let accepted = match &*call.shared.requirepass.read() {
-        Some(expected) => same_secret(password, expected.as_bytes()),
-        // The default user without a password accepts any password (Redis's "nopass").
-        None => true,
-    };
-    if !accepted {
-        return fail(WRONGPASS);
-    }
-    call.session.authenticated = true;
+    call.session.become_user(name, true, &call.shared.users);
     Ok(())
 }
 
 pub fn auth(call: &mut Call<'_>) -> CommandResult {
     match call.args.len() {
-        2 if call.shared.requirepass.read().is_none() => fail(
+        2 if call.shared.users.default_needs_no_password() => fail(
             "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
         ),
         2 => authenticate(call, None, &call.args[1].clone()).map(|_| Reply::ok()),
@@ -144,7 +135,8 @@ pub fn reset(call: &mut Call<'_>) -> CommandResult {
     call.session.protocol = ProtocolVersion::Resp2;
     call.session.replies = ReplyMode::On;
     *call.session.client.name.lock() = None;
-    call.session.authenticated = call.shared.requirepass.read().is_none();
+    let authenticated = call.shared.users.default_needs_no_password();
+    call.session.become_user(Bytes::from_static(DEFAULT_USER.as_bytes()), authenticated, &call.shared.users);
     Ok(Reply::simple("RESET"))
 }
 
@@ -362,6 +354,7 @@ fn client_kill(call: &mut Call<'_>) -> CommandResult {
     let mut local_address = None;
     let mut of_type: Option<fn(&ClientHandle) -> bool> = None;
     let mut skip_me = true;
+    let mut user = None;
     for pair in call.args[2..].chunks(2) {
         let value = String::from_utf8_lossy(&pair[1]).into_owned();
         match pair[0].to_ascii_lowercase().as_slice() {
@@ -371,8 +364,7 @@ fn client_kill(call: &mut Call<'_>) -> CommandResult {
             b"type" => of_type = Some(client_type(&pair[1])?),
             b"skipme" if value.eq_ignore_ascii_case("yes") => skip_me = true,
             b"skipme" if value.eq_ignore_ascii_case("no") => skip_me = false,
-            // Every client is the default user's.
-            b"user" if value == "default" => {}
+            b"user" if call.shared.users.get(&pair[1]).is_some() => user = Some(pair[1].clone()),
             b"user" => return fail(format!("ERR No such user '{value}'")),
             _ => return fail(SYNTAX_ERROR),
         }
@@ -382,6 +374,7 @@ fn client_kill(call: &mut Call<'_>) -> CommandResult {
             && address.as_ref().is_none_or(|address| client.address.to_string() == *address)
             && local_address.as_ref().is_none_or(|address| client.local_address.to_string() == *address)
             && of_type.is_none_or(|of_type| of_type(client))
+            && user.as_ref().is_none_or(|user| *client.user.lock() == *user)
             && !(skip_me && client.id == own_id)
     });
     // A client that killed itself (SKIPME no) gets this reply, then the connection closes.

@@ -1,5 +1,6 @@
 //! The command table and the helpers command handlers share (argument parsing, typed reads).
 
+mod acl;
 mod admin;
 mod bitfield;
 mod bits;
@@ -100,6 +101,7 @@ pub static TABLE: &[CommandSpec] = &[
     command!("flushall", -1, KeySpec::NONE, WRITE, "server", "Removes all keys from all databases.", admin::flushall),
     command!("swapdb", 3, KeySpec::NONE, WRITE | CROSSES_DATABASES, "server", "Swaps two databases, for every client and across restarts (not inside MULTI).", connection::swapdb),
     command!("info", -1, KeySpec::NONE, SESSION_OR_SERVER, "server", "Returns information and statistics about the server.", admin::info),
+    command!("acl", -2, KeySpec::NONE, ADMIN | SESSION_OR_SERVER, "server", "Users: who may authenticate and what they may run (all commands, keys and channels, or none of a kind).", acl::acl),
     command!("config", -2, KeySpec::NONE, ADMIN | SESSION_OR_SERVER, "server", "Configuration commands (GET SET RESETSTAT).", admin::config),
     command!("command", -1, KeySpec::NONE, SESSION_OR_SERVER, "server", "Returns detailed information about commands.", admin::command),
     command!("monitor", 1, KeySpec::NONE, 0, "server", "Streams every command the server runs (PING, QUIT and RESET still answer; RESET stops the stream).", connection::monitor),
@@ -381,6 +383,21 @@ static SUBCOMMANDS: &[(&str, &[Subcommand])] = &[
         subcommand("refcount", 3, "<key>", "Return the number of references of the value (Redis's shared small integers included)."),
         subcommand("help", 2, "", "Print this help."),
     ]),
+    ("acl", &[
+        subcommand("cat", -2, "[<category>]", "List all command categories (this server grants all commands or none: it lists no category's commands)."),
+        subcommand("deluser", -3, "<username> [<username> ...]", "Delete a list of users."),
+        subcommand("dryrun", -4, "<username> <command> [<arg> ...]", "Returns whether the user can execute the given command without executing the command."),
+        subcommand("getuser", 3, "<username>", "Get the user's details."),
+        subcommand("genpass", -2, "[<bits>]", "Generate a secure 256-bit user password. The optional `bits` argument can\nbe used to specify a different size."),
+        subcommand("list", 2, "", "Show users details in config file format."),
+        subcommand("load", 2, "", "Reload users from the ACL file (there is none: users live in memory)."),
+        subcommand("log", -2, "[<count> | RESET]", "Show the ACL log entries."),
+        subcommand("save", 2, "", "Save the current config to the ACL file (there is none: users live in memory)."),
+        subcommand("setuser", -3, "<username> <attribute> [<attribute> ...]", "Create or modify a user with the specified attributes (on, off, >password, <password,\n#hash, !hash, nopass, resetpass, +@all, -@all, ~*, resetkeys, &*, resetchannels, reset)."),
+        subcommand("users", 2, "", "List all the registered usernames."),
+        subcommand("whoami", 2, "", "Return the current connection username."),
+        subcommand("help", 2, "", "Prints this help."),
+    ]),
     ("slowlog", &[
         subcommand("get", -2, "[<count>]", "Return top <count> entries from the slowlog (default: 10, -1 mean all). Entries are made of: id, timestamp, time in microseconds, arguments array, client IP and port, client name."),
         subcommand("len", 2, "", "Return the length of the slowlog."),
@@ -463,6 +480,12 @@ pub fn check_subcommand(spec: &CommandSpec, args: &[Bytes]) -> Result<(), Comman
         return Err(wrong_arity(&format!("{}|{}", spec.name, known.name)));
     }
     Ok(())
+}
+
+/// The command's name as Redis reports it (CLIENT LIST's cmd=, ACL denials):
+/// `command|subcommand` for a known subcommand.
+pub fn full_name(spec: &'static CommandSpec, args: &[Bytes]) -> &'static str {
+    stat_row(spec, args).map_or(spec.name, |row| stat_row_names()[row].as_str())
 }
 
 /// Where INFO commandstats counts a request of `spec`: the command's row (its place in TABLE),

@@ -27,10 +27,11 @@ use hybridkv_resp::{format_double, ProtocolVersion, Reply};
 use mlua::{Function, HookTriggers, Lua, LuaOptions, LuaString, MultiValue, StdLib, Table, Value, VmState};
 
 use super::{check_subcommand, is, lookup, parse_integer, subcommand_help, unknown_subcommand};
-use crate::command::{fail, Call, CommandError, CommandResult, CommandSpec, AFTER_TRANSACTION, BLOCKS_ON_KEYS, CROSSES_DATABASES, IN_MULTI, TRANSACTION_CONTROL, WHOLE_KEYSPACE, WRITE};
+use crate::command::{fail, Call, CommandError, CommandResult, CommandSpec, AFTER_TRANSACTION, BEFORE_AUTH, BLOCKS_ON_KEYS, CROSSES_DATABASES, IN_MULTI, TRANSACTION_CONTROL, WHOLE_KEYSPACE, WRITE};
 use crate::info::REDIS_COMPATIBLE_VERSION;
 use crate::long_double::c_signed;
 use crate::script_cache::sha1_hex;
+use crate::users::LogContext;
 
 /// How long a script may run.
 const SCRIPT_RUN_MS_MAX: u64 = 5_000;
@@ -498,7 +499,9 @@ fn run_nested(call: &mut Call<'_>, args: &[Bytes], context: Nested) -> CommandRe
     }
     // Sessions check a subcommand's arity before its handler runs; so does a script.
     check_subcommand(spec, args)?;
-    check_allowed(spec, args, context)?;
+    check_allowed_in_scripts(spec)?;
+    check_permitted(call, spec, args)?;
+    check_allowed_here(spec, args, context)?;
     let mut nested = Call { args, session: &mut *call.session, shared: call.shared, namespace: call.namespace, store: &mut *call.store };
     match (spec.handler)(&mut nested) {
         Err(CommandError::Engine(EngineError::UndeclaredKey)) => fail(UNDECLARED_KEY),
@@ -508,12 +511,27 @@ fn run_nested(call: &mut Call<'_>, args: &[Bytes], context: Nested) -> CommandRe
 
 const UNDECLARED_KEY: &str = "ERR Script attempted to access a key not declared in KEYS (hybridkv runs a script as one transaction over the keys it declares)";
 
-/// Redis's refusals of commands in scripts (and hybridkv's: commands on undeclared keys).
-fn check_allowed(spec: &CommandSpec, args: &[Bytes], context: Nested) -> Result<(), CommandError> {
+/// The script's user's ACL permissions, checked for each command it runs, as at the top level
+/// (a denial goes to ACL LOG with the context `lua`).
+fn check_permitted(call: &mut Call<'_>, spec: &'static CommandSpec, args: &[Bytes]) -> Result<(), CommandError> {
+    let Err(denial) = call.session.permissions.check(spec, args, super::full_name(spec, args), spec.has(BEFORE_AUTH)) else { return Ok(()) };
+    let user = call.session.client.user.lock().clone();
+    call.shared.users.log.record_denial(&denial, LogContext::Script, &user, call.session.client.describe().trim_end().to_string());
+    fail(denial.script_error_text())
+}
+
+/// Redis's refusal of the commands no script may run.
+fn check_allowed_in_scripts(spec: &CommandSpec) -> Result<(), CommandError> {
     let refused_flags = TRANSACTION_CONTROL | BLOCKS_ON_KEYS | CROSSES_DATABASES | WHOLE_KEYSPACE | AFTER_TRANSACTION;
     if !spec.has(IN_MULTI) || spec.has(refused_flags) || REFUSED_IN_SCRIPTS.contains(&spec.name) {
         return fail(NOT_ALLOWED);
     }
+    Ok(())
+}
+
+/// Redis's refusals of commands in this script (and hybridkv's: commands on undeclared keys),
+/// checked after the user's permissions, as Redis checks them.
+fn check_allowed_here(spec: &CommandSpec, args: &[Bytes], context: Nested) -> Result<(), CommandError> {
     if context.read_only && spec.has(WRITE) {
         return fail("ERR Write commands are not allowed from read-only scripts.");
     }
