@@ -354,7 +354,7 @@ fn refusal_reason(spec: &'static CommandSpec, args: &[Bytes], session: &SessionS
 
 /// What the session's ACL user may not do of this request, if anything.
 fn denial(spec: &'static CommandSpec, args: &[Bytes], session: &SessionState) -> Option<Denial> {
-    session.permissions.check(spec, args, commands::full_name(spec, args), spec.has(BEFORE_AUTH)).err()
+    session.permissions.check(spec, args).err()
 }
 
 /// A refusal of the request itself, whoever sends it: arity, subcommand, authentication.

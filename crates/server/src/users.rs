@@ -23,7 +23,8 @@ use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use sha2::{Digest, Sha256};
 
-use crate::command::CommandSpec;
+use crate::command::{CommandSpec, BEFORE_AUTH};
+use crate::commands;
 
 pub const DEFAULT_USER: &str = "default";
 /// Users the server holds at most (ACL SETUSER of one more is refused).
@@ -109,15 +110,15 @@ fn channels_of<'a>(name: &str, args: &'a [Bytes]) -> &'a [Bytes] {
 }
 
 impl Permissions {
-    /// Whether these permissions let `spec` run with `args` (whose arity is already checked);
-    /// `full_name` names the command as a denial reports it. Commands that run before
-    /// authentication (AUTH, HELLO, QUIT) are never refused, as in Redis.
-    pub fn check(&self, spec: &CommandSpec, args: &[Bytes], full_name: &str, runs_before_auth: bool) -> Result<(), Denial> {
-        if *self == Permissions::EVERYTHING || runs_before_auth {
+    /// Whether these permissions let `spec` run with `args` (whose arity is already checked).
+    /// Commands that run before authentication (AUTH, HELLO, QUIT) are never refused, as in
+    /// Redis.
+    pub fn check(&self, spec: &'static CommandSpec, args: &[Bytes]) -> Result<(), Denial> {
+        if *self == Permissions::EVERYTHING || spec.has(BEFORE_AUTH) {
             return Ok(());
         }
         if !self.all_commands {
-            return Err(Denial::Command(full_name.to_string()));
+            return Err(Denial::Command(commands::full_name(spec, args).to_string()));
         }
         if !self.all_keys {
             if let Some(key) = spec.keys.keys(args).first() {

@@ -91,7 +91,7 @@ fn dry_run(call: &mut Call<'_>) -> CommandResult {
     if !spec.arity_ok(args.len()) {
         return Err(wrong_arity(spec.name));
     }
-    match user.permissions().check(spec, args, super::full_name(spec, args), spec.has(crate::command::BEFORE_AUTH)) {
+    match user.permissions().check(spec, args) {
         Ok(()) => Ok(Reply::ok()),
         Err(denial) => Ok(Reply::bulk(denial.dry_run_text())),
     }

@@ -27,7 +27,7 @@ use hybridkv_resp::{format_double, ProtocolVersion, Reply};
 use mlua::{Function, HookTriggers, Lua, LuaOptions, LuaString, MultiValue, StdLib, Table, Value, VmState};
 
 use super::{check_subcommand, is, lookup, parse_integer, subcommand_help, unknown_subcommand};
-use crate::command::{fail, Call, CommandError, CommandResult, CommandSpec, AFTER_TRANSACTION, BEFORE_AUTH, BLOCKS_ON_KEYS, CROSSES_DATABASES, IN_MULTI, TRANSACTION_CONTROL, WHOLE_KEYSPACE, WRITE};
+use crate::command::{fail, Call, CommandError, CommandResult, CommandSpec, AFTER_TRANSACTION, BLOCKS_ON_KEYS, CROSSES_DATABASES, IN_MULTI, TRANSACTION_CONTROL, WHOLE_KEYSPACE, WRITE};
 use crate::info::REDIS_COMPATIBLE_VERSION;
 use crate::long_double::c_signed;
 use crate::script_cache::sha1_hex;
@@ -514,7 +514,7 @@ const UNDECLARED_KEY: &str = "ERR Script attempted to access a key not declared 
 /// The script's user's ACL permissions, checked for each command it runs, as at the top level
 /// (a denial goes to ACL LOG with the context `lua`).
 fn check_permitted(call: &mut Call<'_>, spec: &'static CommandSpec, args: &[Bytes]) -> Result<(), CommandError> {
-    let Err(denial) = call.session.permissions.check(spec, args, super::full_name(spec, args), spec.has(BEFORE_AUTH)) else { return Ok(()) };
+    let Err(denial) = call.session.permissions.check(spec, args) else { return Ok(()) };
     let user = call.session.client.user.lock().clone();
     call.shared.users.log.record_denial(&denial, LogContext::Script, &user, call.session.client.describe().trim_end().to_string());
     fail(denial.script_error_text())
