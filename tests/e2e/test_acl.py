@@ -237,3 +237,19 @@ def test_the_default_user_s_password_by_acl_and_by_config_set(make_server):
     admin.config_set("requirepass", "")
     assert "user default on nopass ~* &* +@all" in admin.execute_command("ACL", "LIST")
     assert redis.Redis(port=server.port).ping()
+
+
+def test_a_user_that_loses_its_channels_loses_its_subscribers_as_redis(users_pair):
+    for client in users_pair:
+        client.execute_command("ACL", "SETUSER", "acl_gina", "on", ">pw", "allcommands", "allkeys", "allchannels")
+        subscriber = authenticated(port_of(client), "acl_gina", "pw")
+        publisher = authenticated(port_of(client), "acl_gina", "pw")
+        pubsub = subscriber.pubsub()
+        pubsub.subscribe("news")
+        assert pubsub.get_message(timeout=2)["type"] == "subscribe"
+        client.execute_command("ACL", "SETUSER", "acl_gina", "resetchannels")
+        wait_until(lambda: all(entry["user"] != "acl_gina" or entry["sub"] == "0" for entry in client.client_list()))
+        assert publisher.ping(), "a client that subscribed to nothing stays"
+        pubsub.close()
+        subscriber.close()
+        publisher.close()

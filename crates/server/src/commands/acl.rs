@@ -57,8 +57,13 @@ fn set_user(call: &mut Call<'_>) -> CommandResult {
     if name.iter().any(|&byte| byte == b' ' || byte == 0) {
         return fail("ERR Usernames can't contain spaces or null characters");
     }
+    let had_channels = call.shared.users.get(&name).is_some_and(|user| user.permissions().all_channels);
     match call.shared.users.set_user(&name, &call.args[3..]) {
         Ok(()) => {
+            // A user that lost its channels loses its subscribers, as in Redis.
+            if had_channels && !call.shared.users.get(&name).is_some_and(|user| user.permissions().all_channels) {
+                call.shared.clients.kill_where(|client| *client.user.lock() == name && client.is_subscriber());
+            }
             call.session.refresh_permissions(&call.shared.users);
             Ok(Reply::ok())
         }
