@@ -240,7 +240,7 @@ mod tests {
         Database::open_with(config, Arc::new(SimStore::new(46))).unwrap()
     }
 
-    const LIMITS: ListLimits = ListLimits { value_bytes_max: 16 * KIB, chunks_max: 255, chunks_target: 64, directory_chunks_max: 8, separators: false };
+    const LIMITS: ListLimits = ListLimits { value_bytes_max: 16 * KIB, chunks_max: 255, chunk_bytes_min: crate::list_layout::CHUNK_BYTES_TARGET_MIN, chunks_target: 64, directory_chunks_max: 8, separators: false };
 
     /// Pushes `elements` to the list under `key` as one grouped command would.
     fn push(store: &mut GroupStore<'_, '_>, key: &Bytes, elements: &[&str]) {

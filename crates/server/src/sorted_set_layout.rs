@@ -26,7 +26,7 @@ use bytes::Bytes;
 use crate::command::{CommandError, KeyStore};
 use crate::group_store::{self, Kept, KeptSortedSet};
 use crate::hash_layout::{HashLimits, OpenHash, Saved};
-use crate::list_layout::{End, ListLimits, OpenList, CHUNKS_TARGET, DIRECTORY_CHUNKS_MAX};
+use crate::list_layout::{End, ListLimits, OpenList, CHUNKS_TARGET};
 use crate::second_space::SecondSpace;
 use crate::values::{decode_score, encode_score, Collection, CorruptValue};
 
@@ -87,7 +87,7 @@ pub fn decode_order_entry(entry: &Bytes) -> Result<Scored, CorruptValue> {
 /// the other half).
 pub fn order_index_limits(value_bytes_max: u64, parts_per_key_max: u32) -> ListLimits {
     let chunks_max = parts_per_key_max - 1;
-    ListLimits { value_bytes_max, chunks_max, chunks_target: u64::from(chunks_max / 2).min(CHUNKS_TARGET), directory_chunks_max: DIRECTORY_CHUNKS_MAX, separators: true }
+    ListLimits { chunks_target: u64::from(chunks_max / 2).min(CHUNKS_TARGET), ..ListLimits::new(value_bytes_max, chunks_max).searched() }
 }
 
 /// A sorted set as one command sees it: read lazily, changed in memory, written back by `save`.
@@ -289,9 +289,10 @@ mod tests {
     use hybridkv_engine::SECOND_PART_SPACE;
 
     use super::*;
+    use crate::list_layout::{CHUNK_BYTES_TARGET_MIN, DIRECTORY_CHUNKS_MAX};
     use crate::memory_store::MemoryStore;
 
-    const ORDER_LIMITS: ListLimits = ListLimits { value_bytes_max: 1 << 20, chunks_max: 4096, chunks_target: CHUNKS_TARGET, directory_chunks_max: DIRECTORY_CHUNKS_MAX, separators: true };
+    const ORDER_LIMITS: ListLimits = ListLimits { value_bytes_max: 1 << 20, chunks_max: 4096, chunk_bytes_min: CHUNK_BYTES_TARGET_MIN, chunks_target: CHUNKS_TARGET, directory_chunks_max: DIRECTORY_CHUNKS_MAX, separators: true };
 
     fn hash_limits() -> HashLimits {
         HashLimits::new(1 << 20, 4096)

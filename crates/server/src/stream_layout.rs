@@ -477,10 +477,10 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     use super::*;
-    use crate::list_layout::CHUNKS_TARGET;
+    use crate::list_layout::{CHUNKS_TARGET, CHUNK_BYTES_TARGET_MIN};
     use crate::memory_store::MemoryStore;
 
-    const LIMITS: ListLimits = ListLimits { value_bytes_max: 1 << 20, chunks_max: 4096, chunks_target: CHUNKS_TARGET, directory_chunks_max: 8, separators: true };
+    const LIMITS: ListLimits = ListLimits { value_bytes_max: 1 << 20, chunks_max: 4096, chunk_bytes_min: CHUNK_BYTES_TARGET_MIN, chunks_target: CHUNKS_TARGET, directory_chunks_max: 8, separators: true };
 
     fn key() -> Bytes {
         Bytes::from_static(b"stream")

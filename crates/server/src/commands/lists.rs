@@ -16,7 +16,7 @@ use crate::session::{KeyWait, ReplyDelay};
 const MUST_BE_POSITIVE: &str = "ERR value is out of range, must be positive";
 
 fn limits(call: &Call<'_>) -> ListLimits {
-    ListLimits::new(call.namespace.config().value_bytes_max, call.store.parts_per_key_max())
+    ListLimits::plain(call.namespace.config().value_bytes_max, call.store.parts_per_key_max())
 }
 
 pub(super) fn open(call: &mut Call<'_>, key: &Bytes) -> Result<Option<OpenList>, CommandError> {
