@@ -193,6 +193,25 @@ def test_sorted_set_size_limit_is_a_clear_error(small_blocks_server):
     assert client.delete("huge") == 1 and client.dbsize() == 0
 
 
+@pytest.mark.parametrize("order", ["ascending", "descending"])
+def test_a_sorted_set_filled_from_either_end_holds_what_its_hash_holds(small_blocks_server, order):
+    # Members coming in descending order used to split the order index's first chunk in halves
+    # again and again: its parts ran out at about half the members the hash holds.
+    client = small_blocks_server.client(decode_responses=True)
+    sign = 1 if order == "ascending" else -1
+    added = 0
+    with pytest.raises(redis.ResponseError, match="zset would hold [0-9]+ bytes of fields, over the limit of 1044480 bytes for one zset"):
+        while True:
+            pipe = client.pipeline(transaction=False)
+            for number in range(added, added + 500):
+                pipe.zadd("filled", {f"m{number:09d}": sign * number})
+            pipe.execute()
+            added += 500
+    assert client.zcard("filled") > 50_000
+    first = 0 if order == "ascending" else client.zcard("filled") - 1
+    assert client.zrange("filled", 0, 0) == [f"m{first:09d}"]
+
+
 def big_sorted_set_command(rng: random.Random) -> list:
     """A command on "mixed" (3,000 members, scores that tie) or "flat" (every score 0, where
     lexicographic ranges are defined), both bucketed with an order index."""

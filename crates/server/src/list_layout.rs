@@ -748,8 +748,15 @@ impl OpenList {
     /// Inserts `element` at `index` (≤ len): it becomes element `index`.
     pub fn insert(&mut self, store: &mut dyn KeyStore, index: u64, element: Bytes) -> Result<(), CommandError> {
         assert!(index <= self.len, "index {index} past a list of {}", self.len);
+        // At either end, a push: a new chunk once the end one is full. Inserted into the end
+        // chunk instead, a sorted set whose members come in descending order split its first
+        // chunk in halves again and again and left half-full chunks behind, running out of
+        // parts at half the members its hash holds.
         if index == self.len {
             return self.push(store, End::Tail, element);
+        }
+        if index == 0 {
+            return self.push(store, End::Head, element);
         }
         let (at, offset) = self.locate(store, index)?;
         self.edit_chunk(store, at, |elements| elements.insert(offset, element))
