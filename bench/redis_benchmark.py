@@ -11,7 +11,7 @@ verbatim in bench/RESULTS.md.
 Durability is matched as the other benchmarks match it: hybridkv `periodic` against Redis
 `appendonly yes, appendfsync everysec`, or `always` against `appendfsync always`.
 
-    bench/redis_benchmark.py [--requests 200000] [--keyspace N] [--rounds 3]
+    bench/redis_benchmark.py [--requests 200000] [--keyspace N] [--rounds 3] [--data-bytes 440]
         [--durability periodic|always] [--tests set,get,incr,mset,hset | --command "XADD s * f v"]
 
 --command runs one command of your own instead of redis-benchmark's tests (its words split on
@@ -41,6 +41,7 @@ RESULTS = os.path.join(ROOT, "bench", "results", "redis-benchmark.md")
 # record plus buckets (crates/server/src/hash_layout.rs), so each request writes one bucket.
 TESTS = "set,get,incr,mset,hset"
 CLIENTS = 50
+# redis-benchmark -d: the workloads' 440-byte values unless --data-bytes says otherwise.
 VALUE_BYTES = 440
 PIPELINES = (1, 16)
 START_TIMEOUT_S = 60
@@ -79,7 +80,7 @@ def start_servers(workdir: str, durability: str):
 
 def benchmark_command(port: int, arguments: argparse.Namespace, pipeline: int) -> list:
     keyspace = arguments.keyspace or arguments.requests
-    command = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-c", str(CLIENTS), "-d", str(VALUE_BYTES),
+    command = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-c", str(CLIENTS), "-d", str(arguments.data_bytes),
                "-n", str(arguments.requests), "-r", str(keyspace), "-P", str(pipeline), "--csv"]
     return command + (arguments.command.split() if arguments.command else ["-t", arguments.tests])
 
@@ -106,7 +107,7 @@ def markdown(arguments: argparse.Namespace, measured: dict, port_note: str) -> s
         "", f"### redis-benchmark, hybridkv durability {durability} vs Redis appendfsync {REDIS_FSYNC[durability]} "
         f"({now}, commit {commit}, load {load})", "", "```",
         f"bench/redis_benchmark.py --requests {requests} --keyspace {arguments.keyspace or requests} --rounds {rounds} "
-        f"--durability {durability} " + (f"--command '{arguments.command}'" if arguments.command else f"--tests {arguments.tests}"), "```", "",
+        f"--durability {durability} --data-bytes {arguments.data_bytes} " + (f"--command '{arguments.command}'" if arguments.command else f"--tests {arguments.tests}"), "```", "",
         f"Each round runs, against each server in turn: `{' '.join(benchmark_command(0, arguments, 1)).replace(' -p 0', ' -p PORT')}` "
         f"(and the same with `-P 16`). {port_note} Ratios above 1 favour hybridkv.", "",
         "| pipeline | test | hybridkv req/s (median) | Redis req/s (median) | ratio per round | median ratio | hybridkv p50 / p99 ms | hybridkv p99 ms per round | Redis p50 / p99 ms |",
@@ -132,6 +133,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
     parser.add_argument("--durability", choices=sorted(REDIS_FSYNC), default="periodic")
     parser.add_argument("--keyspace", type=int, default=0, help="redis-benchmark -r (default: --requests)")
+    parser.add_argument("--data-bytes", type=int, default=VALUE_BYTES, help=f"redis-benchmark -d: bytes of each value or element (default {VALUE_BYTES}; redis-benchmark's own default is 3)")
     parser.add_argument("--tests", default=TESTS, help=f"redis-benchmark -t (default {TESTS})")
     parser.add_argument("--command", default="", help="a command of your own instead of --tests (words split on spaces)")
     arguments = parser.parse_args()
