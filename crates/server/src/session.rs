@@ -330,8 +330,7 @@ fn refusal(spec: &'static CommandSpec, args: &[Bytes], session: &mut SessionStat
         None => {
             let denial = denial(spec, args, session)?;
             let context = if session.multi.is_some() { LogContext::Multi } else { LogContext::TopLevel };
-            let user = session.client.user.lock().clone();
-            shared.users.log.record_denial(&denial, context, &user, session.client.describe().trim_end().to_string());
+            shared.users.log.record_denial(&denial, context, &session.client);
             Reply::error(denial.error_text())
         }
     };

@@ -25,6 +25,7 @@ use sha2::{Digest, Sha256};
 
 use crate::command::{CommandSpec, BEFORE_AUTH};
 use crate::commands;
+use crate::shared::ClientHandle;
 
 pub const DEFAULT_USER: &str = "default";
 /// Users the server holds at most (ACL SETUSER of one more is refused).
@@ -451,6 +452,11 @@ pub struct LogEntry {
     pub client_info: String,
 }
 
+/// The client as CLIENT LIST shows it, without the line's end.
+fn client_info(client: &ClientHandle) -> String {
+    client.describe().trim_end().to_string()
+}
+
 /// ACL LOG: the latest denials and failed authentications, newest first, at most
 /// `ACL_LOG_ENTRIES_MAX`.
 #[derive(Default)]
@@ -459,13 +465,16 @@ pub struct AclLog {
 }
 
 impl AclLog {
-    pub fn record_denial(&self, denial: &Denial, context: LogContext, username: &Bytes, client_info: String) {
+    /// A denial to `client`, as its user (`ClientHandle::user`).
+    pub fn record_denial(&self, denial: &Denial, context: LogContext, client: &ClientHandle) {
         let (reason, object) = denial.reason_and_object();
-        self.record(reason, context.name(), object, username.clone(), client_info);
+        let username = client.user.lock().clone();
+        self.record(reason, context.name(), object, username, client_info(client));
     }
 
-    pub fn record_failed_auth(&self, username: &Bytes, client_info: String) {
-        self.record("auth", LogContext::TopLevel.name(), Bytes::from_static(b"AUTH"), username.clone(), client_info);
+    /// `client`'s failed authentication as `username`.
+    pub fn record_failed_auth(&self, username: &Bytes, client: &ClientHandle) {
+        self.record("auth", LogContext::TopLevel.name(), Bytes::from_static(b"AUTH"), username.clone(), client_info(client));
     }
 
     fn record(&self, reason: &'static str, context: &'static str, object: Bytes, username: Bytes, client_info: String) {
@@ -573,16 +582,20 @@ mod tests {
     #[test]
     fn alike_denials_count_on_one_entry_and_the_log_is_bounded() {
         let log = AclLog::default();
-        let user = Bytes::from_static(b"eve");
+        let clients = [ClientHandle::for_tests(1), ClientHandle::for_tests(2), ClientHandle::for_tests(3)];
+        for client in &clients {
+            *client.user.lock() = Bytes::from_static(b"eve");
+        }
         let denial = Denial::Command("get".into());
-        log.record_denial(&denial, LogContext::TopLevel, &user, "id=1".into());
-        log.record_denial(&denial, LogContext::TopLevel, &user, "id=2".into());
-        log.record_denial(&denial, LogContext::Multi, &user, "id=3".into());
+        log.record_denial(&denial, LogContext::TopLevel, &clients[0]);
+        log.record_denial(&denial, LogContext::TopLevel, &clients[1]);
+        log.record_denial(&denial, LogContext::Multi, &clients[2]);
         let entries = log.newest(10);
         assert_eq!(entries.iter().map(|entry| (entry.count, entry.context)).collect::<Vec<_>>(), [(1, "multi"), (2, "toplevel")]);
-        assert_eq!(entries[1].client_info, "id=2", "the entry shows the latest client");
+        assert!(entries[1].client_info.starts_with("id=2 "), "the entry shows the latest client");
+        assert!(entries[1].username == "eve" && !entries[1].client_info.ends_with('\n'));
         for at in 0..ACL_LOG_ENTRIES_MAX + 10 {
-            log.record_denial(&Denial::Key(Bytes::from(at.to_string())), LogContext::TopLevel, &user, String::new());
+            log.record_denial(&Denial::Key(Bytes::from(at.to_string())), LogContext::TopLevel, &clients[0]);
         }
         assert_eq!(log.newest(usize::MAX).len(), ACL_LOG_ENTRIES_MAX);
     }

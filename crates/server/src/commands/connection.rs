@@ -45,7 +45,7 @@ const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is dis
 fn authenticate(call: &mut Call<'_>, user: Option<&Bytes>, password: &[u8]) -> Result<(), CommandError> {
     let name = user.cloned().unwrap_or_else(|| Bytes::from_static(DEFAULT_USER.as_bytes()));
     if !call.shared.users.get(&name).is_some_and(|user| user.accepts(password)) {
-        call.shared.users.log.record_failed_auth(&name, call.session.client.describe().trim_end().to_string());
+        call.shared.users.log.record_failed_auth(&name, &call.session.client);
         return fail(WRONGPASS);
     }
     call.session.become_user(name, true, &call.shared.users);

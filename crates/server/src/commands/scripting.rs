@@ -515,8 +515,7 @@ const UNDECLARED_KEY: &str = "ERR Script attempted to access a key not declared 
 /// (a denial goes to ACL LOG with the context `lua`).
 fn check_permitted(call: &mut Call<'_>, spec: &'static CommandSpec, args: &[Bytes]) -> Result<(), CommandError> {
     let Err(denial) = call.session.permissions.check(spec, args) else { return Ok(()) };
-    let user = call.session.client.user.lock().clone();
-    call.shared.users.log.record_denial(&denial, LogContext::Script, &user, call.session.client.describe().trim_end().to_string());
+    call.shared.users.log.record_denial(&denial, LogContext::Script, &call.session.client);
     fail(denial.script_error_text())
 }
 
