@@ -100,15 +100,78 @@ struct Bucket {
     dirty: bool,
 }
 
+/// A bucket not decoded: as read (`get` scans a record without decoding it: SADD of a present
+/// member, ZADD's and HGET's lookups), or as one change in place left it (`dirty`: a set or a
+/// removal copies the record around the field it changes, `HashRecord::bucket_spliced`).
+struct StoredBucket {
+    record: Bytes,
+    dirty: bool,
+}
+
+/// The buckets read or changed so far, by number: each decoded or as stored, never both.
+#[derive(Default)]
+struct Buckets {
+    decoded: BTreeMap<u32, Bucket>,
+    stored: BTreeMap<u32, StoredBucket>,
+}
+
+impl Buckets {
+    /// Bucket `number` decoded: from its stored record if it has one here, else read.
+    fn load(&mut self, store: &mut dyn KeyStore, key: &[u8], number: u32) -> Result<&mut Bucket, CommandError> {
+        if let std::collections::btree_map::Entry::Vacant(entry) = self.decoded.entry(number) {
+            let (record, dirty) = match self.stored.remove(&number) {
+                Some(stored) => (stored.record, stored.dirty),
+                None => (read_bucket(store, key, number)?, false),
+            };
+            entry.insert(Bucket { fields: HashRecord::decode_bucket(&record)?, dirty });
+        }
+        Ok(self.decoded.get_mut(&number).expect("inserted above"))
+    }
+
+    /// Bucket `number`'s record, read the first time; None when the bucket is decoded.
+    fn stored(&mut self, store: &mut dyn KeyStore, key: &[u8], number: u32) -> Result<Option<&mut StoredBucket>, CommandError> {
+        if self.decoded.contains_key(&number) {
+            return Ok(None);
+        }
+        if let std::collections::btree_map::Entry::Vacant(entry) = self.stored.entry(number) {
+            entry.insert(StoredBucket { record: read_bucket(store, key, number)?, dirty: false });
+        }
+        Ok(self.stored.get_mut(&number))
+    }
+
+    /// Bucket `number` to change in place: its record when it is not decoded and was not
+    /// changed yet in this command (a bucket changed again is decoded: one copy of its record
+    /// per change would cost more than decoding it once); None when it is to be decoded.
+    fn for_splicing(&mut self, store: &mut dyn KeyStore, key: &[u8], number: u32) -> Result<Option<&mut StoredBucket>, CommandError> {
+        if self.stored.get(&number).is_some_and(|stored| stored.dirty) {
+            self.load(store, key, number)?;
+        }
+        self.stored(store, key, number)
+    }
+
+    fn insert(&mut self, number: u32, bucket: Bucket) {
+        self.stored.remove(&number);
+        self.decoded.insert(number, bucket);
+    }
+
+    fn remove(&mut self, number: u32) {
+        self.decoded.remove(&number);
+        self.stored.remove(&number);
+    }
+
+    /// The changed buckets' records, by number.
+    fn changed_records(&self) -> Vec<(u32, Vec<u8>)> {
+        let decoded = self.decoded.iter().filter(|(_, bucket)| bucket.dirty).map(|(&number, bucket)| (number, bucket.fields.encode_bucket()));
+        let stored = self.stored.iter().filter(|(_, stored)| stored.dirty).map(|(&number, stored)| (number, stored.record.to_vec()));
+        decoded.chain(stored).collect()
+    }
+}
+
 enum Layout {
     Small(HashRecord),
     Bucketed {
         root: HashRoot,
-        /// The buckets read or changed so far, by number.
-        buckets: BTreeMap<u32, Bucket>,
-        /// Buckets only looked up in so far, as stored: `get` scans a record without decoding
-        /// it (SADD of a present member, ZADD's and HGET's lookups), `load` decodes it from here.
-        looked_up: BTreeMap<u32, Bytes>,
+        buckets: Buckets,
         /// The root as stored before this command (its buckets past the final count are
         /// deleted); None when the hash was not bucketed.
         stored_root: Option<HashRoot>,
@@ -134,7 +197,7 @@ impl OpenHash {
         let (stored_collection, layout) = match Stored::decode(value.bytes)? {
             Stored::Small(stored_collection, fields) => (stored_collection, Layout::Small(fields)),
             Stored::Bucketed(stored_collection, root) => {
-                (stored_collection, Layout::Bucketed { root, buckets: BTreeMap::new(), looked_up: BTreeMap::new(), stored_root: Some(root) })
+                (stored_collection, Layout::Bucketed { root, buckets: Buckets::default(), stored_root: Some(root) })
             }
             Stored::String(_) | Stored::List(_) | Stored::ChunkedList(_) | Stored::Stream(_) => return fail(WRONGTYPE),
         };
@@ -169,7 +232,8 @@ impl OpenHash {
     /// becomes one record of its fields again, which `save` lays out as any new hash.
     pub fn join_buckets_made_in_memory(&mut self) {
         if let Layout::Bucketed { stored_root: None, buckets, .. } = &mut self.layout {
-            let fields = std::mem::take(buckets).into_values().flat_map(|bucket| bucket.fields.fields).collect();
+            assert!(buckets.stored.is_empty(), "a hash bucketed in memory has no stored bucket");
+            let fields = std::mem::take(&mut buckets.decoded).into_values().flat_map(|bucket| bucket.fields.fields).collect();
             self.layout = Layout::Small(HashRecord { fields });
         }
     }
@@ -198,11 +262,11 @@ impl OpenHash {
         let key = self.key.clone();
         Ok(match &mut self.layout {
             Layout::Small(fields) => fields.get(field).cloned(),
-            Layout::Bucketed { root, buckets, looked_up, .. } => {
+            Layout::Bucketed { root, buckets, .. } => {
                 let number = bucket_of(field_hash(root, field), root.bucket_count);
-                match buckets.get(&number) {
-                    Some(bucket) => bucket.fields.get(field).cloned(),
-                    None => HashRecord::find_in_bucket(look_up(store, &key, looked_up, number)?, field)?,
+                match buckets.stored(store, &key, number)? {
+                    Some(stored) => HashRecord::find_in_bucket(&stored.record, field)?,
+                    None => buckets.decoded[&number].fields.get(field).cloned(),
                 }
             }
         })
@@ -221,13 +285,22 @@ impl OpenHash {
                 }
                 added
             }
-            Layout::Bucketed { root, buckets, looked_up, .. } => {
+            Layout::Bucketed { root, buckets, .. } => {
                 let number = bucket_of(field_hash(root, &field), root.bucket_count);
-                let bucket = load_looked_up(store, &key, buckets, looked_up, number)?;
-                let old_bytes = bucket.fields.get(&field).map_or(0, |old| field_entry_bytes(&field, old));
                 let new_bytes = field_entry_bytes(&field, &value);
-                let added = bucket.fields.set(field, value);
-                bucket.dirty = true;
+                let (added, old_bytes) = match buckets.for_splicing(store, &key, number)? {
+                    Some(stored) => {
+                        let (spliced, old) = HashRecord::bucket_spliced(&stored.record, &field, Some(&value))?;
+                        (stored.record, stored.dirty) = (Bytes::from(spliced.expect("a set changes its bucket")), true);
+                        (old.is_none(), old.map_or(0, |old| field_entry_bytes(&field, &old)))
+                    }
+                    None => {
+                        let bucket = buckets.load(store, &key, number)?;
+                        let old_bytes = bucket.fields.get(&field).map_or(0, |old| field_entry_bytes(&field, old));
+                        bucket.dirty = true;
+                        (bucket.fields.set(field, value), old_bytes)
+                    }
+                };
                 root.field_bytes = root.field_bytes - old_bytes + new_bytes;
                 root.field_count += u64::from(added);
                 if added {
@@ -254,17 +327,28 @@ impl OpenHash {
         let key = self.key.clone();
         let removed = match &mut self.layout {
             Layout::Small(fields) => fields.remove(field),
-            Layout::Bucketed { root, buckets, looked_up, .. } => {
+            Layout::Bucketed { root, buckets, .. } => {
                 let number = bucket_of(field_hash(root, field), root.bucket_count);
-                let bucket = load_looked_up(store, &key, buckets, looked_up, number)?;
-                let old_bytes = bucket.fields.get(field).map_or(0, |old| field_entry_bytes(field, old));
-                let removed = bucket.fields.remove(field);
-                if removed {
-                    bucket.dirty = true;
+                let old_bytes = match buckets.for_splicing(store, &key, number)? {
+                    Some(stored) => {
+                        let (spliced, old) = HashRecord::bucket_spliced(&stored.record, field, None)?;
+                        if let Some(spliced) = spliced {
+                            (stored.record, stored.dirty) = (Bytes::from(spliced), true);
+                        }
+                        old.map(|old| field_entry_bytes(field, &old))
+                    }
+                    None => {
+                        let bucket = buckets.load(store, &key, number)?;
+                        let old_bytes = bucket.fields.get(field).map(|old| field_entry_bytes(field, old));
+                        bucket.dirty |= bucket.fields.remove(field);
+                        old_bytes
+                    }
+                };
+                if let Some(old_bytes) = old_bytes {
                     root.field_bytes -= old_bytes;
                     root.field_count -= 1;
                 }
-                removed
+                old_bytes.is_some()
             }
         };
         self.changed |= removed;
@@ -278,7 +362,7 @@ impl OpenHash {
             Layout::Bucketed { root, mut buckets, .. } => {
                 let mut all = Vec::with_capacity(root.field_count.min(1 << 20) as usize);
                 for number in 0..root.bucket_count {
-                    all.append(&mut load(store, &self.key, &mut buckets, number)?.fields.fields);
+                    all.append(&mut buckets.load(store, &self.key, number)?.fields.fields);
                 }
                 Ok(all)
             }
@@ -328,7 +412,7 @@ impl OpenHash {
                 return Ok(Some(chosen));
             }
             let number = random.gen_range(0..root.bucket_count);
-            let fields = &load(store, &key, buckets, number)?.fields.fields;
+            let fields = &buckets.load(store, &key, number)?.fields.fields;
             if fields.is_empty() {
                 continue;
             }
@@ -357,7 +441,7 @@ impl OpenHash {
         let mut fields = Vec::new();
         loop {
             let number = bucket_of(cursor, root.bucket_count);
-            fields.extend(load(store, &self.key, &mut buckets, number)?.fields.fields.iter().cloned());
+            fields.extend(buckets.load(store, &self.key, number)?.fields.fields.iter().cloned());
             cursor = next_scan_cursor(cursor, bucket_hash_bits(number, root.bucket_count));
             if cursor == 0 || fields.len() >= count {
                 return Ok(ScanPage { next_cursor: cursor, fields });
@@ -409,9 +493,8 @@ impl OpenHash {
             ));
         }
         rebalance(store, &self.key, root, buckets, limits)?;
-        let mut writes = Vec::new();
-        for (&number, bucket) in buckets.iter().filter(|(_, bucket)| bucket.dirty) {
-            let encoded = bucket.fields.encode_bucket();
+        let writes = buckets.changed_records();
+        for (_, encoded) in &writes {
             if encoded.len() as u64 > limits.value_bytes_max {
                 return fail(format!(
                     "ERR a bucket of this {} would be {} bytes, over the namespace's value limit of {} bytes",
@@ -420,7 +503,6 @@ impl OpenHash {
                     limits.value_bytes_max
                 ));
             }
-            writes.push((number, encoded));
         }
         for (number, encoded) in writes {
             store.put_part(&self.key, number, &encoded)?;
@@ -463,8 +545,8 @@ fn bucketed_from(key: &[u8], fields: HashRecord) -> Layout {
         field_bytes: fields.fields.iter().map(|(field, value)| field_entry_bytes(field, value)).sum(),
         salt: salt_of(key),
     };
-    let buckets = BTreeMap::from([(0, Bucket { fields, dirty: true })]);
-    Layout::Bucketed { root, buckets, looked_up: BTreeMap::new(), stored_root: None }
+    let buckets = Buckets { decoded: BTreeMap::from([(0, Bucket { fields, dirty: true })]), stored: BTreeMap::new() };
+    Layout::Bucketed { root, buckets, stored_root: None }
 }
 
 /// Splits while the average bucket is over the target (at most `SOFT_SPLITS_PER_WRITE_MAX`
@@ -473,7 +555,7 @@ fn rebalance(
     store: &mut dyn KeyStore,
     key: &[u8],
     root: &mut HashRoot,
-    buckets: &mut BTreeMap<u32, Bucket>,
+    buckets: &mut Buckets,
     limits: &HashLimits,
 ) -> Result<(), CommandError> {
     let target = limits.bucket_bytes_target(root.field_bytes);
@@ -495,11 +577,11 @@ fn rebalance(
 }
 
 /// Adds bucket `n`, taking from bucket `n - low` the fields that now hash to it.
-fn split(store: &mut dyn KeyStore, key: &[u8], root: &mut HashRoot, buckets: &mut BTreeMap<u32, Bucket>) -> Result<(), CommandError> {
+fn split(store: &mut dyn KeyStore, key: &[u8], root: &mut HashRoot, buckets: &mut Buckets) -> Result<(), CommandError> {
     let new_number = root.bucket_count;
     let source = new_number - lowest_power(new_number);
     let grown = HashRoot { bucket_count: new_number + 1, ..*root };
-    let source_bucket = load(store, key, buckets, source)?;
+    let source_bucket = buckets.load(store, key, source)?;
     let (moved, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut source_bucket.fields.fields)
         .into_iter()
         .partition(|(field, _)| bucket_of(field_hash(&grown, field), grown.bucket_count) == new_number);
@@ -511,49 +593,16 @@ fn split(store: &mut dyn KeyStore, key: &[u8], root: &mut HashRoot, buckets: &mu
 }
 
 /// Removes the last bucket, moving its fields into the bucket it was split from.
-fn merge_last(store: &mut dyn KeyStore, key: &[u8], root: &mut HashRoot, buckets: &mut BTreeMap<u32, Bucket>) -> Result<(), CommandError> {
+fn merge_last(store: &mut dyn KeyStore, key: &[u8], root: &mut HashRoot, buckets: &mut Buckets) -> Result<(), CommandError> {
     let last = root.bucket_count - 1;
     let target = last - lowest_power(last);
-    let mut moved = std::mem::take(&mut load(store, key, buckets, last)?.fields.fields);
-    buckets.remove(&last);
-    let target_bucket = load(store, key, buckets, target)?;
+    let mut moved = std::mem::take(&mut buckets.load(store, key, last)?.fields.fields);
+    buckets.remove(last);
+    let target_bucket = buckets.load(store, key, target)?;
     target_bucket.fields.fields.append(&mut moved);
     target_bucket.dirty = true;
     root.bucket_count = last;
     Ok(())
-}
-
-/// The bucket decoded, read from the store (or taken from `looked_up`) the first time it is
-/// needed.
-fn load<'a>(store: &mut dyn KeyStore, key: &[u8], buckets: &'a mut BTreeMap<u32, Bucket>, number: u32) -> Result<&'a mut Bucket, CommandError> {
-    if let std::collections::btree_map::Entry::Vacant(e) = buckets.entry(number) {
-        e.insert(Bucket { fields: HashRecord::decode_bucket(&read_bucket(store, key, number)?)?, dirty: false });
-    }
-    Ok(buckets.get_mut(&number).expect("inserted above"))
-}
-
-/// `load`, decoding the record `get` looked the field up in, if any, instead of reading it again.
-fn load_looked_up<'a>(
-    store: &mut dyn KeyStore,
-    key: &[u8],
-    buckets: &'a mut BTreeMap<u32, Bucket>,
-    looked_up: &mut BTreeMap<u32, Bytes>,
-    number: u32,
-) -> Result<&'a mut Bucket, CommandError> {
-    if let Some(record) = looked_up.remove(&number) {
-        if let std::collections::btree_map::Entry::Vacant(e) = buckets.entry(number) {
-            e.insert(Bucket { fields: HashRecord::decode_bucket(&record)?, dirty: false });
-        }
-    }
-    load(store, key, buckets, number)
-}
-
-/// The bucket's record as stored, read the first time it is looked up in.
-fn look_up<'a>(store: &mut dyn KeyStore, key: &[u8], looked_up: &'a mut BTreeMap<u32, Bytes>, number: u32) -> Result<&'a Bytes, CommandError> {
-    if let std::collections::btree_map::Entry::Vacant(e) = looked_up.entry(number) {
-        e.insert(read_bucket(store, key, number)?);
-    }
-    Ok(&looked_up[&number])
 }
 
 fn read_bucket(store: &mut dyn KeyStore, key: &[u8], number: u32) -> Result<Bytes, CommandError> {
@@ -705,6 +754,40 @@ mod tests {
         wrong.field_count = 100_000;
         store.put_keeping_parts(&key, &wrong.encode(Collection::Hash), 0).unwrap();
         assert_eq!(pick(&mut store, 400, true).len(), 300);
+    }
+
+    /// Commands of a few sets and removals each, on a hash that grows into buckets and shrinks
+    /// back to one record: a bucket changed in its record, changed again (decoded), read, split,
+    /// merged or gathered into one record holds what a model map holds.
+    #[test]
+    fn random_sets_and_removals_keep_the_hash_as_a_model_map() {
+        use rand::SeedableRng;
+        let limits = HashLimits { value_bytes_max: 1 << 20, small_bytes_max: 2048, bucket_bytes_target_min: 512, bucket_bytes_target_max: 1024, buckets_max: 256 };
+        let key = Bytes::from_static(b"hash");
+        let mut random = rand::rngs::StdRng::seed_from_u64(21);
+        let mut store = MemoryStore::default();
+        let mut model = std::collections::BTreeMap::new();
+        for step in 0..4000 {
+            let mut hash = OpenHash::open_or_new(&mut store, &key, Collection::Hash).unwrap();
+            let growing = (step / 1000) % 2 == 0;
+            for _ in 0..random.gen_range(1..6) {
+                let field = Bytes::from(format!("field:{}", random.gen_range(0..600)));
+                if random.gen_bool(if growing { 0.2 } else { 0.8 }) {
+                    assert_eq!(hash.remove(&mut store, &field).unwrap(), model.remove(&field).is_some(), "step {step}: removal of {field:?}");
+                } else {
+                    let value = Bytes::from(vec![b'a' + random.gen_range(0..26u8); random.gen_range(0..40)]);
+                    assert_eq!(hash.set(&mut store, field.clone(), value.clone()).unwrap(), model.insert(field, value).is_none(), "step {step}");
+                }
+                let probe = Bytes::from(format!("field:{}", random.gen_range(0..600)));
+                assert_eq!(hash.get(&mut store, &probe).unwrap().as_ref(), model.get(&probe), "step {step}: {probe:?}");
+            }
+            assert_eq!(hash.len(), model.len() as u64);
+            hash.save(&mut store, &limits, false).unwrap();
+            if step % 97 == 0 {
+                let stored = OpenHash::open(&mut store, &key, Collection::Hash).unwrap().map_or_else(Vec::new, |hash| hash.into_fields(&mut store).unwrap());
+                assert_eq!(stored.into_iter().collect::<std::collections::BTreeMap<_, _>>(), model, "step {step}");
+            }
+        }
     }
 
     /// Replacing a value with one of its size leaves the root as it was: it is written again

@@ -194,6 +194,59 @@ impl HashRecord {
         Ok(None)
     }
 
+    /// A bucket's record with `field` set to `value` (where it is, or added after the others)
+    /// or removed (`value` None), copied around the change instead of decoded and re-encoded:
+    /// the same bytes `set` or `remove` and `encode_bucket` would give. Answers the new record
+    /// (None when nothing changes: the removal of a field that is not there) and the field's
+    /// old value, a slice of `record`.
+    pub fn bucket_spliced(record: &Bytes, field: &[u8], value: Option<&[u8]>) -> Result<(Option<Vec<u8>>, Option<Bytes>), CorruptValue> {
+        check_bucket_tag(record)?;
+        let mut body = &record[1..];
+        let count = read_length(&mut body)?;
+        let body_start = record.len() - body.len();
+        // The field's entry start, its value's entry start, and the end of its value.
+        let mut found = None;
+        for _ in 0..count {
+            let entry_start = record.len() - body.len();
+            let name = take_prefixed(&mut body)?;
+            let value_start = record.len() - body.len();
+            take_prefixed(&mut body)?;
+            if found.is_none() && name == field {
+                found = Some((entry_start, value_start, record.len() - body.len()));
+            }
+        }
+        if !body.is_empty() {
+            return Err(CorruptValue("bytes after the last hash field"));
+        }
+        let old = found.map(|(_, value_start, end)| {
+            let mut old_value = &record[value_start..end];
+            record.slice_ref(take_prefixed(&mut old_value).expect("walked above"))
+        });
+        let mut bytes = Vec::with_capacity(record.len() + value.map_or(0, |value| field.len() + value.len() + 2 * MAX_LENGTH_BYTES));
+        match (found, value) {
+            (Some((_, value_start, end)), Some(value)) => {
+                bytes.extend_from_slice(&record[..value_start]);
+                write_prefixed(&mut bytes, value);
+                bytes.extend_from_slice(&record[end..]);
+            }
+            (None, Some(value)) => {
+                bytes.push(TAG_HASH);
+                write_length(&mut bytes, count + 1);
+                bytes.extend_from_slice(&record[body_start..]);
+                write_prefixed(&mut bytes, field);
+                write_prefixed(&mut bytes, value);
+            }
+            (Some((entry_start, _, end)), None) => {
+                bytes.push(TAG_HASH);
+                write_length(&mut bytes, count - 1);
+                bytes.extend_from_slice(&record[body_start..entry_start]);
+                bytes.extend_from_slice(&record[end..]);
+            }
+            (None, None) => return Ok((None, None)),
+        }
+        Ok((Some(bytes), old))
+    }
+
     /// Sets a field; true when the field is new.
     pub fn set(&mut self, field: Bytes, value: Bytes) -> bool {
         match self.fields.iter_mut().find(|(name, _)| *name == field) {
@@ -336,7 +389,49 @@ pub fn list_chunk_last(record: &Bytes) -> Result<(usize, Option<Bytes>), Corrupt
     Ok((count, last.map(|element| record.slice(element))))
 }
 
-fn check_list_chunk_tag(record: &Bytes) -> Result<(), CorruptValue> {
+/// The byte range of each element of a chunk record (tag 5), in order, found by reading
+/// only the length prefixes: a search within a chunk compares a few of them, and an insertion
+/// or removal copies the others around the one it changes (`list_chunk_spliced`).
+pub fn list_chunk_element_ranges(record: &[u8]) -> Result<Vec<std::ops::Range<usize>>, CorruptValue> {
+    check_list_chunk_tag(record)?;
+    let count = read_length(&mut record.get(1..).unwrap_or_default())?;
+    let mut ranges = Vec::with_capacity(count.min(record.len()));
+    walk_list_body(record, |element| ranges.push(element))?;
+    Ok(ranges)
+}
+
+/// Chunk record `record`, whose elements lie at `ranges` (`list_chunk_element_ranges`), with
+/// `inserted` put before element `index` (≤ their count; the count: at the end), or without
+/// element `index` (< their count) when `inserted` is None. The other elements are copied as
+/// they are, not decoded and re-encoded.
+pub fn list_chunk_spliced(record: &[u8], ranges: &[std::ops::Range<usize>], index: usize, inserted: Option<&[u8]>) -> Vec<u8> {
+    let count = ranges.len();
+    let body_start = 1 + length_bytes(count);
+    let entry_start = |at: usize| if at == 0 { body_start } else { ranges[at - 1].end };
+    let (cut, new_count) = match inserted {
+        Some(_) => {
+            assert!(index <= count, "insertion at {index} past a chunk of {count}");
+            (entry_start(index)..entry_start(index), count + 1)
+        }
+        None => {
+            assert!(index < count, "removal of {index} from a chunk of {count}");
+            (entry_start(index)..ranges[index].end, count - 1)
+        }
+    };
+    let inserted_bytes = inserted.map_or(0, |element| element_entry_bytes(element) as usize);
+    let mut bytes = Vec::with_capacity(record.len() + inserted_bytes + 1);
+    bytes.push(TAG_LIST);
+    write_length(&mut bytes, new_count);
+    bytes.extend_from_slice(&record[body_start..cut.start]);
+    if let Some(element) = inserted {
+        write_length(&mut bytes, element.len());
+        bytes.extend_from_slice(element);
+    }
+    bytes.extend_from_slice(&record[cut.end..]);
+    bytes
+}
+
+fn check_list_chunk_tag(record: &[u8]) -> Result<(), CorruptValue> {
     match record.first() {
         Some(&TAG_LIST) => Ok(()),
         _ => Err(CorruptValue("list chunk without the list tag")),
@@ -974,6 +1069,14 @@ fn length_bytes(length: usize) -> usize {
     (usize::BITS - length.leading_zeros()).max(1).div_ceil(7) as usize
 }
 
+/// Bytes a LEB128 length of a `usize` takes at most.
+const MAX_LENGTH_BYTES: usize = usize::BITS.div_ceil(7) as usize;
+
+fn write_prefixed(bytes: &mut Vec<u8>, prefixed: &[u8]) {
+    write_length(bytes, prefixed.len());
+    bytes.extend_from_slice(prefixed);
+}
+
 fn write_length(bytes: &mut Vec<u8>, mut length: usize) {
     loop {
         let low = (length & 0x7f) as u8;
@@ -986,7 +1089,20 @@ fn write_length(bytes: &mut Vec<u8>, mut length: usize) {
     }
 }
 
+/// Reads a LEB128 length; a length under 128 (one byte, most elements' and fields') without a
+/// loop or a call: walking a chunk's lengths is most of a search within it.
+#[inline]
 fn read_length(body: &mut &[u8]) -> Result<usize, CorruptValue> {
+    match body.split_first() {
+        Some((&byte, rest)) if byte & 0x80 == 0 => {
+            *body = rest;
+            Ok(usize::from(byte))
+        }
+        _ => read_long_length(body),
+    }
+}
+
+fn read_long_length(body: &mut &[u8]) -> Result<usize, CorruptValue> {
     let mut length: usize = 0;
     for shift in (0..64).step_by(7) {
         let (&byte, rest) = body.split_first().ok_or(CorruptValue("truncated length"))?;
@@ -1019,6 +1135,58 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     use super::*;
+
+    #[test]
+    fn a_bucket_spliced_in_place_is_the_bucket_encoded_with_the_change() {
+        let mut random = rand::rngs::StdRng::seed_from_u64(12);
+        for _ in 0..300 {
+            let count = random.gen_range(0..150);
+            let mut bucket = HashRecord::default();
+            for number in 0..count {
+                bucket.set(Bytes::from(format!("field:{number}")), Bytes::from(vec![b'v'; random.gen_range(0..300)]));
+            }
+            let record = Bytes::from(bucket.encode_bucket());
+            let field = Bytes::from(format!("field:{}", random.gen_range(0..count + 3)));
+            let value = Bytes::from(vec![b'w'; random.gen_range(0..200)]);
+            let mut expected = bucket.clone();
+            expected.set(field.clone(), value.clone());
+            let (spliced, old) = HashRecord::bucket_spliced(&record, &field, Some(&value)).unwrap();
+            assert_eq!(spliced, Some(expected.encode_bucket()), "set {field:?} in {count}");
+            assert_eq!(old.as_ref(), bucket.get(&field), "the old value");
+            let mut expected = bucket.clone();
+            let removed = expected.remove(&field);
+            let (spliced, old) = HashRecord::bucket_spliced(&record, &field, None).unwrap();
+            assert_eq!(spliced, removed.then(|| expected.encode_bucket()), "removal of {field:?} from {count}");
+            assert_eq!(old.as_ref(), bucket.get(&field));
+        }
+        let mut trailing = HashRecord::default().encode_bucket();
+        trailing.push(0);
+        assert!(HashRecord::bucket_spliced(&Bytes::from(trailing), b"f", None).is_err(), "bytes after the last field");
+    }
+
+    #[test]
+    fn a_chunk_spliced_in_place_is_the_chunk_encoded_with_the_change() {
+        let mut random = rand::rngs::StdRng::seed_from_u64(11);
+        for _ in 0..300 {
+            let count = random.gen_range(0..200);
+            let elements: Vec<Bytes> = (0..count).map(|_| Bytes::from(vec![random.gen::<u8>(); random.gen_range(0..300)])).collect();
+            let record = encode_list(elements.iter());
+            let ranges = list_chunk_element_ranges(&record).unwrap();
+            assert_eq!(ranges.iter().map(|range| &record[range.clone()]).collect::<Vec<_>>(), elements.iter().map(|element| &element[..]).collect::<Vec<_>>());
+            let inserted = Bytes::from(vec![7u8; random.gen_range(0..200)]);
+            let at = random.gen_range(0..=count);
+            let mut expected = elements.clone();
+            expected.insert(at, inserted.clone());
+            assert_eq!(list_chunk_spliced(&record, &ranges, at, Some(&inserted)), encode_list(expected.iter()), "insertion at {at} of {count}");
+            if count > 0 {
+                let at = random.gen_range(0..count);
+                let mut expected = elements.clone();
+                expected.remove(at);
+                assert_eq!(list_chunk_spliced(&record, &ranges, at, None), encode_list(expected.iter()), "removal of {at} of {count}");
+            }
+        }
+        assert!(list_chunk_element_ranges(&encode_string(b"x")).is_err(), "not a list chunk");
+    }
 
     #[test]
     fn hash_round_trips_in_insertion_order() {
