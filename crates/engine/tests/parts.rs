@@ -20,7 +20,7 @@ fn write_with_parts(namespace: &Namespace, key: &[u8], version: u64, parts: u32)
         .transaction(&[key], |transaction| {
             transaction.put(key, &version_value(version, parts), 0)?;
             for number in 0..parts {
-                transaction.put_part(key, number, &version_value(version, number))?;
+                transaction.put_part(key, number, version_value(version, number))?;
             }
             // `put` dropped the old parts; the new ones are written after it in the same batch.
             Ok(())
@@ -158,10 +158,10 @@ fn write_in_both_spaces(namespace: &Namespace, key: &[u8], first: u32, second: u
         .transaction(&[key], |transaction| {
             transaction.put(key, b"root", 0)?;
             for number in 0..first {
-                transaction.put_part(key, number, &version_value(1, number))?;
+                transaction.put_part(key, number, version_value(1, number))?;
             }
             for number in SECOND_PART_SPACE..SECOND_PART_SPACE + second {
-                transaction.put_part(key, number, &version_value(2, number))?;
+                transaction.put_part(key, number, version_value(2, number))?;
             }
             Ok(())
         })
@@ -231,7 +231,7 @@ fn a_key_whose_parts_do_not_fit_in_one_batch_is_not_renamed() {
         namespace
             .transaction(&[b"big"], |t| {
                 t.put_keeping_parts(b"big", b"root", 0)?;
-                numbers.clone().try_for_each(|number| t.put_part(b"big", number, &part))
+                numbers.clone().try_for_each(|number| t.put_part(b"big", number, part.as_slice()))
             })
             .unwrap();
     }
@@ -310,7 +310,7 @@ fn a_key_and_its_parts_are_written_atomically_across_power_cuts() {
                     return t.delete(&key).map(|_| ());
                 }
                 t.put(&key, &version_value(version, parts), 0)?;
-                (0..parts).try_for_each(|number| t.put_part(&key, number, &version_value(version, number)))
+                (0..parts).try_for_each(|number| t.put_part(&key, number, version_value(version, number)))
             });
             if written.is_err() {
                 break;
@@ -403,7 +403,7 @@ fn key_and_part_counts_are_right_after_every_kind_of_start() {
                     }
                     let expiry_unix_ms = if rng.gen_bool(0.5) { tomorrow_unix_ms } else { 0 };
                     t.put(&key, &version_value(version, parts), expiry_unix_ms)?;
-                    (0..parts).try_for_each(|number| t.put_part(&key, number, &version_value(version, number)))
+                    (0..parts).try_for_each(|number| t.put_part(&key, number, version_value(version, number)))
                 });
                 if written.is_err() {
                     break;

@@ -137,7 +137,7 @@ fn apply_step(database: &Database, operation: &Operation, parts: u32) -> Result<
     let [(key, Some(value))] = operation.as_slice() else { unreachable!("a put with parts is one put") };
     database.namespace(0).unwrap().transaction(&[key], |transaction| {
         transaction.put(key, value, expiry_of(value))?;
-        (0..parts).try_for_each(|number| transaction.put_part(key, number, &part_value(value, number)))
+        (0..parts).try_for_each(|number| transaction.put_part(key, number, part_value(value, number)))
     })
 }
 

@@ -68,7 +68,7 @@ pub trait KeyStore {
     /// Writes `source`'s value, expiry and parts under `target` (two different keys).
     fn copy(&mut self, source: &[u8], target: &[u8]) -> Result<bool, EngineError>;
     fn get_part(&mut self, key: &[u8], number: u32) -> Result<Option<Vec<u8>>, EngineError>;
-    fn put_part(&mut self, key: &[u8], number: u32, value: &[u8]) -> Result<(), EngineError>;
+    fn put_part(&mut self, key: &[u8], number: u32, value: Vec<u8>) -> Result<(), EngineError>;
     fn delete_part(&mut self, key: &[u8], number: u32) -> Result<(), EngineError>;
     /// Parts one key may have.
     fn parts_per_key_max(&self) -> u32;
@@ -125,7 +125,7 @@ impl KeyStore for Transaction<'_> {
     fn get_part(&mut self, key: &[u8], number: u32) -> Result<Option<Vec<u8>>, EngineError> {
         Transaction::get_part(self, key, number)
     }
-    fn put_part(&mut self, key: &[u8], number: u32, value: &[u8]) -> Result<(), EngineError> {
+    fn put_part(&mut self, key: &[u8], number: u32, value: Vec<u8>) -> Result<(), EngineError> {
         Transaction::put_part(self, key, number, value)
     }
     fn delete_part(&mut self, key: &[u8], number: u32) -> Result<(), EngineError> {
@@ -184,7 +184,7 @@ impl KeyStore for DirectStore<'_> {
     fn get_part(&mut self, key: &[u8], number: u32) -> Result<Option<Vec<u8>>, EngineError> {
         self.one_key(key, |transaction| transaction.get_part(key, number))
     }
-    fn put_part(&mut self, key: &[u8], number: u32, value: &[u8]) -> Result<(), EngineError> {
+    fn put_part(&mut self, key: &[u8], number: u32, value: Vec<u8>) -> Result<(), EngineError> {
         self.one_key(key, |transaction| transaction.put_part(key, number, value))
     }
     fn delete_part(&mut self, key: &[u8], number: u32) -> Result<(), EngineError> {

@@ -170,7 +170,7 @@ impl KeyStore for GroupStore<'_, '_> {
         self.save_kept_value(key)?;
         self.transaction.get_part(key, number)
     }
-    fn put_part(&mut self, key: &[u8], number: u32, value: &[u8]) -> Result<(), EngineError> {
+    fn put_part(&mut self, key: &[u8], number: u32, value: Vec<u8>) -> Result<(), EngineError> {
         self.save_kept_value(key)?;
         self.transaction.put_part(key, number, value)
     }

@@ -159,10 +159,11 @@ impl Buckets {
         self.stored.remove(&number);
     }
 
-    /// The changed buckets' records, by number.
-    fn changed_records(&self) -> Vec<(u32, Vec<u8>)> {
+    /// The changed buckets' records, by number (a changed stored record is taken, not copied:
+    /// the buckets are written once, at the end of `save`).
+    fn take_changed_records(&mut self) -> Vec<(u32, Vec<u8>)> {
         let decoded = self.decoded.iter().filter(|(_, bucket)| bucket.dirty).map(|(&number, bucket)| (number, bucket.fields.encode_bucket()));
-        let stored = self.stored.iter().filter(|(_, stored)| stored.dirty).map(|(&number, stored)| (number, stored.record.to_vec()));
+        let stored = self.stored.iter_mut().filter(|(_, stored)| stored.dirty).map(|(&number, stored)| (number, Vec::from(std::mem::take(&mut stored.record))));
         decoded.chain(stored).collect()
     }
 }
@@ -493,7 +494,7 @@ impl OpenHash {
             ));
         }
         rebalance(store, &self.key, root, buckets, limits)?;
-        let writes = buckets.changed_records();
+        let writes = buckets.take_changed_records();
         for (_, encoded) in &writes {
             if encoded.len() as u64 > limits.value_bytes_max {
                 return fail(format!(
@@ -505,7 +506,7 @@ impl OpenHash {
             }
         }
         for (number, encoded) in writes {
-            store.put_part(&self.key, number, &encoded)?;
+            store.put_part(&self.key, number, encoded)?;
         }
         let stored_bucket_count = stored_root.map_or(0, |stored| stored.bucket_count);
         for number in (root.bucket_count..stored_bucket_count).rev() {

@@ -887,7 +887,7 @@ impl OpenList {
         let deletions = self.assign_parts(store)?;
         let writes = self.encoded_writes()?;
         for (part, encoded) in writes {
-            store.put_part(&self.key, part, &encoded)?;
+            store.put_part(&self.key, part, encoded)?;
         }
         for part in deletions {
             store.delete_part(&self.key, part)?;
@@ -1172,10 +1172,11 @@ impl OpenList {
         let mut writes = Vec::new();
         for directory in self.directories.iter_mut().filter(|directory| directory.dirty) {
             let chunks = directory.loaded();
-            for chunk in chunks.iter().filter(|chunk| chunk.dirty) {
-                let encoded = match (&chunk.elements, &chunk.record) {
+            for chunk in chunks.iter_mut().filter(|chunk| chunk.dirty) {
+                // A spliced record is taken, not copied: `save` writes each chunk once, last.
+                let encoded = match (&chunk.elements, chunk.record.take()) {
                     (Some(elements), _) => encode_list(elements.iter()),
-                    (None, Some(record)) => record.to_vec(),
+                    (None, Some(record)) => Vec::from(record),
                     (None, None) => unreachable!("a dirty chunk is decoded or holds its record"),
                 };
                 writes.push((chunk.part.expect("numbered by assign_parts"), encoded));

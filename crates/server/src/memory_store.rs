@@ -47,10 +47,10 @@ impl KeyStore for MemoryStore {
         self.part_reads += 1;
         Ok(self.parts.get(&(key.to_vec(), number)).cloned())
     }
-    fn put_part(&mut self, key: &[u8], number: u32, value: &[u8]) -> Result<(), EngineError> {
+    fn put_part(&mut self, key: &[u8], number: u32, value: Vec<u8>) -> Result<(), EngineError> {
         self.part_writes += 1;
         self.bytes_written += value.len();
-        self.parts.insert((key.to_vec(), number), value.to_vec());
+        self.parts.insert((key.to_vec(), number), value);
         Ok(())
     }
     fn delete_part(&mut self, key: &[u8], number: u32) -> Result<(), EngineError> {

@@ -42,10 +42,10 @@ impl KeyStore for SecondSpace<'_> {
     }
     fn put(&mut self, key: &[u8], value: &[u8], _: u64) -> Result<(), EngineError> {
         self.delete_list_parts(key)?;
-        self.store.put_part(key, TOP_PART, value)
+        self.store.put_part(key, TOP_PART, value.to_vec())
     }
     fn put_keeping_parts(&mut self, key: &[u8], value: &[u8], _: u64) -> Result<(), EngineError> {
-        self.store.put_part(key, TOP_PART, value)
+        self.store.put_part(key, TOP_PART, value.to_vec())
     }
     fn delete(&mut self, key: &[u8]) -> Result<bool, EngineError> {
         let existed = self.store.get_part(key, TOP_PART)?.is_some();
@@ -58,7 +58,7 @@ impl KeyStore for SecondSpace<'_> {
     fn get_part(&mut self, key: &[u8], number: u32) -> Result<Option<Vec<u8>>, EngineError> {
         self.store.get_part(key, list_part(number))
     }
-    fn put_part(&mut self, key: &[u8], number: u32, value: &[u8]) -> Result<(), EngineError> {
+    fn put_part(&mut self, key: &[u8], number: u32, value: Vec<u8>) -> Result<(), EngineError> {
         self.store.put_part(key, list_part(number), value)
     }
     fn delete_part(&mut self, key: &[u8], number: u32) -> Result<(), EngineError> {

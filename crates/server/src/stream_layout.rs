@@ -414,7 +414,7 @@ impl OpenStream {
         }
         self.entries.save(&mut SecondSpace { store })?;
         for (part, record) in group_records {
-            store.put_part(&self.key, part, &record)?;
+            store.put_part(&self.key, part, record)?;
         }
         let mut freed = self.freed_group_parts;
         freed.sort_unstable_by(|a, b| b.cmp(a));

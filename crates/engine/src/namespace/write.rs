@@ -261,9 +261,12 @@ impl Transaction<'_> {
     }
 
     /// Writes part `number` of the key's value (see `get_part`); at most `parts_per_key_max`.
-    pub fn put_part(&mut self, key: &[u8], number: u32, value: &[u8]) -> Result<()> {
+    /// Takes the bytes: a caller that encoded them hands them over rather than have them copied
+    /// (a sorted set's ZADD writes two 4 KiB chunks).
+    pub fn put_part(&mut self, key: &[u8], number: u32, value: impl Into<Vec<u8>>) -> Result<()> {
+        let value = value.into();
         Namespace::check_key(key)?;
-        self.check_value(value)?;
+        self.check_value(&value)?;
         let limit = self.namespace.parts_per_key_max();
         if number & !SECOND_PART_SPACE >= limit {
             return Err(EngineError::TooManyParts { limit });
@@ -272,7 +275,7 @@ impl Transaction<'_> {
         let digest = self.namespace.part_digest(owner, number);
         self.guard(digest)?;
         let key = part_key(owner, number).to_vec();
-        self.writes.push(BufferedWrite { key, digest, value: Some((value.to_vec(), PART_EXPIRY_MARK)), part: true, visible: true });
+        self.writes.push(BufferedWrite { key, digest, value: Some((value, PART_EXPIRY_MARK)), part: true, visible: true });
         self.wrote_parts = true;
         Ok(())
     }
@@ -364,7 +367,7 @@ impl Transaction<'_> {
         Namespace::check_key(key)?;
         self.put(key, &snapshot.value.bytes, snapshot.value.expiry_unix_ms)?;
         for (number, part) in &snapshot.parts {
-            self.put_part(key, *number, part)?;
+            self.put_part(key, *number, part.as_slice())?;
         }
         Ok(())
     }
