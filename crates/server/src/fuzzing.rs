@@ -62,12 +62,16 @@ fn splice_list_chunk(record: &Bytes, elements: &[Bytes]) {
     let at = record.len() % (elements.len() + 1);
     let mut expected = elements.to_vec();
     expected.insert(at, Bytes::from_static(b"spliced"));
-    assert_eq!(decode_list_chunk(&Bytes::from(list_chunk_spliced(record, &ranges, at, Some(b"spliced")))).ok(), Some(expected));
+    let (spliced, spliced_ranges) = list_chunk_spliced(record, &ranges, at, Some(b"spliced"));
+    assert_eq!(list_chunk_element_ranges(&spliced).ok(), Some(spliced_ranges));
+    assert_eq!(decode_list_chunk(&Bytes::from(spliced)).ok(), Some(expected));
     if !elements.is_empty() {
         let at = record.len() % elements.len();
         let mut expected = elements.to_vec();
         expected.remove(at);
-        assert_eq!(decode_list_chunk(&Bytes::from(list_chunk_spliced(record, &ranges, at, None))).ok(), Some(expected));
+        let (spliced, spliced_ranges) = list_chunk_spliced(record, &ranges, at, None);
+        assert_eq!(list_chunk_element_ranges(&spliced).ok(), Some(spliced_ranges));
+        assert_eq!(decode_list_chunk(&Bytes::from(spliced)).ok(), Some(expected));
     }
 }
 

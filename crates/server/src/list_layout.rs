@@ -174,6 +174,10 @@ struct Chunk {
     /// insertion or removal left it (`dirty`; `splice_stored`), to be written as it is unless
     /// `save` must split or merge the chunk.
     record: Option<Bytes>,
+    /// The byte ranges of `record`'s elements, once a search or a splice found them (None
+    /// whenever `record` is): the several searches and splices of one ZADD walk the record's
+    /// lengths once.
+    record_ranges: Option<Vec<Range<usize>>>,
     /// Its last element's separator as its directory lists it, or as read; None when not known.
     /// Elements change only in a loaded chunk, whose separator is taken from its elements.
     separator: Option<Separator>,
@@ -183,7 +187,7 @@ struct Chunk {
 impl Chunk {
     fn in_memory(elements: VecDeque<Bytes>) -> Chunk {
         let element_bytes = elements.iter().map(|element| element_entry_bytes(element)).sum();
-        Chunk { part: None, len: elements.len() as u32, element_bytes, stored_bytes: 0, elements: Some(elements), record: None, separator: None, dirty: true }
+        Chunk { part: None, len: elements.len() as u32, element_bytes, stored_bytes: 0, elements: Some(elements), record: None, record_ranges: None, separator: None, dirty: true }
     }
 
     fn stored(entry: &ChunkEntry) -> Chunk {
@@ -195,6 +199,7 @@ impl Chunk {
             stored_bytes: element_bytes,
             elements: None,
             record: None,
+            record_ranges: None,
             separator: entry.separator,
             dirty: false,
         }
@@ -559,16 +564,18 @@ impl OpenList {
         }
         let at = At { directory, chunk };
         if let Some((record, ranges)) = self.undecoded_record(store, at)? {
-            let offset = self.partition_point_of(ranges.len(), |_, offset| reached(&record.slice(ranges[offset].clone())))?;
-            return Ok(before + offset as u64);
+            let offset = self.partition_point_of(ranges.len(), |_, offset| reached(&record.slice(ranges[offset].clone())));
+            self.directories[at.directory].loaded()[at.chunk].record_ranges = Some(ranges);
+            return Ok(before + offset? as u64);
         }
         let elements = self.elements_of(store, at)?.len();
         let offset = self.partition_point_of(elements, |list, offset| reached(&list.elements_of(store, at)?[offset]))?;
         Ok(before + offset as u64)
     }
 
-    /// Chunk `at`'s record and its elements' byte ranges in it, read if need be, when the
-    /// chunk is not decoded; None when it is.
+    /// Chunk `at`'s record and its elements' byte ranges in it (taken from the chunk: the caller
+    /// gives them back, or the new ones), read if need be, when the chunk is not decoded; None
+    /// when it is.
     fn undecoded_record(&mut self, store: &mut dyn KeyStore, at: At) -> Result<Option<StoredChunk>, CommandError> {
         self.chunks_of(store, at.directory)?;
         let chunk = &mut self.directories[at.directory].loaded()[at.chunk];
@@ -579,7 +586,10 @@ impl OpenList {
             chunk.record = Some(read_record(store, &self.key, chunk)?);
         }
         let record = chunk.record.clone().expect("read above");
-        let ranges = list_chunk_element_ranges(&record)?;
+        let ranges = match chunk.record_ranges.take() {
+            Some(ranges) => ranges,
+            None => list_chunk_element_ranges(&record)?,
+        };
         if ranges.len() != chunk.len as usize {
             return Err(CorruptValue("list chunk disagrees with its directory").into());
         }
@@ -592,14 +602,16 @@ impl OpenList {
     /// two, which decoding and re-encoding whole took a fifth of the server's CPU. Answers the
     /// element removed.
     fn splice_stored(&mut self, at: At, (record, ranges): StoredChunk, offset: usize, inserted: Option<&[u8]>) -> Option<Bytes> {
-        let spliced = Bytes::from(list_chunk_spliced(&record, &ranges, offset, inserted));
+        let (spliced, spliced_ranges) = list_chunk_spliced(&record, &ranges, offset, inserted);
+        let spliced = Bytes::from(spliced);
         let removed = inserted.is_none().then(|| record.slice(ranges[offset].clone()));
         let chunk = &mut self.directories[at.directory].loaded()[at.chunk];
         let last_changed = offset + 1 >= ranges.len();
         if self.limits.separators && (last_changed || chunk.separator.is_none()) {
-            chunk.separator = list_chunk_element_ranges(&spliced).expect("spliced from a well-formed chunk").last().map(|last| Separator::of(&spliced[last.clone()]));
+            chunk.separator = spliced_ranges.last().map(|last| Separator::of(&spliced[last.clone()]));
         }
         chunk.record = Some(spliced);
+        chunk.record_ranges = Some(spliced_ranges);
         let (elements, element_bytes) = match (inserted, &removed) {
             (Some(element), _) => (1, element_entry_bytes(element) as i64),
             (None, Some(element)) => (-1, -(element_entry_bytes(element) as i64)),
@@ -1174,6 +1186,7 @@ impl OpenList {
             let chunks = directory.loaded();
             for chunk in chunks.iter_mut().filter(|chunk| chunk.dirty) {
                 // A spliced record is taken, not copied: `save` writes each chunk once, last.
+                chunk.record_ranges = None;
                 let encoded = match (&chunk.elements, chunk.record.take()) {
                     (Some(elements), _) => encode_list(elements.iter()),
                     (None, Some(record)) => Vec::from(record),
@@ -1304,6 +1317,7 @@ fn split_chunk(chunk: Chunk, target: u64) -> Vec<Chunk> {
 /// The chunk's elements, read from its part the first time.
 fn load<'a>(store: &mut dyn KeyStore, key: &[u8], chunk: &'a mut Chunk) -> Result<&'a mut VecDeque<Bytes>, CommandError> {
     if chunk.elements.is_none() {
+        chunk.record_ranges = None;
         let record = match chunk.record.take() {
             Some(record) => record,
             None => read_record(store, key, chunk)?,

@@ -402,11 +402,15 @@ pub fn list_chunk_element_ranges(record: &[u8]) -> Result<Vec<std::ops::Range<us
 
 /// Chunk record `record`, whose elements lie at `ranges` (`list_chunk_element_ranges`), with
 /// `inserted` put before element `index` (≤ their count; the count: at the end), or without
-/// element `index` (< their count) when `inserted` is None. The other elements are copied as
-/// they are, not decoded and re-encoded.
-pub fn list_chunk_spliced(record: &[u8], ranges: &[std::ops::Range<usize>], index: usize, inserted: Option<&[u8]>) -> Vec<u8> {
+/// element `index` (< their count) when `inserted` is None, and the new record's element
+/// ranges. The other elements are copied as they are, not decoded and re-encoded.
+pub fn list_chunk_spliced(record: &[u8], ranges: &[std::ops::Range<usize>], index: usize, inserted: Option<&[u8]>) -> (Vec<u8>, Vec<std::ops::Range<usize>>) {
     let count = ranges.len();
-    let body_start = 1 + length_bytes(count);
+    // Where the count's length prefix ends as written (a record from elsewhere may spend more
+    // bytes on it than `write_length` does).
+    let mut body = &record[1..];
+    read_length(&mut body).expect("a chunk whose ranges were found");
+    let body_start = record.len() - body.len();
     let entry_start = |at: usize| if at == 0 { body_start } else { ranges[at - 1].end };
     let (cut, new_count) = match inserted {
         Some(_) => {
@@ -422,13 +426,23 @@ pub fn list_chunk_spliced(record: &[u8], ranges: &[std::ops::Range<usize>], inde
     let mut bytes = Vec::with_capacity(record.len() + inserted_bytes + 1);
     bytes.push(TAG_LIST);
     write_length(&mut bytes, new_count);
+    // Where the elements before the change moved (the count's length may change), and those
+    // after it.
+    let moved_before = bytes.len() as isize - body_start as isize;
     bytes.extend_from_slice(&record[body_start..cut.start]);
+    let mut new_ranges = Vec::with_capacity(new_count);
+    let shifted = |range: &std::ops::Range<usize>, by: isize| range.start.strict_add_signed(by)..range.end.strict_add_signed(by);
+    new_ranges.extend(ranges[..index].iter().map(|range| shifted(range, moved_before)));
     if let Some(element) = inserted {
         write_length(&mut bytes, element.len());
+        new_ranges.push(bytes.len()..bytes.len() + element.len());
         bytes.extend_from_slice(element);
     }
+    let moved_after = bytes.len() as isize - cut.end as isize;
+    let after = if inserted.is_some() { index } else { index + 1 };
+    new_ranges.extend(ranges[after..].iter().map(|range| shifted(range, moved_after)));
     bytes.extend_from_slice(&record[cut.end..]);
-    bytes
+    (bytes, new_ranges)
 }
 
 fn check_list_chunk_tag(record: &[u8]) -> Result<(), CorruptValue> {
@@ -1177,12 +1191,16 @@ mod tests {
             let at = random.gen_range(0..=count);
             let mut expected = elements.clone();
             expected.insert(at, inserted.clone());
-            assert_eq!(list_chunk_spliced(&record, &ranges, at, Some(&inserted)), encode_list(expected.iter()), "insertion at {at} of {count}");
+            let (spliced, spliced_ranges) = list_chunk_spliced(&record, &ranges, at, Some(&inserted));
+            assert_eq!(spliced, encode_list(expected.iter()), "insertion at {at} of {count}");
+            assert_eq!(spliced_ranges, list_chunk_element_ranges(&spliced).unwrap(), "the ranges of the new record");
             if count > 0 {
                 let at = random.gen_range(0..count);
                 let mut expected = elements.clone();
                 expected.remove(at);
-                assert_eq!(list_chunk_spliced(&record, &ranges, at, None), encode_list(expected.iter()), "removal of {at} of {count}");
+                let (spliced, spliced_ranges) = list_chunk_spliced(&record, &ranges, at, None);
+                assert_eq!(spliced, encode_list(expected.iter()), "removal of {at} of {count}");
+                assert_eq!(spliced_ranges, list_chunk_element_ranges(&spliced).unwrap(), "the ranges of the new record");
             }
         }
         assert!(list_chunk_element_ranges(&encode_string(b"x")).is_err(), "not a list chunk");

@@ -32,6 +32,11 @@ pub(crate) const BLOCKS_RESERVED_FOR_DEFRAG: usize = 2;
 pub(crate) const BLOCKS_RESERVED_FOR_DELETIONS: usize = 1;
 /// First read of a record: most records fit, so one read usually suffices.
 const RECORD_READ_AHEAD_BYTES: usize = 1024;
+/// Encoding buffers of appends kept for the next appends (`recycle_encoded`), and the largest
+/// kept: a pipelined group's batch takes hundreds of KiB, and an allocation that size made
+/// afresh faulted in, and zeroed, new pages at each group.
+const SPARE_ENCODING_BUFFERS_MAX: usize = 4;
+const SPARE_ENCODING_BUFFER_BYTES_MAX: usize = 1 << 20;
 
 /// A log position: block sequence number in the high 32 bits, offset in the block in the low 32.
 /// Positions grow with every append and never repeat.
@@ -185,6 +190,8 @@ pub(crate) struct RecordLog<P> {
     /// every flush reallocated under it (up to 100,000 publications between two flushes) into
     /// fresh memory, which the kernel zeroes on first touch, a huge page at a time.
     spare_publications: Mutex<Vec<P>>,
+    /// Encoding buffers given back by appends' callers, empty (`recycle_encoded`).
+    spare_encoding_buffers: Mutex<Vec<Vec<u8>>>,
     /// Rotations that found the previous sealed block's pages not yet written and waited for
     /// them (one write block of appends outran one block's write-out).
     rotations_waited_for_write_out: AtomicU64,
@@ -278,6 +285,7 @@ impl<P> RecordLog<P> {
             bytes_appended: AtomicU64::new(0),
             free_blocks,
             spare_publications: Mutex::new(Vec::new()),
+            spare_encoding_buffers: Mutex::new(Vec::new()),
             rotations_waited_for_write_out: AtomicU64::new(0),
         };
         Ok((log, in_use))
@@ -458,9 +466,10 @@ impl<P> RecordLog<P> {
         if total > capacity {
             return Err(EngineError::BatchTooLarge { len_bytes: total, limit_bytes: capacity });
         }
-        // Allocated before the append lock: an allocation may fault in fresh pages (a huge
-        // page is zeroed whole), and every appender would wait for it.
-        let mut encoded = Vec::with_capacity(total);
+        // Taken before the append lock: an allocation may fault in fresh pages (a huge page is
+        // zeroed whole), and every appender would wait for it.
+        let mut encoded = self.spare_encoding_buffers.lock().pop().unwrap_or_default();
+        encoded.reserve(total);
         let mut appended = Vec::with_capacity(records.len());
         let must_rotate = |state: &AppendState<P>| state.write_offset + total as u64 > self.block_bytes || state.active_slot == u32::MAX;
         let mut state = self.lock_ready_to_rotate(must_rotate)?;
@@ -606,6 +615,20 @@ impl<P> RecordLog<P> {
     /// A sealed block's last pages wait for a flush to write them out.
     pub(crate) fn sealed_pages_waiting(&self) -> bool {
         self.sealed_pages_waiting.load(Ordering::Relaxed)
+    }
+
+    /// Takes back the bytes an `append` answered, once its caller is done with them, for a later
+    /// append to encode into (up to `SPARE_ENCODING_BUFFERS_MAX` buffers of at most
+    /// `SPARE_ENCODING_BUFFER_BYTES_MAX`).
+    pub(crate) fn recycle_encoded(&self, mut encoded: Vec<u8>) {
+        if encoded.capacity() > SPARE_ENCODING_BUFFER_BYTES_MAX {
+            return;
+        }
+        encoded.clear();
+        let mut spare = self.spare_encoding_buffers.lock();
+        if spare.len() < SPARE_ENCODING_BUFFERS_MAX {
+            spare.push(encoded);
+        }
     }
 
     /// Takes back a flush's publications once published: they are dropped here (off the append
@@ -1178,6 +1201,27 @@ mod tests {
         log.take_flush_work().1.unwrap();
         let sealed_end = last.offset() + last_bytes.len() as u64;
         assert!(page_tail_on_medium(&log, slot, sealed_end).iter().all(|&byte| byte == 0), "a sealed block's last page carries zeros past its last record");
+    }
+
+    /// An append encodes into a buffer an earlier append's caller gave back; a buffer past the
+    /// largest kept is dropped.
+    #[test]
+    fn an_appends_encoding_buffer_given_back_serves_the_next_append() {
+        let (_store, log) = buffered_log();
+        let value = vec![5u8; 4096];
+        let record = NewRecord { key: b"key", value: &value, tombstone: false, part: false, expiry_unix_ms: 0, generation: 1, lsn: None };
+        let (_, encoded) = log.append(std::slice::from_ref(&record), false, Writer::Client, |_| ()).unwrap();
+        let (pointer, capacity) = (encoded.as_ptr(), encoded.capacity());
+        log.recycle_encoded(encoded);
+        let (_, again) = log.append(std::slice::from_ref(&record), false, Writer::Client, |_| ()).unwrap();
+        assert_eq!((again.as_ptr(), again.capacity()), (pointer, capacity), "the same buffer");
+        assert_eq!(again.len(), record::record_bytes(3, 4096), "holding this append's record alone");
+        log.recycle_encoded(Vec::with_capacity(SPARE_ENCODING_BUFFER_BYTES_MAX + 1));
+        assert!(log.spare_encoding_buffers.lock().is_empty(), "too large to keep");
+        for _ in 0..SPARE_ENCODING_BUFFERS_MAX + 2 {
+            log.recycle_encoded(Vec::with_capacity(16));
+        }
+        assert_eq!(log.spare_encoding_buffers.lock().len(), SPARE_ENCODING_BUFFERS_MAX);
     }
 
     /// Appends push onto the flush's queue under the append lock: a queue given back after its

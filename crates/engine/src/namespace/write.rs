@@ -608,6 +608,7 @@ impl Namespace {
         let (appended, encoded) =
             self.log.append(&records, records.len() > 1, writer, items).map_err(|error| self.name_error(error))?;
         self.cache_written(&writes, &records, &appended, &encoded, &olds);
+        self.log.recycle_encoded(encoded);
         let appended_writes = writes.iter().zip(&olds).zip(&records).zip(&appended).zip(&guard_of);
         for ((((write, old), record), done), &at) in appended_writes {
             let item = self.publish_item(write.digest, record, done);
