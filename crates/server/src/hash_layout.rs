@@ -159,11 +159,11 @@ impl Buckets {
         self.stored.remove(&number);
     }
 
-    /// The changed buckets' records, by number (a changed stored record is taken, not copied:
-    /// the buckets are written once, at the end of `save`).
-    fn take_changed_records(&mut self) -> Vec<(u32, Vec<u8>)> {
-        let decoded = self.decoded.iter().filter(|(_, bucket)| bucket.dirty).map(|(&number, bucket)| (number, bucket.fields.encode_bucket()));
-        let stored = self.stored.iter_mut().filter(|(_, stored)| stored.dirty).map(|(&number, stored)| (number, Vec::from(std::mem::take(&mut stored.record))));
+    /// The changed buckets' records, by number (a changed stored record is handed over, not
+    /// copied).
+    fn into_changed_records(self) -> Vec<(u32, Vec<u8>)> {
+        let decoded = self.decoded.into_iter().filter(|(_, bucket)| bucket.dirty).map(|(number, bucket)| (number, bucket.fields.encode_bucket()));
+        let stored = self.stored.into_iter().filter(|(_, stored)| stored.dirty).map(|(number, stored)| (number, Vec::from(stored.record)));
         decoded.chain(stored).collect()
     }
 }
@@ -494,7 +494,7 @@ impl OpenHash {
             ));
         }
         rebalance(store, &self.key, root, buckets, limits)?;
-        let writes = buckets.take_changed_records();
+        let writes = std::mem::take(buckets).into_changed_records();
         for (_, encoded) in &writes {
             if encoded.len() as u64 > limits.value_bytes_max {
                 return fail(format!(

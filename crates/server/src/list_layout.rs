@@ -612,12 +612,11 @@ impl OpenList {
         }
         chunk.record = Some(spliced);
         chunk.record_ranges = Some(spliced_ranges);
-        let (elements, element_bytes) = match (inserted, &removed) {
-            (Some(element), _) => (1, element_entry_bytes(element) as i64),
-            (None, Some(element)) => (-1, -(element_entry_bytes(element) as i64)),
-            (None, None) => unreachable!("a removal answers the element"),
+        let (elements, changed) = match inserted {
+            Some(element) => (1, element),
+            None => (-1, &record[ranges[offset].clone()]),
         };
-        self.count_change(at, elements, element_bytes);
+        self.count_change(at, elements, elements * element_entry_bytes(changed) as i64);
         removed
     }
 

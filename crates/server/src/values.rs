@@ -204,27 +204,24 @@ impl HashRecord {
         let mut body = &record[1..];
         let count = read_length(&mut body)?;
         let body_start = record.len() - body.len();
-        // The field's entry start, its value's entry start, and the end of its value.
+        // The field's entry start, its value's entry start, the end of its value, and the value.
         let mut found = None;
         for _ in 0..count {
             let entry_start = record.len() - body.len();
             let name = take_prefixed(&mut body)?;
             let value_start = record.len() - body.len();
-            take_prefixed(&mut body)?;
+            let stored_value = take_prefixed(&mut body)?;
             if found.is_none() && name == field {
-                found = Some((entry_start, value_start, record.len() - body.len()));
+                found = Some((entry_start, value_start, record.len() - body.len(), stored_value));
             }
         }
         if !body.is_empty() {
             return Err(CorruptValue("bytes after the last hash field"));
         }
-        let old = found.map(|(_, value_start, end)| {
-            let mut old_value = &record[value_start..end];
-            record.slice_ref(take_prefixed(&mut old_value).expect("walked above"))
-        });
-        let mut bytes = Vec::with_capacity(record.len() + value.map_or(0, |value| field.len() + value.len() + 2 * MAX_LENGTH_BYTES));
+        let old = found.map(|(_, _, _, stored_value)| record.slice_ref(stored_value));
+        let mut bytes = Vec::with_capacity(record.len() + value.map_or(0, |value| field_entry_bytes(field, value) as usize));
         match (found, value) {
-            (Some((_, value_start, end)), Some(value)) => {
+            (Some((_, value_start, end, _)), Some(value)) => {
                 bytes.extend_from_slice(&record[..value_start]);
                 write_prefixed(&mut bytes, value);
                 bytes.extend_from_slice(&record[end..]);
@@ -236,7 +233,7 @@ impl HashRecord {
                 write_prefixed(&mut bytes, field);
                 write_prefixed(&mut bytes, value);
             }
-            (Some((entry_start, _, end)), None) => {
+            (Some((entry_start, _, end, _)), None) => {
                 bytes.push(TAG_HASH);
                 write_length(&mut bytes, count - 1);
                 bytes.extend_from_slice(&record[body_start..entry_start]);
@@ -284,10 +281,8 @@ impl HashRecord {
         bytes.push(tag);
         write_length(&mut bytes, self.fields.len());
         for (field, value) in &self.fields {
-            write_length(&mut bytes, field.len());
-            bytes.extend_from_slice(field);
-            write_length(&mut bytes, value.len());
-            bytes.extend_from_slice(value);
+            write_prefixed(&mut bytes, field);
+            write_prefixed(&mut bytes, value);
         }
         bytes
     }
@@ -366,8 +361,7 @@ pub fn encode_list<'a>(elements: impl ExactSizeIterator<Item = &'a Bytes> + Clon
     bytes.push(TAG_LIST);
     write_length(&mut bytes, elements.len());
     for element in elements {
-        write_length(&mut bytes, element.len());
-        bytes.extend_from_slice(element);
+        write_prefixed(&mut bytes, element);
     }
     bytes
 }
@@ -434,9 +428,8 @@ pub fn list_chunk_spliced(record: &[u8], ranges: &[std::ops::Range<usize>], inde
     let shifted = |range: &std::ops::Range<usize>, by: isize| range.start.strict_add_signed(by)..range.end.strict_add_signed(by);
     new_ranges.extend(ranges[..index].iter().map(|range| shifted(range, moved_before)));
     if let Some(element) = inserted {
-        write_length(&mut bytes, element.len());
-        new_ranges.push(bytes.len()..bytes.len() + element.len());
-        bytes.extend_from_slice(element);
+        write_prefixed(&mut bytes, element);
+        new_ranges.push(bytes.len() - element.len()..bytes.len());
     }
     let moved_after = bytes.len() as isize - cut.end as isize;
     let after = if inserted.is_some() { index } else { index + 1 };
@@ -883,8 +876,7 @@ pub fn encode_stream_entry(id: StreamId, fields: &[Bytes]) -> Bytes {
     bytes.extend_from_slice(&id.to_be_bytes());
     write_length(&mut bytes, fields.len());
     for item in fields {
-        write_length(&mut bytes, item.len());
-        bytes.extend_from_slice(item);
+        write_prefixed(&mut bytes, item);
     }
     Bytes::from(bytes)
 }
@@ -925,8 +917,7 @@ impl StreamRoot {
         }
         bytes.extend_from_slice(&(self.groups.len() as u32).to_le_bytes());
         for name in &self.groups {
-            write_length(&mut bytes, name.len());
-            bytes.extend_from_slice(name);
+            write_prefixed(&mut bytes, name);
         }
         bytes
     }
@@ -995,8 +986,7 @@ impl ConsumerGroup {
         }
         bytes.extend_from_slice(&(self.consumers.len() as u32).to_le_bytes());
         for consumer in &self.consumers {
-            write_length(&mut bytes, consumer.name.len());
-            bytes.extend_from_slice(&consumer.name);
+            write_prefixed(&mut bytes, &consumer.name);
             bytes.extend_from_slice(&consumer.seen_ms.to_le_bytes());
         }
         bytes.extend_from_slice(&(self.pending.len() as u32).to_le_bytes());
@@ -1082,9 +1072,6 @@ pub fn field_entry_bytes(field: &[u8], value: &[u8]) -> u64 {
 fn length_bytes(length: usize) -> usize {
     (usize::BITS - length.leading_zeros()).max(1).div_ceil(7) as usize
 }
-
-/// Bytes a LEB128 length of a `usize` takes at most.
-const MAX_LENGTH_BYTES: usize = usize::BITS.div_ceil(7) as usize;
 
 fn write_prefixed(bytes: &mut Vec<u8>, prefixed: &[u8]) {
     write_length(bytes, prefixed.len());
