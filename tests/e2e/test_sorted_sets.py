@@ -198,10 +198,12 @@ def test_a_sorted_set_filled_from_either_end_holds_what_its_hash_holds(make_serv
     # Members coming in descending order used to split the order index's first chunk in halves
     # again and again: its parts ran out at about half the members the hash holds. 64 KiB
     # blocks as small_blocks_server's, with room for the rewritten chunks while
-    # defragmentation catches up (64 MiB filled up on a loaded machine: "data tier full").
+    # defragmentation catches up (64 MiB filled up on a loaded machine: "data tier full"). The
+    # room is a flag: the harness passes --data-bytes, which overrides a config's data_bytes.
     config = tmp_path / "small-blocks-roomy.toml"
-    config.write_text('[[namespace]]\nname = "small"\nindex_bytes = "16MiB"\ndata_bytes = "256MiB"\nwrite_block_bytes = "64KiB"\n')
-    client = make_server("--config", str(config)).client(decode_responses=True)
+    config.write_text('[[namespace]]\nname = "small"\nwrite_block_bytes = "64KiB"\n')
+    client = make_server("--config", str(config), "--data-bytes", "256MiB").client(decode_responses=True)
+    assert client.info("memory")["ns_small_data_capacity_bytes"] == 256 << 20
     sign = 1 if order == "ascending" else -1
     added = 0
     with pytest.raises(redis.ResponseError, match="zset would hold [0-9]+ bytes of fields, over the limit of 1044480 bytes for one zset"):
