@@ -559,8 +559,15 @@ impl<P> RecordLog<P> {
             created_unix_ms: crate::now_unix_ms(),
         };
         if let Some(copies) = &self.copies {
-            self.seal_active_copy(state, copies);
+            // The first block's copy is still the zeroed one the log opened with.
+            let blank = (state.active_slot != u32::MAX)
+                .then(|| self.spare_copy.lock().take().unwrap_or_else(|| AlignedBuffer::zeroed(self.block_bytes as usize)));
+            // One write lock for the swap and the new slot: a reader between the two would
+            // find the sealed block's slot naming the recycled copy, an earlier block's bytes.
             let mut copies = copies.write();
+            if let Some(blank) = blank {
+                self.seal_active_copy(state, &mut copies, blank);
+            }
             copies.active.as_mut_slice()[..BLOCK_HEADER_BYTES].copy_from_slice(&header.encode());
             copies.active_slot = slot;
         } else {
@@ -580,18 +587,14 @@ impl<P> RecordLog<P> {
         Ok(())
     }
 
-    /// Swaps the active block's copy for a recycled one and keeps the old copy as the sealed one,
-    /// whose pages not yet on the medium the next flush writes out (`take_flush_work`; a
+    /// Swaps the active block's copy for `blank` (recycled) and keeps the old copy as the sealed
+    /// one, whose pages not yet on the medium the next flush writes out (`take_flush_work`; a
     /// committer is woken at each seal, see `take_seal_notice`); its records are read from it
-    /// until then. The caller made sure no sealed copy is left (`lock_ready_to_rotate`).
-    fn seal_active_copy(&self, state: &mut AppendState<P>, copies: &RwLock<BlockCopies>) {
-        assert!(copies.read().sealed.is_none(), "one sealed copy at most");
-        if state.active_slot == u32::MAX {
-            // The first block: the copy is still the zeroed one the log opened with.
-            return;
-        }
-        let blank = self.spare_copy.lock().take().unwrap_or_else(|| AlignedBuffer::zeroed(self.block_bytes as usize));
-        let mut copies = copies.write();
+    /// until then. The caller made sure no sealed copy is left (`lock_ready_to_rotate`), and
+    /// names the new active slot before it lets go of `copies`.
+    fn seal_active_copy(&self, state: &mut AppendState<P>, copies: &mut BlockCopies, blank: AlignedBuffer) {
+        assert!(copies.sealed.is_none(), "one sealed copy at most");
+        assert_eq!(copies.active_slot, state.active_slot);
         let mut old = std::mem::replace(&mut copies.active, blank);
         // A block filled to its last byte may have been written out whole already: its copy is
         // still sealed, for the flush to recycle, with nothing to write.
@@ -1121,11 +1124,17 @@ mod tests {
     /// Appends 1 KiB records until one lands in a new block; returns the last record of the
     /// block it left, with its bytes.
     fn append_until_rotation(log: &RecordLog<()>) -> (Location, Vec<u8>) {
+        append_until_rotation_with(log, |_| ())
+    }
+
+    /// `append_until_rotation`, telling `appended` each record's location.
+    fn append_until_rotation_with(log: &RecordLog<()>, appended_at: impl Fn(Location)) -> (Location, Vec<u8>) {
         let value = vec![7u8; 1024];
         let mut last: Option<(Location, Vec<u8>)> = None;
         loop {
             let record = NewRecord { key: b"key", value: &value, tombstone: false, part: false, expiry_unix_ms: 0, generation: 1, lsn: None };
             let (appended, encoded) = log.append(std::slice::from_ref(&record), false, Writer::Client, |_| ()).unwrap();
+            appended_at(appended[0].location);
             match last {
                 Some((location, _)) if location.slot() != appended[0].location.slot() => return last.unwrap(),
                 _ => last = Some((appended[0].location, encoded)),
@@ -1222,6 +1231,41 @@ mod tests {
             log.recycle_encoded(Vec::with_capacity(16));
         }
         assert_eq!(log.spare_encoding_buffers.lock().len(), SPARE_ENCODING_BUFFERS_MAX);
+    }
+
+    /// A reader of the records just appended keeps finding them while appends rotate blocks
+    /// and flushes recycle the sealed copies: the active copy changes hands with its slot.
+    #[test]
+    fn records_read_during_rotations_are_always_the_appended_ones() {
+        use hybridkv_media::{sim::SimStore, MediaProvider, Tier};
+        const ROTATIONS: usize = 300;
+        let store = SimStore::new(5);
+        let medium = store.open("data", Tier::Ssd, (ROTATIONS as u64 + 4) * TEST_BLOCK_BYTES).unwrap().medium;
+        let (log, _) = RecordLog::<()>::open(medium, TEST_BLOCK_BYTES, 7).unwrap();
+        log.start_new_block().unwrap();
+        let latest = AtomicU64::new(0);
+        let done = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            let reader = scope.spawn(|| {
+                let mut out = Vec::new();
+                let mut reads = 0u64;
+                while !done.load(Ordering::Acquire) {
+                    let location = Location(latest.load(Ordering::Acquire));
+                    if location.0 != 0 {
+                        let record = log.read_verified(location, &mut out).unwrap_or_else(|error| panic!("read {location:?}: {error}"));
+                        assert_eq!(record.key, b"key");
+                        reads += 1;
+                    }
+                }
+                reads
+            });
+            for _ in 0..ROTATIONS {
+                append_until_rotation_with(&log, |location| latest.store(location.0, Ordering::Release));
+                log.take_flush_work().1.unwrap();
+            }
+            done.store(true, Ordering::Release);
+            assert!(reader.join().unwrap() > 0);
+        });
     }
 
     /// Appends push onto the flush's queue under the append lock: a queue given back after its
