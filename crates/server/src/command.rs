@@ -473,6 +473,11 @@ pub const BLOCKS_ON_KEYS: u16 = 2048;
 /// from patterns): then it runs over every partition, in EXEC too, and is never grouped
 /// (`commands::reaches_other_keys`).
 pub const READS_KEYS_BY_PATTERN: u16 = 4096;
+/// Leaves its key's value open for the next write of its group (`group_store::Kept`: lists'
+/// pushes and pops, XADD, the sorted-set writes that keep the set), so that writes of one key
+/// share the decoding of its value: such writes of different clients to one key meet and run
+/// in one transaction (`crate::combining`). Others gain too little there to pay the meeting.
+pub const KEEPS_VALUE_OPEN: u16 = 8192;
 
 pub struct CommandSpec {
     pub name: &'static str,
@@ -615,19 +620,25 @@ pub type ReadyCommand = (&'static CommandSpec, Vec<Bytes>);
 
 /// Runs `commands`, single-key writes that `execute` would run directly, in one transaction
 /// over their keys: one lock per partition and one append for the lot (a key's repeated records
-/// collapse to its last), instead of one each. Returns their replies in order, or None when the
+/// collapse to its last), instead of one each. Command `i` runs in `sessions[owners[i]]`: one
+/// client's pipelined group, or the writes of several clients to one key (`combining`); the
+/// sessions share a database, and when there are several none tracks keys (so invalidating
+/// for one writer is invalidating for each). Returns their replies in order, or None when the
 /// transaction failed with an engine error: nothing was written then, and the caller runs them
 /// one at a time, each meeting its own outcome as it would have alone.
-pub fn run_grouped(commands: &[ReadyCommand], session: &mut SessionState, shared: &Shared) -> Option<Vec<Reply>> {
-    let namespace = shared.database.namespace(session.database)?.clone();
+pub fn run_grouped(commands: &[ReadyCommand], owners: &[usize], sessions: &mut [&mut SessionState], shared: &Shared) -> Option<Vec<Reply>> {
+    assert_eq!(commands.len(), owners.len());
+    let (database, writer) = (sessions[0].database, sessions[0].client.id);
+    assert!(sessions.iter().all(|session| session.database == database), "a group runs in one database");
+    assert!(sessions.len() == 1 || sessions.iter().all(|session| session.tracking.is_none()), "clients that track keys are not combined");
+    let namespace = shared.database.namespace(database)?.clone();
     let keys: Vec<&[u8]> = commands.iter().flat_map(|(spec, args)| spec.keys.keys(args)).collect();
-    let (database, writer) = (session.database, session.client.id);
-    let events_before = session.key_events.len();
+    let events_before: Vec<usize> = sessions.iter().map(|session| session.key_events.len()).collect();
     let outcome = namespace.transaction_deferred(&keys, |transaction| {
         let mut results = Vec::with_capacity(commands.len());
         let mut store = GroupStore::new(transaction);
-        for (spec, args) in commands {
-            let mut call = Call { args, session: &mut *session, shared, namespace: &namespace, store: &mut store };
+        for ((spec, args), &owner) in commands.iter().zip(owners) {
+            let mut call = Call { args, session: &mut *sessions[owner], shared, namespace: &namespace, store: &mut store };
             results.push(run_in_transaction(spec.handler, &mut call)?);
             store.check_nothing_dropped()?;
         }
@@ -636,11 +647,15 @@ pub fn run_grouped(commands: &[ReadyCommand], session: &mut SessionState, shared
         Ok(results)
     });
     let Ok((results, ticket)) = outcome else {
-        session.key_events.truncate(events_before);
+        for (session, events_before) in sessions.iter_mut().zip(events_before) {
+            session.key_events.truncate(events_before);
+        }
         return None;
     };
     if let Some(ticket) = ticket {
-        session.hold_reply_until_durable(&namespace, ticket);
+        for session in sessions.iter_mut() {
+            session.hold_reply_until_durable(&namespace, ticket);
+        }
     }
     Some(results.into_iter().map(|result| result.unwrap_or_else(CommandError::into_reply)).collect())
 }

@@ -210,6 +210,8 @@ fn stats_section(shared: &Shared, stats: &[NamespaceStats], text: &mut String) -
     writeln!(text, "tracking_total_items:{}\r", tracking.items)?;
     writeln!(text, "tracking_total_prefixes:{}\r", tracking.prefixes)?;
     writeln!(text, "engine_writes:{}\r", stats.iter().map(|stats| stats.writes).sum::<u64>())?;
+    writeln!(text, "combined_writes:{}\r", load(&counters.combined_writes))?;
+    writeln!(text, "combined_write_rounds:{}\r", load(&counters.combined_write_rounds))?;
     writeln!(text, "defragmented_blocks:{}\r", stats.iter().map(|stats| stats.defragmented_blocks).sum::<u64>())?;
     writeln!(text, "corrupt_records:{}\r", stats.iter().map(|stats| stats.corrupt_records).sum::<u64>())
 }
@@ -229,7 +231,7 @@ pub fn prometheus_text(shared: &Shared) -> String {
     let mut text = String::new();
     let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
     let counters = &shared.stats;
-    let server_metrics: [(&str, &str, u64); 11] = [
+    let server_metrics: [(&str, &str, u64); 13] = [
         ("hybridkv_connected_clients", "gauge", shared.clients.count() as u64),
         ("hybridkv_pubsub_channels", "gauge", shared.pubsub.count(Kind::Channel) as u64),
         ("hybridkv_pubsub_patterns", "gauge", shared.pubsub.count(Kind::Pattern) as u64),
@@ -240,6 +242,8 @@ pub fn prometheus_text(shared: &Shared) -> String {
         ("hybridkv_connections_received_total", "counter", load(&counters.connections_received)),
         ("hybridkv_rejected_connections_total", "counter", load(&counters.rejected_connections)),
         ("hybridkv_ops_per_second", "gauge", load(&counters.ops_per_second)),
+        ("hybridkv_combined_writes_total", "counter", load(&counters.combined_writes)),
+        ("hybridkv_combined_write_rounds_total", "counter", load(&counters.combined_write_rounds)),
         ("hybridkv_uptime_seconds", "gauge", shared.started.elapsed().as_secs()),
     ];
     for (name, kind, value) in server_metrics {

@@ -9,6 +9,7 @@
 //! `keyspace_events` (notify-keyspace-events) → `tracking` (CLIENT TRACKING's invalidations).
 
 mod blocked_keys;
+mod combining;
 mod command;
 mod command_stats;
 mod commands;

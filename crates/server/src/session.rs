@@ -15,9 +15,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::command::{
-    self, engine_error_reply, unknown_command, wrong_arity, CommandSpec, ADMIN, BEFORE_AUTH, BLIND_WRITE, BLOCKS_ON_KEYS, CROSSES_DATABASES, GROUPED_ARGUMENT_BYTES_MAX,
+    self, engine_error_reply, unknown_command, wrong_arity, CommandSpec, ADMIN, BEFORE_AUTH, BLIND_WRITE, BLOCKS_ON_KEYS, CROSSES_DATABASES, GROUPED_ARGUMENT_BYTES_MAX, KEEPS_VALUE_OPEN,
     GROUPED_WRITES_MAX, IN_MULTI, READONLY, READS_KEYS_BY_PATTERN, TRANSACTION_CONTROL, WRITE,
 };
+use crate::combining::{Answer, Combiner, Entered};
 use crate::commands;
 use crate::config::{EngineCallMode, READ_CHUNK_BYTES, REPLY_FLUSH_BYTES};
 use crate::monitor::MONITOR_BACKLOG_LINES;
@@ -479,22 +480,74 @@ fn take_write_group(
     Ok(joined)
 }
 
+/// Marks the reply written to `output` from `reply_start` on as one to hold until the writes
+/// it acknowledges are durable, if its command registered some.
+fn mark_durable_reply(state: &SessionState, output: &BytesMut, spans: &mut Vec<Range<usize>>, reply_start: usize, commits_before: u64) {
+    // A reply that is not sent (CLIENT REPLY OFF) is not replaced by a failed wait's error either.
+    if state.commits_registered != commits_before && output.len() > reply_start {
+        spans.push(reply_start..output.len());
+    }
+}
+
+/// How a request met the other clients' writes to its key (`crate::combining`).
+enum Combining {
+    /// Not a write that meets others: it runs as any request does.
+    Alone(Vec<Bytes>),
+    /// It runs now, and then its connection serves the writes queued at the slot meanwhile.
+    Lead(Vec<Bytes>, usize),
+    /// Queued with the session; when `leads`, its connection serves the slot first.
+    Queued { slot: usize, answer: tokio::sync::oneshot::Receiver<Answer>, leads: bool },
+}
+
+/// Enters a single-key write that is its client's last pending request into its key's slot,
+/// if it may run in another client's transaction: one a pipelined group could hold, from a
+/// client that tracks no keys, and that blocks no worker.
+fn enter_combining(args: Vec<Bytes>, pending: &VecDeque<Vec<Bytes>>, state: &mut SessionState, shared: &Shared, spare_state: &mut Option<SessionState>) -> Combining {
+    let combined = || {
+        let keeps_open = commands::lookup(&args[0]).is_some_and(|spec| spec.has(KEEPS_VALUE_OPEN));
+        if !keeps_open || !pending.is_empty() || state.tracking.is_some() || may_block(&args, shared) {
+            return None;
+        }
+        let spec = groupable_write(&args, state, &shared.users)?;
+        Some((spec, Combiner::slot_of(state.database, spec.keys.only_key(&args)?)))
+    };
+    let Some((spec, slot)) = combined() else { return Combining::Alone(args) };
+    let (client, watches) = (Arc::clone(&state.client), Arc::clone(&shared.watches));
+    let stand_in = || spare_state.take().unwrap_or_else(|| SessionState::new(client, false, watches));
+    match shared.combiner.enter(slot, spec, args, state, stand_in) {
+        Entered::Lead(args) => Combining::Lead(args, slot),
+        Entered::Queued { answer, leads } => Combining::Queued { slot, answer, leads },
+    }
+}
+
 /// Runs a write group in one transaction, or its commands one at a time when that fails (see
 /// `command::run_grouped`).
 fn execute_group(group: Vec<command::ReadyCommand>, session: &mut SessionState, shared: &Shared) -> Vec<Reply> {
-    let started = Instant::now();
-    if let Some(replies) = command::run_grouped(&group, session, shared) {
-        shared.keyspace_events.publish_queued(&shared.pubsub, &mut session.key_events);
-        shared.stats.commands_processed.add(group.len() as u64);
-        *session.client.last_command.lock() = group.last().expect("a group has commands").0.name;
-        // Each command is counted with an equal share of the group's time.
-        let share = started.elapsed() / group.len() as u32;
-        for ((spec, args), reply) in group.iter().zip(&replies) {
-            command::account(spec, args, share, reply, session, shared);
-        }
+    let owners = vec![0; group.len()];
+    if let Some(replies) = run_group_accounted(&group, &owners, &mut [&mut *session], shared) {
         return replies;
     }
     group.into_iter().map(|(_, args)| execute(args, session, shared)).collect()
+}
+
+/// Runs a write group in one transaction (`command::run_grouped`, command `i` in
+/// `sessions[owners[i]]`) and accounts for each command in its session as `execute` would:
+/// keyspace events published, counts, statistics (each with an equal share of the group's
+/// time), the monitors' feed. None when the transaction failed: nothing was written.
+pub(crate) fn run_group_accounted(group: &[command::ReadyCommand], owners: &[usize], sessions: &mut [&mut SessionState], shared: &Shared) -> Option<Vec<Reply>> {
+    let started = Instant::now();
+    let replies = command::run_grouped(group, owners, sessions, shared)?;
+    for session in sessions.iter_mut() {
+        shared.keyspace_events.publish_queued(&shared.pubsub, &mut session.key_events);
+    }
+    shared.stats.commands_processed.add(group.len() as u64);
+    let share = started.elapsed() / group.len() as u32;
+    for (((spec, args), reply), &owner) in group.iter().zip(&replies).zip(owners) {
+        let session = &*sessions[owner];
+        *session.client.last_command.lock() = spec.name;
+        command::account(spec, args, share, reply, session, shared);
+    }
+    Some(replies)
 }
 
 fn queue(spec: &'static CommandSpec, args: Vec<Bytes>, session: &mut SessionState, shared: &Shared) -> Reply {
@@ -601,6 +654,22 @@ struct Connection {
     pause_hold: Option<PauseHold>,
     /// A blocking command waiting for its keys.
     key_wait: Option<BlockedPop>,
+    /// A write queued, with the session, behind another client's write to its key
+    /// (`crate::combining`); `state` is a stand-in meanwhile.
+    combined_wait: Option<CombinedWait>,
+    /// The stand-in a lent session leaves behind, kept for the next lending.
+    spare_state: Option<SessionState>,
+}
+
+/// A write waiting at its slot for its answer (`combining::Answer`).
+struct CombinedWait {
+    slot: usize,
+    answer: tokio::sync::oneshot::Receiver<Answer>,
+    /// The connection leads the slot: it serves it before it waits.
+    leads: bool,
+    /// Where its reply goes in `output`, and the session's registered commits before it ran.
+    reply_start: usize,
+    commits_before: u64,
 }
 
 /// A blocking command whose keys had nothing for it: what it waits for (and the command to
@@ -703,6 +772,8 @@ pub async fn serve_connection(stream: TcpStream, shared: Arc<Shared>, client: Ar
         delayed_reply: None,
         pause_hold: None,
         key_wait: None,
+        combined_wait: None,
+        spare_state: None,
     };
     if let Err(error) = connection.run().await {
         tracing::debug!(client = client.id, %error, "connection ended with an I/O error");
@@ -728,6 +799,9 @@ impl Connection {
             if !self.pending.is_empty() {
                 self.load_records_ahead().await;
                 self.execute_pending();
+                while let Some(wait) = self.combined_wait.take() {
+                    self.take_combined_answer(wait).await?;
+                }
                 let durability_failure = self.flush_replies().await?;
                 if let Some(delayed) = self.delayed_reply.take() {
                     let reply = match self.sit_out(delayed.delay, stop.as_mut(), &mut stop_signalled).await? {
@@ -875,6 +949,51 @@ impl Connection {
         let _ = tokio::task::spawn_blocking(move || namespace.load_into_cache(&keys)).await;
     }
 
+    /// Waits for the answer to a write queued at its slot (`crate::combining`), serving the
+    /// slot first while the connection leads it (after a yield, so that the connections this
+    /// worker polls meanwhile queue their writes), and takes the session back with the reply.
+    async fn take_combined_answer(&mut self, mut wait: CombinedWait) -> std::io::Result<()> {
+        loop {
+            if wait.leads {
+                tokio::task::yield_now().await;
+                let serve = || self.shared.combiner.serve(wait.slot, &self.shared);
+                match self.shared.config.engine_call_mode {
+                    EngineCallMode::Inline => serve(),
+                    EngineCallMode::BlockInPlace => tokio::task::block_in_place(serve),
+                }
+            }
+            let Ok(answer) = (&mut wait.answer).await else {
+                // Only a leader that panicked drops a write unanswered; the session went with it.
+                return Err(std::io::Error::other("a write queued behind another client's lost its session"));
+            };
+            match answer {
+                Answer::Ran { session, reply } => {
+                    self.put_combined_reply(session, reply, &wait);
+                    return Ok(());
+                }
+                Answer::Lead { session, spec, args } => {
+                    wait.answer = self.shared.combiner.lead_queued(wait.slot, spec, args, session);
+                    wait.leads = true;
+                }
+            }
+        }
+    }
+
+    /// Takes the session back from its write's round and puts the reply in the output, as
+    /// `execute_pending` would have.
+    fn put_combined_reply(&mut self, session: SessionState, reply: Reply, wait: &CombinedWait) {
+        self.spare_state = Some(std::mem::replace(&mut self.state, session));
+        let state = &mut self.state;
+        let sent = state.takes_reply() && !std::mem::take(&mut state.reply_in_mailbox);
+        // Notices before the reply, as `execute_pending` puts them.
+        state.take_notices(&mut self.output);
+        if sent {
+            encode(&reply, state.protocol, &mut self.output);
+        }
+        mark_durable_reply(state, &self.output, &mut self.durable_reply_spans, wait.reply_start, wait.commits_before);
+        state.take_all_notices(&mut self.output);
+    }
+
     /// Executes pending requests in order until they are done, the reply buffer is full enough
     /// to send, or a command closes the connection.
     fn execute_pending(&mut self) {
@@ -882,7 +1001,7 @@ impl Connection {
             EngineCallMode::Inline => self.pending.iter().any(|args| may_block(args, &self.shared)),
             EngineCallMode::BlockInPlace => true,
         };
-        let Connection { pending, state, shared, output, durable_reply_spans, delayed_reply, pause_hold, key_wait, .. } = self;
+        let Connection { pending, state, shared, output, durable_reply_spans, delayed_reply, pause_hold, key_wait, combined_wait, spare_state, .. } = self;
         let mut work = move || {
             let mut reads_prefetched = 0;
             while let Some(arguments) = pending.pop_front() {
@@ -903,7 +1022,18 @@ impl Connection {
                         }
                     }
                     Err(arguments) => {
+                        let (arguments, leading) = match enter_combining(arguments, pending, state, shared, spare_state) {
+                            Combining::Alone(arguments) => (arguments, None),
+                            Combining::Lead(arguments, slot) => (arguments, Some(slot)),
+                            Combining::Queued { slot, answer, leads } => {
+                                *combined_wait = Some(CombinedWait { slot, answer, leads, reply_start, commits_before });
+                                break;
+                            }
+                        };
                         let reply = execute(arguments, state, shared);
+                        if let Some(slot) = leading {
+                            shared.combiner.serve(slot, shared);
+                        }
                         state.retry_delay = None;
                         // Registered again under the same keys, a pop that blocks again keeps the
                         // registration (and its place); one that ended drops it here.
@@ -928,10 +1058,7 @@ impl Connection {
                         }
                     }
                 }
-                // A reply that is not sent (CLIENT REPLY OFF) is not replaced by a failed wait's error either.
-                if state.commits_registered != commits_before && output.len() > reply_start {
-                    durable_reply_spans.push(reply_start..output.len());
-                }
+                mark_durable_reply(state, output, durable_reply_spans, reply_start, commits_before);
                 if state.close_after_reply || state.enters_monitor_mode || output.len() >= REPLY_FLUSH_BYTES {
                     break;
                 }

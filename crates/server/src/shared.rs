@@ -14,6 +14,7 @@ use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
 use crate::blocked_keys::BlockedKeys;
+use crate::combining::Combiner;
 use crate::command_stats::CommandStats;
 use crate::config::ServerConfig;
 use crate::monitor::Monitors;
@@ -72,6 +73,8 @@ pub struct Shared {
     pub device_read_tasks: Mutex<Vec<JoinHandle<()>>>,
     /// CLIENT PAUSE's hold on commands.
     pub pause: ClientPause,
+    /// Where single-key writes of different clients to one key meet (`crate::combining`).
+    pub combiner: Combiner,
     /// Clients blocked in a blocking list pop, by key.
     pub blocked_keys: BlockedKeys,
     /// EVAL's and SCRIPT LOAD's scripts, for EVALSHA.
@@ -105,6 +108,7 @@ impl Shared {
             device_read_submissions: (0..NAMESPACES_MAX).map(|_| Arc::new(Notify::new())).collect(),
             device_read_tasks: Mutex::new(Vec::new()),
             pause: ClientPause::default(),
+            combiner: Combiner::default(),
             blocked_keys: BlockedKeys::default(),
             scripts: ScriptCache::default(),
             database,
@@ -149,6 +153,10 @@ pub struct ServerStats {
     pub ops_per_second: AtomicU64,
     /// Clients whose reply a blocking command holds back now (a gauge: RESETSTAT leaves it).
     pub blocked_clients: AtomicU64,
+    /// Writes that ran in another client's transaction (`crate::combining`), and the rounds
+    /// (transactions) they ran in.
+    pub combined_writes: AtomicU64,
+    pub combined_write_rounds: AtomicU64,
 }
 
 impl ServerStats {
@@ -156,7 +164,7 @@ impl ServerStats {
         for counter in [&self.commands_processed, &self.net_input_bytes, &self.net_output_bytes] {
             counter.reset();
         }
-        for counter in [&self.connections_received, &self.rejected_connections, &self.protocol_errors] {
+        for counter in [&self.connections_received, &self.rejected_connections, &self.protocol_errors, &self.combined_writes, &self.combined_write_rounds] {
             counter.store(0, Ordering::Relaxed);
         }
     }

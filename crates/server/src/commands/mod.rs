@@ -33,7 +33,7 @@ use std::sync::OnceLock;
 use bytes::Bytes;
 use hybridkv_resp::Reply;
 
-use crate::command::{arity_allows, fail, wrong_arity, Call, CommandError, CommandSpec, KeySpec, KeyStore, MovableKeys, ADMIN, AFTER_TRANSACTION, BEFORE_AUTH, BLIND_WRITE, BLOCKS_ON_KEYS, CROSSES_DATABASES, IN_MULTI, READONLY, READS_KEYS_BY_PATTERN, READS_PARTS, TRANSACTION_CONTROL, WHOLE_KEYSPACE, WRITE};
+use crate::command::{arity_allows, fail, wrong_arity, Call, CommandError, CommandSpec, KeySpec, KeyStore, MovableKeys, ADMIN, AFTER_TRANSACTION, BEFORE_AUTH, BLIND_WRITE, BLOCKS_ON_KEYS, CROSSES_DATABASES, IN_MULTI, KEEPS_VALUE_OPEN, READONLY, READS_KEYS_BY_PATTERN, READS_PARTS, TRANSACTION_CONTROL, WHOLE_KEYSPACE, WRITE};
 use crate::long_double::LongDouble;
 use crate::values::Stored;
 
@@ -49,6 +49,7 @@ const READ_PARTS: u16 = READ | READS_PARTS;
 const LISTS_KEYS: u16 = READ | WHOLE_KEYSPACE;
 const WRITES: u16 = WRITE | IN_MULTI;
 const BLIND_WRITES: u16 = WRITES | BLIND_WRITE;
+const KEEPING_WRITES: u16 = WRITES | KEEPS_VALUE_OPEN;
 const BLOCKING_WRITES: u16 = WRITES | BLOCKS_ON_KEYS;
 const SESSION_OR_SERVER: u16 = IN_MULTI | AFTER_TRANSACTION;
 const PAIRS: KeySpec = KeySpec { first: 1, last: -1, step: 2, after_streams: false, movable: None };
@@ -193,12 +194,12 @@ pub static TABLE: &[CommandSpec] = &[
     command!("hstrlen", 3, KeySpec::ONE, READ_PARTS, "hash", "Returns the length of a field's value.", hashes::hstrlen),
     command!("hscan", -3, KeySpec::ONE, READ_PARTS, "hash", "Iterates over fields (MATCH COUNT NOVALUES).", hashes::hscan),
     command!("hrandfield", -2, KeySpec::ONE, READ_PARTS, "hash", "Returns random fields (count: distinct if positive, repeating if negative; WITHVALUES).", hashes::hrandfield),
-    command!("lpush", -3, KeySpec::ONE, WRITES, "list", "Prepends elements to a list.", lists::lpush),
-    command!("rpush", -3, KeySpec::ONE, WRITES, "list", "Appends elements to a list.", lists::rpush),
-    command!("lpushx", -3, KeySpec::ONE, WRITES, "list", "Prepends elements to a list that exists.", lists::lpushx),
-    command!("rpushx", -3, KeySpec::ONE, WRITES, "list", "Appends elements to a list that exists.", lists::rpushx),
-    command!("lpop", -2, KeySpec::ONE, WRITES, "list", "Removes and returns the first elements of a list.", lists::lpop),
-    command!("rpop", -2, KeySpec::ONE, WRITES, "list", "Removes and returns the last elements of a list.", lists::rpop),
+    command!("lpush", -3, KeySpec::ONE, KEEPING_WRITES, "list", "Prepends elements to a list.", lists::lpush),
+    command!("rpush", -3, KeySpec::ONE, KEEPING_WRITES, "list", "Appends elements to a list.", lists::rpush),
+    command!("lpushx", -3, KeySpec::ONE, KEEPING_WRITES, "list", "Prepends elements to a list that exists.", lists::lpushx),
+    command!("rpushx", -3, KeySpec::ONE, KEEPING_WRITES, "list", "Appends elements to a list that exists.", lists::rpushx),
+    command!("lpop", -2, KeySpec::ONE, KEEPING_WRITES, "list", "Removes and returns the first elements of a list.", lists::lpop),
+    command!("rpop", -2, KeySpec::ONE, KEEPING_WRITES, "list", "Removes and returns the last elements of a list.", lists::rpop),
     command!("llen", 2, KeySpec::ONE, READ_PARTS, "list", "Returns the length of a list.", lists::llen),
     command!("lindex", 3, KeySpec::ONE, READ_PARTS, "list", "Returns an element by its index.", lists::lindex),
     command!("lset", 4, KeySpec::ONE, WRITES, "list", "Sets an element by its index.", lists::lset),
@@ -217,7 +218,7 @@ pub static TABLE: &[CommandSpec] = &[
     command!("blmpop", -5, AFTER_TIMEOUT_AND_COUNT, BLOCKING_WRITES, "list", "LMPOP, waiting for one of the lists to have elements up to the timeout.", lists::blmpop),
     command!("sort", -2, SORTED_AND_STORED, WRITES | READS_PARTS | READS_KEYS_BY_PATTERN, "generic", "Sorts a list, set or sorted set as numbers or ALPHA, BY other keys' values, with LIMIT, GET patterns and STORE.", sort::sort),
     command!("sort_ro", -2, SORTED_READ_ONLY, READ_PARTS | READS_KEYS_BY_PATTERN, "generic", "SORT without STORE.", sort::sort_ro),
-    command!("xadd", -5, KeySpec::ONE, WRITES, "stream", "Appends an entry to a stream, creating it if needed (NOMKSTREAM; MAXLEN|MINID [=|~] threshold [LIMIT count] trims it).", streams::xadd),
+    command!("xadd", -5, KeySpec::ONE, KEEPING_WRITES, "stream", "Appends an entry to a stream, creating it if needed (NOMKSTREAM; MAXLEN|MINID [=|~] threshold [LIMIT count] trims it).", streams::xadd),
     command!("xlen", 2, KeySpec::ONE, READ_PARTS, "stream", "Returns the number of entries in a stream.", streams::xlen),
     command!("xrange", -4, KeySpec::ONE, READ_PARTS, "stream", "Returns the entries with IDs in a range (COUNT), oldest first.", streams::xrange),
     command!("xrevrange", -4, KeySpec::ONE, READ_PARTS, "stream", "Returns the entries with IDs in a range (COUNT), newest first.", streams::xrevrange),
@@ -249,9 +250,9 @@ pub static TABLE: &[CommandSpec] = &[
     command!("sdiff", -2, KeySpec::ALL, READ_PARTS, "set", "Returns the members of the first set not in the others.", sets::sdiff),
     command!("sdiffstore", -3, KeySpec::ALL, WRITES, "set", "Stores the difference of sets in a key.", sets::sdiffstore),
     command!("sscan", -3, KeySpec::ONE, READ_PARTS, "set", "Iterates over members (MATCH COUNT).", sets::sscan),
-    command!("zadd", -4, KeySpec::ONE, WRITES, "sorted_set", "Adds members with scores, or updates their scores (NX XX GT LT CH INCR).", sorted_sets::zadd),
-    command!("zincrby", 4, KeySpec::ONE, WRITES, "sorted_set", "Increments a member's score.", sorted_sets::zincrby),
-    command!("zrem", -3, KeySpec::ONE, WRITES, "sorted_set", "Removes members.", sorted_sets::zrem),
+    command!("zadd", -4, KeySpec::ONE, KEEPING_WRITES, "sorted_set", "Adds members with scores, or updates their scores (NX XX GT LT CH INCR).", sorted_sets::zadd),
+    command!("zincrby", 4, KeySpec::ONE, KEEPING_WRITES, "sorted_set", "Increments a member's score.", sorted_sets::zincrby),
+    command!("zrem", -3, KeySpec::ONE, KEEPING_WRITES, "sorted_set", "Removes members.", sorted_sets::zrem),
     command!("zcard", 2, KeySpec::ONE, READ_PARTS, "sorted_set", "Returns the number of members.", sorted_sets::zcard),
     command!("zscore", 3, KeySpec::ONE, READ_PARTS, "sorted_set", "Returns a member's score.", sorted_sets::zscore),
     command!("zmscore", -3, KeySpec::ONE, READ_PARTS, "sorted_set", "Returns the scores of members.", sorted_sets::zmscore),
@@ -266,11 +267,11 @@ pub static TABLE: &[CommandSpec] = &[
     command!("zrevrangebyscore", -4, KeySpec::ONE, READ_PARTS, "sorted_set", "Returns members with scores in a range, from the highest.", sorted_sets::zrevrangebyscore),
     command!("zrangebylex", -4, KeySpec::ONE, READ_PARTS, "sorted_set", "Returns members in a lexicographic range (LIMIT).", sorted_sets::zrangebylex),
     command!("zrevrangebylex", -4, KeySpec::ONE, READ_PARTS, "sorted_set", "Returns members in a lexicographic range, from the largest.", sorted_sets::zrevrangebylex),
-    command!("zremrangebyrank", 4, KeySpec::ONE, WRITES, "sorted_set", "Removes the members in a range of ranks.", sorted_sets::zremrangebyrank),
-    command!("zremrangebyscore", 4, KeySpec::ONE, WRITES, "sorted_set", "Removes the members with scores in a range.", sorted_sets::zremrangebyscore),
-    command!("zremrangebylex", 4, KeySpec::ONE, WRITES, "sorted_set", "Removes the members in a lexicographic range.", sorted_sets::zremrangebylex),
-    command!("zpopmin", -2, KeySpec::ONE, WRITES, "sorted_set", "Removes and returns the members with the lowest scores.", sorted_sets::zpopmin),
-    command!("zpopmax", -2, KeySpec::ONE, WRITES, "sorted_set", "Removes and returns the members with the highest scores.", sorted_sets::zpopmax),
+    command!("zremrangebyrank", 4, KeySpec::ONE, KEEPING_WRITES, "sorted_set", "Removes the members in a range of ranks.", sorted_sets::zremrangebyrank),
+    command!("zremrangebyscore", 4, KeySpec::ONE, KEEPING_WRITES, "sorted_set", "Removes the members with scores in a range.", sorted_sets::zremrangebyscore),
+    command!("zremrangebylex", 4, KeySpec::ONE, KEEPING_WRITES, "sorted_set", "Removes the members in a lexicographic range.", sorted_sets::zremrangebylex),
+    command!("zpopmin", -2, KeySpec::ONE, KEEPING_WRITES, "sorted_set", "Removes and returns the members with the lowest scores.", sorted_sets::zpopmin),
+    command!("zpopmax", -2, KeySpec::ONE, KEEPING_WRITES, "sorted_set", "Removes and returns the members with the highest scores.", sorted_sets::zpopmax),
     command!("zmpop", -4, AFTER_COUNT, WRITES, "sorted_set", "Pops members from the first non-empty sorted set (MIN MAX COUNT).", sorted_sets::zmpop),
     command!("bzpopmin", -3, LAST_IS_TIMEOUT, BLOCKING_WRITES, "sorted_set", "ZPOPMIN of the first non-empty sorted set, waiting for one up to the timeout (seconds, 0: no limit).", sorted_sets::bzpopmin),
     command!("bzpopmax", -3, LAST_IS_TIMEOUT, BLOCKING_WRITES, "sorted_set", "ZPOPMAX of the first non-empty sorted set, waiting for one up to the timeout.", sorted_sets::bzpopmax),
