@@ -69,6 +69,31 @@ def test_pushes_of_many_clients_to_one_list_each_answer_as_alone(make_server):
     assert int(client.info("commandstats")["cmdstat_lpush"]["calls"]) == CONNECTIONS * bursts
 
 
+def test_pipelines_of_many_clients_to_one_list_each_answer_as_alone(make_server):
+    """Each connection sends a pipeline of pushes and pops on one list: whole groups meet."""
+    server = make_server("--durability", "periodic")
+    client = server.client()
+    conns = connections(server)
+    per_client = 10
+    lengths, popped = [], []
+    for round_number in burst_rounds(client, BURSTS // 2):
+        for connection, number in zip(conns, range(len(conns))):
+            connection.send_packed_command(connection.pack_commands([("RPUSH", "list", f"{number}:{round_number}:{i}") for i in range(per_client)] + [("LPOP", "list")]))
+        for connection in conns:
+            replies = [connection.read_response() for _ in range(per_client + 1)]
+            assert replies[:per_client] == sorted(replies[:per_client]) and len(set(replies[:per_client])) == per_client, replies
+            lengths += replies[:per_client]
+            popped.append(replies[-1])
+    pushed = len(lengths)
+    assert client.llen("list") == pushed - len(popped)
+    assert len(set(popped)) == len(popped) and None not in popped, "every pop took an element of its own"
+    rest = client.lrange("list", 0, -1)
+    assert sorted(popped + rest) == sorted(f"{number}:{round_number}:{i}" for number in range(CONNECTIONS) for round_number in range(pushed // per_client // CONNECTIONS) for i in range(per_client))
+    for number in range(CONNECTIONS):
+        mine = [element for element in popped + rest if element.startswith(f"{number}:")]
+        assert len(mine) == pushed // CONNECTIONS
+
+
 def test_a_redis_error_fails_only_its_own_clients_write(make_server):
     server = make_server("--durability", "periodic")
     client = server.client()

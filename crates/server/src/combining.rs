@@ -30,16 +30,17 @@ use parking_lot::Mutex;
 use hybridkv_resp::Reply;
 use tokio::sync::oneshot;
 
-use crate::command::{CommandSpec, ReadyCommand, GROUPED_ARGUMENT_BYTES_MAX};
+use crate::command::{ReadyCommand, GROUPED_ARGUMENT_BYTES_MAX};
 use crate::session::{execute, run_group_accounted, SessionState};
 use crate::shared::Shared;
 
 /// Slots writes meet in, chosen by database and key: writes to one key always meet; writes to
 /// keys that share a slot may too (they run in one transaction then, as a pipelined group's).
 const SLOTS: usize = 1024;
-/// Writes one round runs in one transaction at most (with `GROUPED_ARGUMENT_BYTES_MAX` of
-/// arguments at most, so that its batch stays far below a write block).
+/// Writes one round runs in one transaction at most, and their argument bytes at most (so
+/// that its batch stays far below a write block), unless one client's group alone is more.
 pub const COMBINED_WRITES_MAX: usize = 64;
+pub const COMBINED_ARGUMENT_BYTES_MAX: usize = 4 * GROUPED_ARGUMENT_BYTES_MAX;
 /// Rounds a leader runs for others before it hands the slot on, so that its own client's next
 /// requests do not wait long.
 pub const LEADER_ROUNDS_MAX: usize = 4;
@@ -61,27 +62,28 @@ struct Slot {
     waiting: VecDeque<Waiter>,
 }
 
+/// One client's writes at a slot: a single write, or a pipelined group whose keys all have the
+/// slot.
 struct Waiter {
-    spec: &'static CommandSpec,
-    args: Vec<Bytes>,
+    writes: Vec<ReadyCommand>,
     session: SessionState,
     answer: oneshot::Sender<Answer>,
 }
 
-/// What a connection whose write waited at a slot gets back, with its session.
+/// What a connection whose writes waited at a slot gets back, with its session.
 pub enum Answer {
-    /// The write ran: its reply.
-    Ran { session: SessionState, reply: Reply },
-    /// The slot's leader handed the slot on: the connection queues its write first and
+    /// The writes ran: their replies, in order.
+    Ran { session: SessionState, replies: Vec<Reply> },
+    /// The slot's leader handed the slot on: the connection queues its writes first and
     /// serves the slot (`Combiner::lead_queued`).
-    Lead { session: SessionState, spec: &'static CommandSpec, args: Vec<Bytes> },
+    Lead { session: SessionState, writes: Vec<ReadyCommand> },
 }
 
-/// How a write entered its slot.
+/// How writes entered their slot.
 pub enum Entered {
-    /// No other write was running at this cold slot: the caller runs its write (the
-    /// arguments), then serves the slot.
-    Lead(Vec<Bytes>),
+    /// No other write was running at this cold slot: the caller runs its writes (given
+    /// back), then serves the slot.
+    Lead(Vec<ReadyCommand>),
     /// Queued with the session: the answer brings both back. When `leads`, the caller leads
     /// the (hot) slot: it yields, then serves it, its own write in the first round.
     Queued { answer: oneshot::Receiver<Answer>, leads: bool },
@@ -98,14 +100,15 @@ impl Combiner {
         (xxhash_rust::xxh3::xxh3_64_with_seed(key, database as u64) % SLOTS as u64) as usize
     }
 
-    /// Leads `slot` when no write runs there, or queues this write with the session, which
-    /// `stand_in` replaces until the answer brings it back (at a hot slot, both).
-    pub fn enter(&self, slot: usize, spec: &'static CommandSpec, args: Vec<Bytes>, session: &mut SessionState, stand_in: impl FnOnce() -> SessionState) -> Entered {
+    /// Leads `slot` when no write runs there, or queues these writes with the session, which
+    /// `stand_in` replaces until the answer brings it back (at a warm slot, both).
+    pub fn enter(&self, slot: usize, writes: Vec<ReadyCommand>, session: &mut SessionState, stand_in: impl FnOnce() -> SessionState) -> Entered {
+        assert!(!writes.is_empty());
         let mut guard = self.slots[slot].lock();
         let leads = !guard.led;
         if leads && guard.warmth == 0 {
             guard.led = true;
-            return Entered::Lead(args);
+            return Entered::Lead(writes);
         }
         if !leads {
             guard.warmth = WARM_LEADS;
@@ -113,17 +116,17 @@ impl Combiner {
         guard.led = true;
         let (answer, receiver) = oneshot::channel();
         let session = std::mem::replace(session, stand_in());
-        guard.waiting.push_back(Waiter { spec, args, session, answer });
+        guard.waiting.push_back(Waiter { writes, session, answer });
         Entered::Queued { answer: receiver, leads }
     }
 
-    /// Queues the write of a connection the slot was handed to (`Answer::Lead`) first in line;
-    /// the caller then serves the slot.
-    pub fn lead_queued(&self, slot: usize, spec: &'static CommandSpec, args: Vec<Bytes>, session: SessionState) -> oneshot::Receiver<Answer> {
+    /// Queues the writes of a connection the slot was handed to (`Answer::Lead`) first in
+    /// line; the caller then serves the slot.
+    pub fn lead_queued(&self, slot: usize, writes: Vec<ReadyCommand>, session: SessionState) -> oneshot::Receiver<Answer> {
         let mut guard = self.slots[slot].lock();
         assert!(guard.led, "a handed slot stays led");
         let (answer, receiver) = oneshot::channel();
-        guard.waiting.push_front(Waiter { spec, args, session, answer });
+        guard.waiting.push_front(Waiter { writes, session, answer });
         receiver
     }
 
@@ -151,14 +154,15 @@ impl Combiner {
             return Vec::new();
         };
         let database = first.session.database;
-        let (mut round, mut bytes) = (Vec::new(), 0);
+        let (mut round, mut writes, mut bytes) = (Vec::new(), 0, 0);
         while let Some(next) = guard.waiting.front() {
-            let next_bytes = next.args.iter().map(Bytes::len).sum::<usize>();
-            let joins = next.session.database == database && round.len() < COMBINED_WRITES_MAX && bytes + next_bytes <= GROUPED_ARGUMENT_BYTES_MAX;
+            let next_bytes: usize = next.writes.iter().flat_map(|(_, args)| args).map(Bytes::len).sum();
+            let next_writes = next.writes.len();
+            let joins = next.session.database == database && writes + next_writes <= COMBINED_WRITES_MAX && bytes + next_bytes <= COMBINED_ARGUMENT_BYTES_MAX;
             if !round.is_empty() && !joins {
                 break;
             }
-            bytes += next_bytes;
+            (writes, bytes) = (writes + next_writes, bytes + next_bytes);
             round.push(guard.waiting.pop_front().expect("looked at above"));
         }
         if first_round && round.len() == 1 && guard.waiting.is_empty() {
@@ -171,8 +175,8 @@ impl Combiner {
     /// waits (or none of their connections is left).
     fn hand_over(&self, slot: usize) {
         let mut guard = self.slots[slot].lock();
-        while let Some(Waiter { spec, args, session, answer }) = guard.waiting.pop_front() {
-            if answer.send(Answer::Lead { session, spec, args }).is_ok() {
+        while let Some(Waiter { writes, session, answer }) = guard.waiting.pop_front() {
+            if answer.send(Answer::Lead { session, writes }).is_ok() {
                 return;
             }
         }
@@ -181,26 +185,28 @@ impl Combiner {
 }
 
 /// Runs a round's writes in one transaction, or one at a time when that fails (as a pipelined
-/// group's), and answers each.
+/// group's), and answers each client.
 fn run_round(round: Vec<Waiter>, shared: &Shared) {
-    shared.stats.combined_writes.fetch_add(round.len() as u64, Ordering::Relaxed);
-    shared.stats.combined_write_rounds.fetch_add(1, Ordering::Relaxed);
-    let mut commands: Vec<ReadyCommand> = Vec::with_capacity(round.len());
-    let mut sessions = Vec::with_capacity(round.len());
-    let mut answers = Vec::with_capacity(round.len());
-    for Waiter { spec, args, session, answer } in round {
-        commands.push((spec, args));
-        sessions.push(session);
-        answers.push(answer);
+    let mut writes: Vec<ReadyCommand> = Vec::new();
+    let (mut owners, mut sessions, mut answers) = (Vec::new(), Vec::with_capacity(round.len()), Vec::with_capacity(round.len()));
+    let mut counts = Vec::with_capacity(round.len());
+    for (owner, waiter) in round.into_iter().enumerate() {
+        counts.push(waiter.writes.len());
+        owners.extend(std::iter::repeat_n(owner, waiter.writes.len()));
+        writes.extend(waiter.writes);
+        sessions.push(waiter.session);
+        answers.push(waiter.answer);
     }
-    let owners: Vec<usize> = (0..commands.len()).collect();
+    shared.stats.combined_writes.fetch_add(writes.len() as u64, Ordering::Relaxed);
+    shared.stats.combined_write_rounds.fetch_add(1, Ordering::Relaxed);
     let mut session_refs: Vec<&mut SessionState> = sessions.iter_mut().collect();
-    let grouped = run_group_accounted(&commands, &owners, &mut session_refs, shared);
+    let grouped = run_group_accounted(&writes, &owners, &mut session_refs, shared);
     drop(session_refs);
-    let replies = grouped.unwrap_or_else(|| commands.into_iter().zip(&mut sessions).map(|((_, args), session)| execute(args, session, shared)).collect());
-    for ((session, reply), answer) in sessions.into_iter().zip(replies).zip(answers) {
+    let mut replies = grouped.unwrap_or_else(|| writes.into_iter().zip(&owners).map(|((_, args), &owner)| execute(args, &mut sessions[owner], shared)).collect()).into_iter();
+    for ((session, count), answer) in sessions.into_iter().zip(counts).zip(answers) {
+        let replies = replies.by_ref().take(count).collect();
         // A connection gone meanwhile drops its session with the answer.
-        let _ = answer.send(Answer::Ran { session, reply });
+        let _ = answer.send(Answer::Ran { session, replies });
     }
 }
 
@@ -209,6 +215,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::command::CommandSpec;
     use crate::shared::ClientHandle;
     use crate::watch::WatchRegistry;
 
@@ -220,15 +227,15 @@ mod tests {
         crate::commands::lookup(b"lpush").expect("a known command")
     }
 
-    fn push_args(element: &str) -> Vec<Bytes> {
-        ["LPUSH", "list", element].iter().map(|word| Bytes::copy_from_slice(word.as_bytes())).collect()
+    fn push(element: &str) -> Vec<ReadyCommand> {
+        vec![(lpush(), ["LPUSH", "list", element].iter().map(|word| Bytes::copy_from_slice(word.as_bytes())).collect())]
     }
 
     /// Enters a push from a session of client `id`; the session left behind is a stand-in
     /// when the push was queued.
     fn enter(combiner: &Combiner, slot: usize, id: u64) -> Entered {
         let mut lent = session(id);
-        combiner.enter(slot, lpush(), push_args(&id.to_string()), &mut lent, || session(0))
+        combiner.enter(slot, push(&id.to_string()), &mut lent, || session(0))
     }
 
     fn queued(entered: Entered) -> (oneshot::Receiver<Answer>, bool) {
@@ -281,17 +288,22 @@ mod tests {
         }
         let mut other_database = session(999);
         other_database.database = 1;
-        let _other = queued(combiner.enter(slot, lpush(), push_args("x"), &mut other_database, || session(0)));
+        let _other = queued(combiner.enter(slot, push("x"), &mut other_database, || session(0)));
         assert_eq!(combiner.take_round(slot, true).len(), COMBINED_WRITES_MAX);
         assert_eq!(combiner.take_round(slot, false).len(), 2, "the rest of the first database's writes");
         let last = combiner.take_round(slot, false);
         assert_eq!(last.len(), 1);
         assert_eq!(last[0].session.database, 1, "a round runs in one database");
         let mut big = session(5);
-        let big_args = vec![Bytes::from_static(b"LPUSH"), Bytes::from_static(b"list"), Bytes::from(vec![b'x'; GROUPED_ARGUMENT_BYTES_MAX])];
-        let _big = queued(combiner.enter(slot, lpush(), big_args, &mut big, || session(0)));
+        let big_args = vec![Bytes::from_static(b"LPUSH"), Bytes::from_static(b"list"), Bytes::from(vec![b'x'; COMBINED_ARGUMENT_BYTES_MAX])];
+        let _big = queued(combiner.enter(slot, vec![(lpush(), big_args)], &mut big, || session(0)));
         let _small = queued(enter(&combiner, slot, 6));
         assert_eq!(combiner.take_round(slot, false).len(), 1, "a write past the round's bytes waits for the next");
+        assert_eq!(combiner.take_round(slot, false).len(), 1);
+        let group: Vec<ReadyCommand> = (0..COMBINED_WRITES_MAX - 1).flat_map(|number| push(&number.to_string())).collect();
+        let _group = queued(combiner.enter(slot, group, &mut session(7), || session(0)));
+        let _two = queued(combiner.enter(slot, [push("a"), push("b")].concat(), &mut session(8), || session(0)));
+        assert_eq!(combiner.take_round(slot, false).len(), 1, "writes are counted, not clients: a group of 63 and two more pass 64");
         assert_eq!(combiner.take_round(slot, false).len(), 1);
     }
 
@@ -306,10 +318,10 @@ mod tests {
         drop(gone);
         combiner.hand_over(slot);
         match next.try_recv() {
-            Ok(Answer::Lead { session, spec, args }) => {
+            Ok(Answer::Lead { session, writes }) => {
                 assert_eq!(session.client.id, 3, "its own session comes back");
-                assert_eq!(args[2], "3");
-                let mut own = combiner.lead_queued(slot, spec, args, session);
+                assert_eq!(writes[0].1[2], "3");
+                let mut own = combiner.lead_queued(slot, writes, session);
                 let round = combiner.take_round(slot, true);
                 assert_eq!(round.iter().map(|waiter| waiter.session.client.id).collect::<Vec<_>>(), [3, 4], "the new leader's write first");
                 assert!(own.try_recv().is_err(), "answered once its round ran");

@@ -475,8 +475,9 @@ pub const BLOCKS_ON_KEYS: u16 = 2048;
 pub const READS_KEYS_BY_PATTERN: u16 = 4096;
 /// Leaves its key's value open for the next write of its group (`group_store::Kept`: lists'
 /// pushes and pops, XADD, the sorted-set writes that keep the set), so that writes of one key
-/// share the decoding of its value: such writes of different clients to one key meet and run
-/// in one transaction (`crate::combining`). Others gain too little there to pay the meeting.
+/// share the decoding of its value: such a write sent alone meets other clients' writes to
+/// its key and runs in one transaction with them (`crate::combining`). Others sent alone gain
+/// too little there to pay the meeting (pipelined groups meet whatever their writes).
 pub const KEEPS_VALUE_OPEN: u16 = 8192;
 
 pub struct CommandSpec {

@@ -489,35 +489,38 @@ fn mark_durable_reply(state: &SessionState, output: &BytesMut, spans: &mut Vec<R
     }
 }
 
-/// How a request met the other clients' writes to its key (`crate::combining`).
-enum Combining {
-    /// Not a write that meets others: it runs as any request does.
-    Alone(Vec<Bytes>),
-    /// It runs now, and then its connection serves the writes queued at the slot meanwhile.
-    Lead(Vec<Bytes>, usize),
-    /// Queued with the session; when `leads`, its connection serves the slot first.
-    Queued { slot: usize, answer: tokio::sync::oneshot::Receiver<Answer>, leads: bool },
+/// The slot where a single-key write meets other clients' writes to its key
+/// (`crate::combining`), if it may: one whose command keeps its value open, that a pipelined
+/// group could hold and that blocks no worker, its client's last pending request, from a
+/// client that tracks no keys.
+fn single_write_slot(args: &[Bytes], pending: &VecDeque<Vec<Bytes>>, state: &SessionState, shared: &Shared) -> Option<(&'static CommandSpec, usize)> {
+    let keeps_open = commands::lookup(&args[0]).is_some_and(|spec| spec.has(KEEPS_VALUE_OPEN));
+    if !keeps_open || !pending.is_empty() || state.tracking.is_some() || may_block(args, shared) {
+        return None;
+    }
+    let spec = groupable_write(args, state, &shared.users)?;
+    Some((spec, Combiner::slot_of(state.database, spec.keys.only_key(args)?)))
 }
 
-/// Enters a single-key write that is its client's last pending request into its key's slot,
-/// if it may run in another client's transaction: one a pipelined group could hold, from a
-/// client that tracks no keys, and that blocks no worker.
-fn enter_combining(args: Vec<Bytes>, pending: &VecDeque<Vec<Bytes>>, state: &mut SessionState, shared: &Shared, spare_state: &mut Option<SessionState>) -> Combining {
-    let combined = || {
-        let keeps_open = commands::lookup(&args[0]).is_some_and(|spec| spec.has(KEEPS_VALUE_OPEN));
-        if !keeps_open || !pending.is_empty() || state.tracking.is_some() || may_block(&args, shared) {
-            return None;
-        }
-        let spec = groupable_write(&args, state, &shared.users)?;
-        Some((spec, Combiner::slot_of(state.database, spec.keys.only_key(&args)?)))
-    };
-    let Some((spec, slot)) = combined() else { return Combining::Alone(args) };
+/// The slot where a pipelined group meets other clients' writes, if it may: its keys share
+/// one slot, it ends its client's pending requests, and the client tracks no keys. Any
+/// single-key writes: a group pays one meeting for all of its writes, and every round spares
+/// the lock's hand-overs between the groups it holds (`redis-benchmark -P 16 -t sadd`: 287–311k
+/// requests/s when only writes that keep their value open met, 498–505k with every group).
+fn group_slot(group: &[command::ReadyCommand], pending: &VecDeque<Vec<Bytes>>, state: &SessionState) -> Option<usize> {
+    if !pending.is_empty() || state.tracking.is_some() {
+        return None;
+    }
+    let slot_of = |(spec, args): &command::ReadyCommand| spec.keys.only_key(args).map(|key| Combiner::slot_of(state.database, key));
+    let first = slot_of(group.first()?)?;
+    group.iter().all(|write| slot_of(write) == Some(first)).then_some(first)
+}
+
+/// Enters writes into their slot, lending the session if they queue.
+fn enter_slot(slot: usize, writes: Vec<command::ReadyCommand>, state: &mut SessionState, shared: &Shared, spare_state: &mut Option<SessionState>) -> Entered {
     let (client, watches) = (Arc::clone(&state.client), Arc::clone(&shared.watches));
     let stand_in = || spare_state.take().unwrap_or_else(|| SessionState::new(client, false, watches));
-    match shared.combiner.enter(slot, spec, args, state, stand_in) {
-        Entered::Lead(args) => Combining::Lead(args, slot),
-        Entered::Queued { answer, leads } => Combining::Queued { slot, answer, leads },
-    }
+    shared.combiner.enter(slot, writes, state, stand_in)
 }
 
 /// Runs a write group in one transaction, or its commands one at a time when that fails (see
@@ -967,28 +970,29 @@ impl Connection {
                 return Err(std::io::Error::other("a write queued behind another client's lost its session"));
             };
             match answer {
-                Answer::Ran { session, reply } => {
-                    self.put_combined_reply(session, reply, &wait);
+                Answer::Ran { session, replies } => {
+                    self.put_combined_replies(session, replies, &wait);
                     return Ok(());
                 }
-                Answer::Lead { session, spec, args } => {
-                    wait.answer = self.shared.combiner.lead_queued(wait.slot, spec, args, session);
+                Answer::Lead { session, writes } => {
+                    wait.answer = self.shared.combiner.lead_queued(wait.slot, writes, session);
                     wait.leads = true;
                 }
             }
         }
     }
 
-    /// Takes the session back from its write's round and puts the reply in the output, as
+    /// Takes the session back from its writes' round and puts the replies in the output, as
     /// `execute_pending` would have.
-    fn put_combined_reply(&mut self, session: SessionState, reply: Reply, wait: &CombinedWait) {
+    fn put_combined_replies(&mut self, session: SessionState, replies: Vec<Reply>, wait: &CombinedWait) {
         self.spare_state = Some(std::mem::replace(&mut self.state, session));
         let state = &mut self.state;
-        let sent = state.takes_reply() && !std::mem::take(&mut state.reply_in_mailbox);
-        // Notices before the reply, as `execute_pending` puts them.
+        // Notices before the replies, as `execute_pending` puts them.
         state.take_notices(&mut self.output);
-        if sent {
-            encode(&reply, state.protocol, &mut self.output);
+        for reply in replies {
+            if state.takes_reply() && !std::mem::take(&mut state.reply_in_mailbox) {
+                encode(&reply, state.protocol, &mut self.output);
+            }
         }
         mark_durable_reply(state, &self.output, &mut self.durable_reply_spans, wait.reply_start, wait.commits_before);
         state.take_all_notices(&mut self.output);
@@ -1017,18 +1021,34 @@ impl Connection {
                 let (reply_start, commits_before) = (output.len(), state.commits_registered);
                 match take_write_group(arguments, pending, state, &shared.users) {
                     Ok(group) => {
-                        for reply in execute_group(group, state, shared) {
+                        let replies = match group_slot(&group, pending, state) {
+                            None => execute_group(group, state, shared),
+                            Some(slot) => match enter_slot(slot, group, state, shared, spare_state) {
+                                Entered::Lead(group) => {
+                                    let replies = execute_group(group, state, shared);
+                                    shared.combiner.serve(slot, shared);
+                                    replies
+                                }
+                                Entered::Queued { answer, leads } => {
+                                    *combined_wait = Some(CombinedWait { slot, answer, leads, reply_start, commits_before });
+                                    break;
+                                }
+                            },
+                        };
+                        for reply in replies {
                             encode(&reply, state.protocol, output);
                         }
                     }
                     Err(arguments) => {
-                        let (arguments, leading) = match enter_combining(arguments, pending, state, shared, spare_state) {
-                            Combining::Alone(arguments) => (arguments, None),
-                            Combining::Lead(arguments, slot) => (arguments, Some(slot)),
-                            Combining::Queued { slot, answer, leads } => {
-                                *combined_wait = Some(CombinedWait { slot, answer, leads, reply_start, commits_before });
-                                break;
-                            }
+                        let (arguments, leading) = match single_write_slot(&arguments, pending, state, shared) {
+                            None => (arguments, None),
+                            Some((spec, slot)) => match enter_slot(slot, vec![(spec, arguments)], state, shared, spare_state) {
+                                Entered::Lead(mut writes) => (writes.pop().expect("the one write").1, Some(slot)),
+                                Entered::Queued { answer, leads } => {
+                                    *combined_wait = Some(CombinedWait { slot, answer, leads, reply_start, commits_before });
+                                    break;
+                                }
+                            },
                         };
                         let reply = execute(arguments, state, shared);
                         if let Some(slot) = leading {
