@@ -381,7 +381,11 @@ impl OpenList {
             if (len, element_bytes) != (loaded.len, loaded.element_bytes) {
                 return Err(CorruptValue("list directory disagrees with its top").into());
             }
-            if entries.iter().any(|entry| self.free_parts.contains(&entry.part)) {
+            // Kept highest first: a binary search, where `contains` over hundreds of free parts
+            // for each of a big list's thousands of chunks was a third of the server's CPU under
+            // pipelined LPOP (every save past `FREE_PARTS_MAX` free parts reads every directory).
+            let is_free = |part: u32| self.free_parts.binary_search_by(|free| part.cmp(free)).is_ok();
+            if entries.iter().any(|entry| is_free(entry.part)) {
                 return Err(CorruptValue("a list part is both free and a chunk").into());
             }
             if let (Some(listed), Some(last)) = (loaded.separator, entries.last().and_then(|entry| entry.separator)) {
