@@ -25,13 +25,12 @@
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 
-use bytes::Bytes;
 use parking_lot::Mutex;
 use hybridkv_resp::Reply;
 use tokio::sync::oneshot;
 
 use crate::command::{ReadyCommand, GROUPED_ARGUMENT_BYTES_MAX};
-use crate::session::{execute, run_group_accounted, SessionState};
+use crate::session::{argument_bytes, execute, run_group_accounted, SessionState};
 use crate::shared::Shared;
 
 /// Slots writes meet in, chosen by database and key: writes to one key always meet; writes to
@@ -158,7 +157,7 @@ impl Combiner {
         let database = first.session.database;
         let (mut round, mut writes, mut bytes) = (Vec::new(), 0, 0);
         while let Some(next) = guard.waiting.front() {
-            let next_bytes: usize = next.writes.iter().flat_map(|(_, args)| args).map(Bytes::len).sum();
+            let next_bytes: usize = next.writes.iter().map(|(_, args)| argument_bytes(args)).sum();
             let next_writes = next.writes.len();
             let joins = next.session.database == database && writes + next_writes <= COMBINED_WRITES_MAX && bytes + next_bytes <= COMBINED_ARGUMENT_BYTES_MAX;
             if !round.is_empty() && !joins {
@@ -215,6 +214,8 @@ fn run_round(round: Vec<Waiter>, shared: &Shared) {
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+
+    use bytes::Bytes;
 
     use super::*;
     use crate::command::CommandSpec;

@@ -444,7 +444,7 @@ fn groupable_write(args: &[Bytes], session: &SessionState, users: &Users) -> Opt
     (single_key_write && !refused()).then_some(spec)
 }
 
-fn argument_bytes(args: &[Bytes]) -> usize {
+pub(crate) fn argument_bytes(args: &[Bytes]) -> usize {
     args.iter().map(Bytes::len).sum()
 }
 
@@ -802,7 +802,7 @@ impl Connection {
             if !self.pending.is_empty() {
                 self.load_records_ahead().await;
                 self.execute_pending();
-                while let Some(wait) = self.combined_wait.take() {
+                if let Some(wait) = self.combined_wait.take() {
                     self.take_combined_answer(wait).await?;
                 }
                 let durability_failure = self.flush_replies().await?;
